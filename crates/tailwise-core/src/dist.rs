@@ -1,0 +1,183 @@
+//! Distributions of service times and inter-arrival gaps, parsed from `KIND:MEAN[:PARAM]`.
+//!
+//! | spec | meaning |
+//! |---|---|
+//! | `fixed:10us` | always 10 µs |
+//! | `exp:10us` | exponential, mean 10 µs (Poisson arrivals when used for gaps) |
+//! | `bimodal:10us` | 90 % at `a`, 10 % at `10a`, with `0.9a + 0.1·10a = 1.9a` = the mean |
+//! | `lognormal:10us:1.0` | log-normal with mean 10 µs and shape σ = 1.0 (μ = ln mean − σ²/2) |
+//!
+//! Times take a unit: `ns`, `us` (or `µs`), `ms`, `s`; a bare `0` is allowed.
+
+use rand::Rng;
+use rand_distr::{Distribution, Exp1, LogNormal};
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum Dist {
+    Fixed { ns: f64 },
+    Exp { mean_ns: f64 },
+    /// 90 % at `low_ns`, 10 % at `10 * low_ns`.
+    Bimodal { low_ns: f64 },
+    LogNormal { mean_ns: f64, sigma: f64, mu: f64 },
+}
+
+pub const KINDS: &str = "fixed:10us, exp:10us, bimodal:10us or lognormal:10us:1.0";
+
+/// Parse a duration such as `10us`, `1.5ms`, `250ns`, `2s` into nanoseconds.
+pub fn parse_duration_ns(text: &str) -> Result<f64, String> {
+    let t = text.trim();
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.' || c == 'e' || c == 'E' || c == '+' || c == '-'))
+        .unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let value: f64 = num
+        .parse()
+        .map_err(|_| format!("'{text}' is not a time: write a number and a unit, like 10us"))?;
+    let scale = match unit.trim() {
+        "ns" => 1.0,
+        "us" | "µs" => 1e3,
+        "ms" => 1e6,
+        "s" => 1e9,
+        "" if value == 0.0 => 1.0,
+        "" => return Err(format!("'{text}' has no unit: write e.g. {value}us (units: ns, us, ms, s)")),
+        u => return Err(format!("unknown time unit '{u}' in '{text}': use ns, us, ms or s")),
+    };
+    let ns = value * scale;
+    if !ns.is_finite() || ns < 0.0 {
+        return Err(format!("'{text}' must be a finite time of zero or more"));
+    }
+    Ok(ns)
+}
+
+impl Dist {
+    pub fn parse(spec: &str) -> Result<Dist, String> {
+        let parts: Vec<&str> = spec.trim().split(':').collect();
+        let kind = parts[0].to_ascii_lowercase();
+        let want = |n: usize| -> Result<(), String> {
+            if parts.len() == n {
+                Ok(())
+            } else {
+                Err(format!("distribution '{spec}' has the wrong number of fields: use {KINDS}"))
+            }
+        };
+        let dist = match kind.as_str() {
+            "fixed" => {
+                want(2)?;
+                Dist::Fixed { ns: parse_duration_ns(parts[1])? }
+            }
+            "exp" => {
+                want(2)?;
+                Dist::Exp { mean_ns: parse_duration_ns(parts[1])? }
+            }
+            "bimodal" => {
+                want(2)?;
+                Dist::Bimodal { low_ns: parse_duration_ns(parts[1])? / 1.9 }
+            }
+            "lognormal" => {
+                want(3)?;
+                let mean_ns = parse_duration_ns(parts[1])?;
+                let sigma: f64 = parts[2]
+                    .parse()
+                    .ok()
+                    .filter(|s: &f64| s.is_finite() && *s > 0.0)
+                    .ok_or_else(|| format!("lognormal shape '{}' in '{spec}' must be a number > 0, e.g. lognormal:10us:1.0", parts[2]))?;
+                if mean_ns <= 0.0 {
+                    return Err(format!("lognormal mean in '{spec}' must be above zero"));
+                }
+                Dist::LogNormal { mean_ns, sigma, mu: mean_ns.ln() - sigma * sigma / 2.0 }
+            }
+            _ => return Err(format!("unknown distribution '{}' in '{spec}': use {KINDS}", parts[0])),
+        };
+        Ok(dist)
+    }
+
+    /// The mean, in nanoseconds.
+    pub fn mean_ns(&self) -> f64 {
+        match *self {
+            Dist::Fixed { ns } => ns,
+            Dist::Exp { mean_ns } => mean_ns,
+            Dist::Bimodal { low_ns } => 1.9 * low_ns,
+            Dist::LogNormal { mean_ns, .. } => mean_ns,
+        }
+    }
+
+    /// One draw, in nanoseconds (never negative).
+    #[inline]
+    pub fn sample_ns<R: Rng + ?Sized>(&self, rng: &mut R) -> f64 {
+        match *self {
+            Dist::Fixed { ns } => ns,
+            Dist::Exp { mean_ns } => {
+                let e: f64 = Exp1.sample(rng);
+                e * mean_ns
+            }
+            Dist::Bimodal { low_ns } => {
+                if rng.random::<f64>() < 0.9 {
+                    low_ns
+                } else {
+                    10.0 * low_ns
+                }
+            }
+            Dist::LogNormal { sigma, mu, .. } => LogNormal::new(mu, sigma).map(|d| d.sample(rng)).unwrap_or(0.0),
+        }
+    }
+
+    /// A canonical text form that `parse` reads back.
+    pub fn spec(&self) -> String {
+        match *self {
+            Dist::Fixed { ns } => format!("fixed:{ns}ns"),
+            Dist::Exp { mean_ns } => format!("exp:{mean_ns}ns"),
+            Dist::Bimodal { low_ns } => format!("bimodal:{}ns", 1.9 * low_ns),
+            Dist::LogNormal { mean_ns, sigma, .. } => format!("lognormal:{mean_ns}ns:{sigma}"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::rngs::SmallRng;
+    use rand::SeedableRng;
+
+    fn mean_of(d: &Dist, n: usize) -> f64 {
+        let mut rng = SmallRng::seed_from_u64(7);
+        (0..n).map(|_| d.sample_ns(&mut rng)).sum::<f64>() / n as f64
+    }
+
+    #[test]
+    fn parses_units() {
+        assert_eq!(parse_duration_ns("10us").unwrap(), 10_000.0);
+        assert_eq!(parse_duration_ns("1.5ms").unwrap(), 1_500_000.0);
+        assert_eq!(parse_duration_ns("250ns").unwrap(), 250.0);
+        assert_eq!(parse_duration_ns("0").unwrap(), 0.0);
+        assert!(parse_duration_ns("10").unwrap_err().contains("no unit"));
+        assert!(parse_duration_ns("10parsecs").unwrap_err().contains("unknown time unit"));
+    }
+
+    #[test]
+    fn rejects_unknown_kind_with_the_choices() {
+        let e = Dist::parse("pareto:10us").unwrap_err();
+        assert!(e.contains("unknown distribution 'pareto'") && e.contains("fixed:10us"), "{e}");
+        assert!(Dist::parse("lognormal:10us").is_err());
+        assert!(Dist::parse("lognormal:10us:-1").is_err());
+    }
+
+    #[test]
+    fn means_match_the_spec() {
+        for spec in ["fixed:10us", "exp:10us", "bimodal:10us", "lognormal:10us:1.0"] {
+            let d = Dist::parse(spec).unwrap();
+            assert!((d.mean_ns() - 10_000.0).abs() < 1e-6, "{spec}");
+            let m = mean_of(&d, 400_000);
+            assert!((m / 10_000.0 - 1.0).abs() < 0.02, "{spec}: sample mean {m}");
+            assert_eq!(Dist::parse(&d.spec()).unwrap().mean_ns(), d.mean_ns());
+        }
+    }
+
+    #[test]
+    fn bimodal_has_two_values_in_nine_to_one() {
+        let d = Dist::parse("bimodal:19us").unwrap();
+        let mut rng = SmallRng::seed_from_u64(1);
+        let n = 100_000;
+        let high = (0..n).filter(|_| d.sample_ns(&mut rng) > 50_000.0).count();
+        assert!((high as f64 / n as f64 - 0.1).abs() < 0.005);
+    }
+}

@@ -1,0 +1,280 @@
+//! The open-loop engine.
+//!
+//! `threads` native threads (no async runtime, no GIL), each pinned to a CPU where allowed, each
+//! with its own share of the connections and of the rate. A thread precomputes its arrival
+//! schedule and, in its loop, (1) moves every due intended time into a FIFO backlog, (2) hands
+//! backlog entries to connections with fewer than `outstanding` requests in flight, (3) writes
+//! each connection's new requests with one syscall, stamping the actual send time, and (4) polls
+//! for replies, matching each to the oldest request in flight on its connection.
+//!
+//! Latency is *reply time − intended send time*: a request delayed by the client (backlog, a full
+//! connection, preemption) is charged for the delay, so the tool cannot hide its own or the
+//! server's stalls (coordinated omission). The send lag, *actual − intended*, is kept on its own.
+//!
+//! Busy-poll mode spins on `epoll_wait(0)`; blocking mode sleeps in `epoll_pwait2` until a reply
+//! arrives or until `SPIN_NS` before the next send, then spins (timer slack 1 ns).
+
+mod thread;
+
+use crate::net;
+use crate::protocol::Protocol;
+use crate::recorder::{new_histogram, SampleStore};
+use crate::schedule::Arrival;
+use hdrhistogram::Histogram;
+use std::net::{SocketAddr, TcpStream};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+#[derive(Clone, Debug)]
+pub struct EngineConfig {
+    pub targets: Vec<SocketAddr>,
+    pub protocol: Protocol,
+    pub rate_rps: f64,
+    pub duration_ns: u64,
+    pub threads: usize,
+    /// Connections in all, spread over threads and targets.
+    pub conns: usize,
+    /// Requests in flight per connection, at most.
+    pub outstanding: usize,
+    pub arrival: Arrival,
+    /// Keep a random 1 in `sample_every` requests raw.
+    pub sample_every: u64,
+    /// A request without reply after this long is a timeout.
+    pub timeout_ns: u64,
+    /// A request sent more than this after its intended time is late.
+    pub late_ns: u64,
+    pub connect_timeout_ns: u64,
+    pub seed: u64,
+    pub pin: bool,
+    pub busy_poll: bool,
+}
+
+/// Request counts. `intended` = `sent` + `never_sent`; every sent request ends as exactly one of
+/// `received`, `errors` or `timeouts`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Counters {
+    pub intended: u64,
+    pub sent: u64,
+    pub received: u64,
+    pub late: u64,
+    pub never_sent: u64,
+    pub errors: u64,
+    pub timeouts: u64,
+}
+
+impl Counters {
+    fn add(&mut self, o: &Counters) {
+        self.intended += o.intended;
+        self.sent += o.sent;
+        self.received += o.received;
+        self.late += o.late;
+        self.never_sent += o.never_sent;
+        self.errors += o.errors;
+        self.timeouts += o.timeouts;
+    }
+}
+
+pub struct EngineResult {
+    /// The schedule's time zero on CLOCK_MONOTONIC; sample times are relative to it.
+    pub start_mono_ns: u64,
+    /// How long requests were scheduled for (shorter than asked if the run was cut short).
+    pub elapsed_ns: u64,
+    pub counters: Counters,
+    /// Replies received within the schedule window (for the completion rate).
+    pub received_in_window: u64,
+    pub latency: Histogram<u64>,
+    pub send_lag: Histogram<u64>,
+    pub samples: SampleStore,
+    /// Why the run ended early, if it did.
+    pub error: Option<String>,
+    /// Distinct error reasons with their counts.
+    pub error_reasons: Vec<(String, u64)>,
+    pub pinned_cpus: Vec<Option<usize>>,
+    /// Sent-request times' lag stats are in `send_lag`; this is the CPU time the engine used.
+    pub cpu_ns: u64,
+}
+
+#[repr(align(64))]
+#[derive(Default)]
+pub(crate) struct Progress {
+    pub sent: AtomicU64,
+    pub received: AtomicU64,
+    pub errors: AtomicU64,
+    pub timeouts: AtomicU64,
+}
+
+pub(crate) struct Shared {
+    pub stop: AtomicBool,
+    pub abort: Mutex<Option<String>>,
+    pub progress: Vec<Progress>,
+}
+
+impl Shared {
+    pub fn abort(&self, why: String) {
+        let mut a = self.abort.lock().unwrap();
+        if a.is_none() {
+            *a = Some(why);
+        }
+        self.stop.store(true, Relaxed);
+    }
+}
+
+/// A snapshot for live progress display.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Snapshot {
+    pub elapsed_ns: u64,
+    pub sent: u64,
+    pub received: u64,
+    pub errors: u64,
+    pub timeouts: u64,
+}
+
+pub struct Engine {
+    shared: Arc<Shared>,
+    handles: Vec<JoinHandle<thread::ThreadResult>>,
+    start_ns: u64,
+    duration_ns: u64,
+}
+
+/// Time between connecting and the first intended send, so that every thread is pinned and
+/// spinning before the schedule starts.
+const START_DELAY_NS: u64 = 5_000_000;
+
+fn validate(cfg: &EngineConfig) -> Result<(), String> {
+    if !(cfg.rate_rps > 0.0 && cfg.rate_rps.is_finite()) {
+        return Err(format!("rate must be a positive number of requests per second, got {}", cfg.rate_rps));
+    }
+    if cfg.threads == 0 || cfg.conns == 0 || cfg.outstanding == 0 {
+        return Err("threads, connections and outstanding requests must each be at least 1".into());
+    }
+    if cfg.conns < cfg.threads {
+        return Err(format!(
+            "{} connections cannot feed {} threads: use --conns {} or more, or fewer --threads",
+            cfg.conns, cfg.threads, cfg.threads
+        ));
+    }
+    if cfg.targets.is_empty() {
+        return Err("no target address".into());
+    }
+    if cfg.duration_ns == 0 {
+        return Err("duration must be above zero".into());
+    }
+    Ok(())
+}
+
+fn connect(addr: &SocketAddr, timeout_ns: u64) -> Result<TcpStream, String> {
+    let s = TcpStream::connect_timeout(addr, Duration::from_nanos(timeout_ns)).map_err(|e| {
+        let hint = match e.kind() {
+            std::io::ErrorKind::ConnectionRefused => {
+                " — nothing listens there: start the server (or `tailwise serve`) or fix the port"
+            }
+            std::io::ErrorKind::TimedOut => " — no answer: check the address and that the host is up",
+            _ => "",
+        };
+        format!("cannot connect to {addr}: {e}{hint}")
+    })?;
+    s.set_nodelay(true).map_err(|e| format!("TCP_NODELAY on {addr}: {e}"))?;
+    s.set_nonblocking(true).map_err(|e| format!("non-blocking mode on {addr}: {e}"))?;
+    Ok(s)
+}
+
+impl Engine {
+    /// Connect every connection (failing fast with a clear message), then start the threads.
+    pub fn start(cfg: EngineConfig) -> Result<Engine, String> {
+        validate(&cfg)?;
+        let mut per_thread: Vec<Vec<TcpStream>> = (0..cfg.threads).map(|_| Vec::new()).collect();
+        for i in 0..cfg.conns {
+            let s = connect(&cfg.targets[i % cfg.targets.len()], cfg.connect_timeout_ns)?;
+            per_thread[i % cfg.threads].push(s);
+        }
+        let shared = Arc::new(Shared {
+            stop: AtomicBool::new(false),
+            abort: Mutex::new(None),
+            progress: (0..cfg.threads).map(|_| Progress::default()).collect(),
+        });
+        let start_ns = crate::clock::now_ns() + START_DELAY_NS;
+        let cpus = net::allowed_cpus();
+        let mut handles = Vec::new();
+        for (t, streams) in per_thread.into_iter().enumerate() {
+            // Engine threads take CPUs from the top, the synthetic server's workers from the bottom.
+            let cpu = if cfg.pin && !cpus.is_empty() { Some(cpus[cpus.len() - 1 - (t % cpus.len())]) } else { None };
+            let ctx = thread::ThreadCtx { index: t, streams, cfg: cfg.clone(), start_ns, cpu, shared: shared.clone() };
+            let h = std::thread::Builder::new()
+                .name(format!("tw-engine-{t}"))
+                .spawn(move || thread::run(ctx))
+                .map_err(|e| format!("cannot start engine thread: {e}"))?;
+            handles.push(h);
+        }
+        Ok(Engine { shared, handles, start_ns, duration_ns: cfg.duration_ns })
+    }
+
+    /// Ask the threads to stop early (e.g. on Ctrl-C); `join` still returns what was measured.
+    pub fn stop(&self) {
+        self.shared.stop.store(true, Relaxed);
+    }
+
+    pub fn is_finished(&self) -> bool {
+        self.handles.iter().all(|h| h.is_finished())
+    }
+
+    pub fn snapshot(&self) -> Snapshot {
+        let mut s = Snapshot {
+            elapsed_ns: crate::clock::now_ns().saturating_sub(self.start_ns).min(self.duration_ns),
+            ..Default::default()
+        };
+        for p in &self.shared.progress {
+            s.sent += p.sent.load(Relaxed);
+            s.received += p.received.load(Relaxed);
+            s.errors += p.errors.load(Relaxed);
+            s.timeouts += p.timeouts.load(Relaxed);
+        }
+        s
+    }
+
+    /// Wait for the threads and merge their recorders.
+    pub fn join(self) -> EngineResult {
+        let mut out = EngineResult {
+            start_mono_ns: self.start_ns,
+            elapsed_ns: 0,
+            counters: Counters::default(),
+            received_in_window: 0,
+            latency: new_histogram(),
+            send_lag: new_histogram(),
+            samples: SampleStore::default(),
+            error: None,
+            error_reasons: Vec::new(),
+            pinned_cpus: Vec::new(),
+            cpu_ns: 0,
+        };
+        for h in self.handles {
+            let r = match h.join() {
+                Ok(r) => r,
+                Err(_) => {
+                    self.shared.abort("an engine thread panicked (a bug: please report it)".into());
+                    continue;
+                }
+            };
+            out.counters.add(&r.counters);
+            out.received_in_window += r.received_in_window;
+            out.latency.add(&r.latency).expect("same histogram bounds");
+            out.send_lag.add(&r.send_lag).expect("same histogram bounds");
+            out.samples.append(r.samples);
+            out.elapsed_ns = out.elapsed_ns.max(r.elapsed_ns);
+            out.pinned_cpus.push(r.pinned_cpu);
+            out.cpu_ns += r.cpu_ns;
+            for (reason, n) in r.error_reasons {
+                match out.error_reasons.iter_mut().find(|(r, _)| *r == reason) {
+                    Some(e) => e.1 += n,
+                    None => out.error_reasons.push((reason, n)),
+                }
+            }
+        }
+        out.error = self.shared.abort.lock().unwrap().clone();
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,367 @@
+//! The synthetic server behind `tailwise serve`: a known service-time distribution, so that
+//! measurements can be checked against queueing theory (the gap is the tool's own bias).
+//!
+//! One acceptor thread hands connections round-robin to `workers` threads; each worker owns an
+//! epoll set and serves its connections in arrival order, spinning for each request's service
+//! time. With one worker the server is a single FIFO queue — an M/G/1 station under Poisson load.
+//! With several, each connection belongs to one worker (k parallel queues, not one M/G/k queue).
+//!
+//! Each request's reply is written as soon as its service ends (when service ≥ 1 µs), so a
+//! request's departure never waits for the service of the requests read in the same batch.
+
+use crate::clock;
+use crate::dist::Dist;
+use crate::net::{self, Epoll, Waker, EPOLLIN, EPOLLOUT, EPOLLRDHUP};
+use crate::protocol::memcached::ascii::{self, Store};
+use crate::protocol::synthetic;
+use rand::rngs::SmallRng;
+use rand::SeedableRng;
+use std::io;
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+
+#[derive(Clone, Debug)]
+pub struct ServerConfig {
+    pub listen: SocketAddr,
+    pub workers: usize,
+    pub service: Dist,
+    pub seed: u64,
+    /// Pin worker i to the i-th allowed CPU.
+    pub pin: bool,
+    /// Spin on epoll instead of sleeping in it (lower latency, one core per worker at 100 %).
+    pub busy_poll: bool,
+}
+
+struct Shared {
+    stop: AtomicBool,
+    wakers: Vec<Waker>,
+    inboxes: Vec<Mutex<Vec<TcpStream>>>,
+    store: Store,
+    served: AtomicU64,
+}
+
+pub struct Server {
+    addr: SocketAddr,
+    shared: Arc<Shared>,
+    accept_waker: Arc<Waker>,
+    threads: Vec<JoinHandle<()>>,
+}
+
+const WAKE: u64 = u64::MAX;
+/// Stop reading a connection while this much reply data waits to be written (backpressure).
+const MAX_PENDING_WRITE: usize = 1 << 20;
+/// Close a connection whose unparsed input exceeds this (a request can never be this long).
+const MAX_READ_BUF: usize = 4 << 20;
+
+impl Server {
+    pub fn start(cfg: ServerConfig) -> io::Result<Server> {
+        if cfg.workers == 0 {
+            return Err(io::Error::new(io::ErrorKind::InvalidInput, "workers must be at least 1"));
+        }
+        let listener = TcpListener::bind(cfg.listen)?;
+        listener.set_nonblocking(true)?;
+        let addr = listener.local_addr()?;
+        let shared = Arc::new(Shared {
+            stop: AtomicBool::new(false),
+            wakers: (0..cfg.workers).map(|_| Waker::new()).collect::<io::Result<_>>()?,
+            inboxes: (0..cfg.workers).map(|_| Mutex::new(Vec::new())).collect(),
+            store: Store::default(),
+            served: AtomicU64::new(0),
+        });
+        let accept_waker = Arc::new(Waker::new()?);
+        let cpus = net::allowed_cpus();
+        let mut threads = Vec::new();
+        for w in 0..cfg.workers {
+            let (sh, cfg) = (shared.clone(), cfg.clone());
+            let cpu = cpus.get(w % cpus.len().max(1)).copied();
+            threads.push(std::thread::Builder::new().name(format!("tw-serve-{w}")).spawn(move || {
+                if cfg.pin {
+                    if let Some(c) = cpu {
+                        net::pin_to_cpu(c);
+                    }
+                }
+                if let Err(e) = worker(w, &sh, &cfg) {
+                    eprintln!("tailwise serve: worker {w} stopped: {e}");
+                }
+            })?);
+        }
+        let (sh, aw) = (shared.clone(), accept_waker.clone());
+        threads.push(std::thread::Builder::new().name("tw-accept".into()).spawn(move || {
+            if let Err(e) = acceptor(listener, &sh, &aw) {
+                eprintln!("tailwise serve: acceptor stopped: {e}");
+            }
+        })?);
+        Ok(Server { addr, shared, accept_waker, threads })
+    }
+
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Requests served so far, all workers.
+    pub fn served(&self) -> u64 {
+        self.shared.served.load(Relaxed)
+    }
+
+    pub fn stop(&mut self) {
+        self.shared.stop.store(true, Relaxed);
+        self.accept_waker.wake();
+        for w in &self.shared.wakers {
+            w.wake();
+        }
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+fn acceptor(listener: TcpListener, sh: &Shared, waker: &Waker) -> io::Result<()> {
+    let mut ep = Epoll::new(4)?;
+    ep.add(listener.as_raw_fd(), EPOLLIN, 0)?;
+    ep.add(waker.as_raw_fd(), EPOLLIN, WAKE)?;
+    let mut next = 0usize;
+    while !sh.stop.load(Relaxed) {
+        ep.wait(100_000_000)?;
+        loop {
+            match listener.accept() {
+                Ok((s, _)) => {
+                    let _ = s.set_nodelay(true);
+                    s.set_nonblocking(true)?;
+                    sh.store.curr_connections.fetch_add(1, Relaxed);
+                    sh.store.total_connections.fetch_add(1, Relaxed);
+                    sh.inboxes[next].lock().unwrap().push(s);
+                    sh.wakers[next].wake();
+                    next = (next + 1) % sh.wakers.len();
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                // EMFILE and friends: keep serving the connections we have.
+                Err(_) => break,
+            }
+        }
+    }
+    Ok(())
+}
+
+struct Conn {
+    stream: TcpStream,
+    rbuf: Vec<u8>,
+    wbuf: Vec<u8>,
+    wpos: usize,
+    want_write: bool,
+}
+
+enum Outcome {
+    Keep,
+    Close,
+}
+
+fn worker(w: usize, sh: &Shared, cfg: &ServerConfig) -> io::Result<()> {
+    let mut ep = Epoll::new(256)?;
+    ep.add(sh.wakers[w].as_raw_fd(), EPOLLIN, WAKE)?;
+    let mut conns: Vec<Option<Conn>> = Vec::new();
+    let mut rng = SmallRng::seed_from_u64(cfg.seed.wrapping_add(w as u64 * 0x9E37_79B9));
+    let mut ready: Vec<(u64, u32)> = Vec::with_capacity(256);
+    let timeout = if cfg.busy_poll { 0 } else { 100_000_000 };
+    while !sh.stop.load(Relaxed) {
+        ready.clear();
+        ready.extend(ep.wait(timeout)?.iter().map(|e| (e.u64, e.events)));
+        for &(token, _events) in &ready {
+            if token == WAKE {
+                sh.wakers[w].drain();
+                for stream in sh.inboxes[w].lock().unwrap().drain(..) {
+                    let slot = conns.iter().position(Option::is_none).unwrap_or_else(|| {
+                        conns.push(None);
+                        conns.len() - 1
+                    });
+                    ep.add(stream.as_raw_fd(), EPOLLIN | EPOLLRDHUP, slot as u64)?;
+                    conns[slot] = Some(Conn { stream, rbuf: Vec::with_capacity(16 << 10), wbuf: Vec::new(), wpos: 0, want_write: false });
+                }
+                continue;
+            }
+            let slot = token as usize;
+            let Some(c) = conns.get_mut(slot).and_then(Option::as_mut) else { continue };
+            if let Outcome::Close = serve_conn(c, sh, cfg, &mut rng) {
+                let _ = ep.delete(c.stream.as_raw_fd());
+                conns[slot] = None;
+                sh.store.curr_connections.fetch_sub(1, Relaxed);
+                continue;
+            }
+            let want = c.wpos < c.wbuf.len();
+            if want != c.want_write {
+                c.want_write = want;
+                let ev = if want { EPOLLIN | EPOLLOUT | EPOLLRDHUP } else { EPOLLIN | EPOLLRDHUP };
+                ep.modify(c.stream.as_raw_fd(), ev, token)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Write what is pending. Err on a broken connection.
+fn flush(c: &mut Conn) -> io::Result<()> {
+    while c.wpos < c.wbuf.len() {
+        match net::write(c.stream.as_raw_fd(), &c.wbuf[c.wpos..]) {
+            Ok(n) => c.wpos += n,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        }
+    }
+    if c.wpos == c.wbuf.len() {
+        c.wbuf.clear();
+        c.wpos = 0;
+    }
+    Ok(())
+}
+
+fn serve_conn(c: &mut Conn, sh: &Shared, cfg: &ServerConfig, rng: &mut SmallRng) -> Outcome {
+    if flush(c).is_err() {
+        return Outcome::Close;
+    }
+    // Read what is there (unless replies are piling up unread by the client).
+    let mut eof = false;
+    while c.wbuf.len() - c.wpos < MAX_PENDING_WRITE {
+        let len = c.rbuf.len();
+        if c.rbuf.capacity() - len < 4096 {
+            c.rbuf.reserve(16 << 10);
+        }
+        let cap = c.rbuf.capacity();
+        // SAFETY: we read into the spare capacity and then set the length to what was written.
+        let spare = unsafe { std::slice::from_raw_parts_mut(c.rbuf.as_mut_ptr().add(len), cap - len) };
+        match net::read(c.stream.as_raw_fd(), spare) {
+            Ok(0) => {
+                eof = true;
+                break;
+            }
+            Ok(n) => unsafe { c.rbuf.set_len(len + n) },
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(_) => return Outcome::Close,
+        }
+        if c.rbuf.len() > MAX_READ_BUF {
+            return Outcome::Close;
+        }
+    }
+    // Serve every complete request, in order.
+    let mut pos = 0;
+    let mut close = false;
+    while pos < c.rbuf.len() && c.wbuf.len() - c.wpos < MAX_PENDING_WRITE {
+        let buf = &c.rbuf[pos..];
+        if buf[0] == synthetic::MAGIC[0] {
+            match synthetic::parse_request(buf) {
+                Ok(None) => break,
+                Ok(Some((len, req))) => {
+                    let service_ns = if req.service_ns == synthetic::SERVER_CHOOSES {
+                        cfg.service.sample_ns(rng) as u64
+                    } else {
+                        req.service_ns as u64
+                    };
+                    clock::spin_for(service_ns);
+                    synthetic::encode_reply(req.id, service_ns.min(u32::MAX as u64 - 1) as u32, req.reply_pad, &mut c.wbuf);
+                    pos += len;
+                    sh.served.fetch_add(1, Relaxed);
+                    if service_ns >= 1_000 && flush(c).is_err() {
+                        return Outcome::Close;
+                    }
+                }
+                Err(_) => {
+                    close = true;
+                    break;
+                }
+            }
+        } else {
+            match ascii::serve_one(&sh.store, buf, &mut c.wbuf) {
+                ascii::Step::Incomplete => break,
+                ascii::Step::Done { len, close: cl } => {
+                    let service_ns = cfg.service.sample_ns(rng) as u64;
+                    clock::spin_for(service_ns);
+                    pos += len;
+                    sh.served.fetch_add(1, Relaxed);
+                    if cl {
+                        close = true;
+                        break;
+                    }
+                    if service_ns >= 1_000 && flush(c).is_err() {
+                        return Outcome::Close;
+                    }
+                }
+            }
+        }
+    }
+    c.rbuf.drain(..pos);
+    if flush(c).is_err() || close || eof {
+        return Outcome::Close;
+    }
+    Outcome::Keep
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::{Read, Write};
+
+    fn server(service: &str) -> Server {
+        Server::start(ServerConfig {
+            listen: "127.0.0.1:0".parse().unwrap(),
+            workers: 1,
+            service: Dist::parse(service).unwrap(),
+            seed: 1,
+            pin: false,
+            busy_poll: false,
+        })
+        .unwrap()
+    }
+
+    #[test]
+    fn answers_synthetic_requests_and_spins() {
+        let mut s = server("fixed:50us");
+        let mut c = TcpStream::connect(s.addr()).unwrap();
+        let mut req = Vec::new();
+        for id in 0..3 {
+            synthetic::encode_request(&synthetic::Request { service_ns: synthetic::SERVER_CHOOSES, reply_pad: 0, id }, &mut req);
+        }
+        let t0 = clock::now_ns();
+        c.write_all(&req).unwrap();
+        let mut rep = [0u8; 72];
+        c.read_exact(&mut rep).unwrap();
+        assert!(clock::now_ns() - t0 >= 150_000, "three 50 µs services in sequence");
+        for id in 0..3u64 {
+            let r = &rep[id as usize * 24..][..24];
+            assert_eq!(&r[..4], &synthetic::MAGIC);
+            assert_eq!(u32::from_le_bytes(r[4..8].try_into().unwrap()), 50_000);
+            assert_eq!(u64::from_le_bytes(r[16..24].try_into().unwrap()), id);
+        }
+        assert_eq!(s.served(), 3);
+        s.stop();
+    }
+
+    #[test]
+    fn answers_memcached_ascii() {
+        let mut s = server("fixed:0");
+        let mut c = TcpStream::connect(s.addr()).unwrap();
+        c.write_all(b"set key 0 0 5\r\nhello\r\nget key\r\n").unwrap();
+        let want = b"STORED\r\nVALUE key 0 5\r\nhello\r\nEND\r\n";
+        let mut got = vec![0u8; want.len()];
+        c.read_exact(&mut got).unwrap();
+        assert_eq!(&got, want);
+        s.stop();
+    }
+
+    #[test]
+    fn stops_with_clients_still_connected() {
+        let mut s = server("fixed:0");
+        let _c = TcpStream::connect(s.addr()).unwrap();
+        s.stop();
+        assert!(TcpStream::connect(s.addr()).is_err());
+    }
+}

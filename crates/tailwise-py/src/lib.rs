@@ -1,0 +1,214 @@
+//! `tailwise._core`: the Python face of the data plane. Thin on purpose: it converts arguments,
+//! releases the interpreter (`py.detach`) around every call that waits, and hands results back as
+//! plain dicts and bytes. Engine and server threads are native threads that never touch Python.
+
+use pyo3::exceptions::{PyConnectionError, PyRuntimeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict};
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::sync::Mutex;
+use tailwise_core::dist::Dist;
+use tailwise_core::engine::{Engine, EngineConfig};
+use tailwise_core::protocol::Protocol;
+use tailwise_core::recorder::{encode_histogram, HIST_MAX_NS, HIST_SIGFIG};
+use tailwise_core::schedule::Arrival;
+use tailwise_core::server::{Server, ServerConfig};
+
+fn resolve(addr: &str) -> PyResult<SocketAddr> {
+    addr.to_socket_addrs()
+        .map_err(|e| PyValueError::new_err(format!("cannot resolve '{addr}': {e}")))?
+        .next()
+        .ok_or_else(|| PyValueError::new_err(format!("'{addr}' resolves to no address")))
+}
+
+/// Parse a distribution; returns (canonical spec, mean_ns). Raises ValueError naming the fix.
+#[pyfunction]
+fn parse_dist(spec: &str) -> PyResult<(String, f64)> {
+    let d = Dist::parse(spec).map_err(PyValueError::new_err)?;
+    Ok((d.spec(), d.mean_ns()))
+}
+
+/// CLOCK_MONOTONIC in ns, the clock of every data-plane timestamp.
+#[pyfunction]
+fn now_ns() -> u64 {
+    tailwise_core::clock::now_ns()
+}
+
+/// The HDR histogram parameters used everywhere: (lowest_ns, highest_ns, significant_digits).
+#[pyfunction]
+fn histogram_params() -> (u64, u64, u8) {
+    (1, HIST_MAX_NS, HIST_SIGFIG)
+}
+
+#[pyclass(name = "Server", module = "tailwise._core")]
+struct PyServer {
+    inner: Mutex<Option<Server>>,
+    addr: String,
+}
+
+#[pymethods]
+impl PyServer {
+    #[new]
+    #[pyo3(signature = (listen, workers=1, service="fixed:10us", seed=1, pin=true, busy_poll=false))]
+    fn new(py: Python<'_>, listen: &str, workers: usize, service: &str, seed: u64, pin: bool, busy_poll: bool) -> PyResult<Self> {
+        let cfg = ServerConfig {
+            listen: resolve(listen)?,
+            workers,
+            service: Dist::parse(service).map_err(PyValueError::new_err)?,
+            seed,
+            pin,
+            busy_poll,
+        };
+        let s = py
+            .detach(|| Server::start(cfg))
+            .map_err(|e| PyConnectionError::new_err(format!("cannot listen on {listen}: {e}")))?;
+        let addr = s.addr().to_string();
+        Ok(PyServer { inner: Mutex::new(Some(s)), addr })
+    }
+
+    /// "ip:port" the server listens on.
+    #[getter]
+    fn addr(&self) -> String {
+        self.addr.clone()
+    }
+
+    fn served(&self) -> u64 {
+        self.inner.lock().unwrap().as_ref().map(|s| s.served()).unwrap_or(0)
+    }
+
+    fn stop(&self, py: Python<'_>) {
+        let s = self.inner.lock().unwrap().take();
+        if let Some(mut s) = s {
+            py.detach(move || s.stop());
+        }
+    }
+}
+
+#[pyclass(name = "Engine", module = "tailwise._core")]
+struct PyEngine {
+    inner: Mutex<Option<Engine>>,
+}
+
+#[pymethods]
+impl PyEngine {
+    /// Connect and start. Raises ConnectionError (cannot connect) or ValueError (bad config).
+    #[new]
+    #[pyo3(signature = (targets, rate_rps, duration_ns, *, threads=1, conns=1, outstanding=1,
+        arrival="exp", sample_every=1, timeout_ns=1_000_000_000, late_ns=50_000,
+        connect_timeout_ns=2_000_000_000, seed=1, pin=true, busy_poll=true,
+        service_ns=None, reply_pad=0))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        py: Python<'_>,
+        targets: Vec<String>,
+        rate_rps: f64,
+        duration_ns: u64,
+        threads: usize,
+        conns: usize,
+        outstanding: usize,
+        arrival: &str,
+        sample_every: u64,
+        timeout_ns: u64,
+        late_ns: u64,
+        connect_timeout_ns: u64,
+        seed: u64,
+        pin: bool,
+        busy_poll: bool,
+        service_ns: Option<u32>,
+        reply_pad: u32,
+    ) -> PyResult<Self> {
+        let cfg = EngineConfig {
+            targets: targets.iter().map(|t| resolve(t)).collect::<PyResult<_>>()?,
+            protocol: Protocol::Synthetic { service_ns, reply_pad },
+            rate_rps,
+            duration_ns,
+            threads,
+            conns,
+            outstanding,
+            arrival: Arrival::parse(arrival).map_err(PyValueError::new_err)?,
+            sample_every,
+            timeout_ns,
+            late_ns,
+            connect_timeout_ns,
+            seed,
+            pin,
+            busy_poll,
+        };
+        let e = py.detach(|| Engine::start(cfg)).map_err(|msg| {
+            if msg.starts_with("cannot connect") {
+                PyConnectionError::new_err(msg)
+            } else {
+                PyValueError::new_err(msg)
+            }
+        })?;
+        Ok(PyEngine { inner: Mutex::new(Some(e)) })
+    }
+
+    /// Live counters: elapsed_ns, sent, received, errors, timeouts.
+    fn snapshot<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let d = PyDict::new(py);
+        if let Some(e) = self.inner.lock().unwrap().as_ref() {
+            let s = e.snapshot();
+            d.set_item("elapsed_ns", s.elapsed_ns)?;
+            d.set_item("sent", s.sent)?;
+            d.set_item("received", s.received)?;
+            d.set_item("errors", s.errors)?;
+            d.set_item("timeouts", s.timeouts)?;
+        }
+        Ok(d)
+    }
+
+    fn is_finished(&self) -> bool {
+        self.inner.lock().unwrap().as_ref().map(|e| e.is_finished()).unwrap_or(true)
+    }
+
+    /// Ask the engine to stop early; `join` still returns what was measured.
+    fn stop(&self) {
+        if let Some(e) = self.inner.lock().unwrap().as_ref() {
+            e.stop();
+        }
+    }
+
+    /// Wait for the end (without holding the interpreter) and return the merged result.
+    fn join<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let e = self.inner.lock().unwrap().take().ok_or_else(|| PyRuntimeError::new_err("engine already joined"))?;
+        let r = py.detach(move || e.join());
+        let (lat, lag, samples) = py.detach(|| (encode_histogram(&r.latency), encode_histogram(&r.send_lag), r.samples.to_le_bytes()));
+        let d = PyDict::new(py);
+        let c = PyDict::new(py);
+        for (k, v) in [
+            ("intended", r.counters.intended),
+            ("sent", r.counters.sent),
+            ("received", r.counters.received),
+            ("late", r.counters.late),
+            ("never_sent", r.counters.never_sent),
+            ("errors", r.counters.errors),
+            ("timeouts", r.counters.timeouts),
+        ] {
+            c.set_item(k, v)?;
+        }
+        d.set_item("counters", c)?;
+        d.set_item("start_mono_ns", r.start_mono_ns)?;
+        d.set_item("elapsed_ns", r.elapsed_ns)?;
+        d.set_item("received_in_window", r.received_in_window)?;
+        d.set_item("latency_hist", PyBytes::new(py, &lat))?;
+        d.set_item("send_lag_hist", PyBytes::new(py, &lag))?;
+        d.set_item("samples", PyBytes::new(py, &samples))?;
+        d.set_item("error", r.error)?;
+        d.set_item("error_reasons", r.error_reasons)?;
+        d.set_item("pinned_cpus", r.pinned_cpus)?;
+        d.set_item("cpu_ns", r.cpu_ns)?;
+        Ok(d)
+    }
+}
+
+#[pymodule]
+fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(parse_dist, m)?)?;
+    m.add_function(wrap_pyfunction!(now_ns, m)?)?;
+    m.add_function(wrap_pyfunction!(histogram_params, m)?)?;
+    m.add_class::<PyServer>()?;
+    m.add_class::<PyEngine>()?;
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    Ok(())
+}

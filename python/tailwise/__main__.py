@@ -1,0 +1,3 @@
+from tailwise.cli import main
+
+main()

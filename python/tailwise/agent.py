@@ -1,0 +1,119 @@
+"""Agents run load and measure. The controller talks to the ``Agent`` interface only.
+
+``LocalAgent`` drives the in-process Rust engine; a remote agent (gRPC, later) wraps a
+``LocalAgent`` on another host behind the same interface.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Protocol
+
+import numpy as np
+
+from tailwise import _core
+from tailwise.errors import TargetError
+
+#: One raw sample: times in ns since the schedule's start; latency from the intended send time.
+SAMPLE_DTYPE = np.dtype([("intended_ns", "<u8"), ("sent_ns", "<u8"), ("latency_ns", "<u8")])
+
+
+@dataclass(frozen=True)
+class LoadSpec:
+    """What one agent is asked to do."""
+
+    targets: list[str]  # "ip:port"
+    rate_rps: float
+    duration_ns: int
+    threads: int = 1
+    conns: int = 8
+    outstanding: int = 4
+    arrival: str = "exp"
+    sample_every: int = 1
+    timeout_ns: int = 1_000_000_000
+    late_ns: int = 50_000
+    seed: int = 1
+    pin: bool = True
+    busy_poll: bool = True
+    service_ns: int | None = None  # carried in each synthetic request; None: the server chooses
+
+
+@dataclass
+class AgentResult:
+    counters: dict
+    elapsed_ns: int
+    received_in_window: int
+    latency_hist: bytes  # HdrHistogram V2 compressed
+    send_lag_hist: bytes
+    samples: np.ndarray  # SAMPLE_DTYPE, sorted by intended send time
+    error: str | None
+    error_reasons: list[tuple[str, int]]
+    pinned_cpus: list[int | None]
+    cpu_ns: int
+    interrupted: bool = False
+    wall_start_s: float = field(default=0.0)
+
+
+class Agent(Protocol):
+    def run(self, spec: LoadSpec, progress: Callable[[dict], None] | None = None) -> AgentResult: ...
+
+
+class LocalAgent:
+    """Runs the engine in this process; Python only starts it, polls counters and collects."""
+
+    poll_s = 0.1
+
+    def run(self, spec: LoadSpec, progress: Callable[[dict], None] | None = None) -> AgentResult:
+        wall_start = time.time()
+        try:
+            engine = _core.Engine(
+                spec.targets,
+                spec.rate_rps,
+                spec.duration_ns,
+                threads=spec.threads,
+                conns=spec.conns,
+                outstanding=spec.outstanding,
+                arrival=spec.arrival,
+                sample_every=spec.sample_every,
+                timeout_ns=spec.timeout_ns,
+                late_ns=spec.late_ns,
+                seed=spec.seed,
+                pin=spec.pin,
+                busy_poll=spec.busy_poll,
+                service_ns=spec.service_ns,
+            )
+        except ConnectionError as e:
+            raise TargetError(str(e).split(" — ")[0], _remedy(str(e))) from None
+        interrupted = False
+        try:
+            while not engine.is_finished():
+                time.sleep(self.poll_s)
+                if progress is not None:
+                    progress(engine.snapshot())
+        except KeyboardInterrupt:
+            interrupted = True
+            engine.stop()
+        raw = engine.join()
+        samples = np.frombuffer(raw["samples"], dtype=SAMPLE_DTYPE).copy()
+        samples.sort(order="intended_ns", kind="stable")
+        return AgentResult(
+            counters=dict(raw["counters"]),
+            elapsed_ns=raw["elapsed_ns"],
+            received_in_window=raw["received_in_window"],
+            latency_hist=raw["latency_hist"],
+            send_lag_hist=raw["send_lag_hist"],
+            samples=samples,
+            error=raw["error"],
+            error_reasons=[tuple(r) for r in raw["error_reasons"]],
+            pinned_cpus=list(raw["pinned_cpus"]),
+            cpu_ns=raw["cpu_ns"],
+            interrupted=interrupted,
+            wall_start_s=wall_start,
+        )
+
+
+def _remedy(message: str) -> str:
+    if " — " in message:
+        return message.split(" — ", 1)[1]
+    return "check the target address and that the server runs"

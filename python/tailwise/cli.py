@@ -1,0 +1,241 @@
+"""The `tailwise` command line (typer). Each command parses and validates, then hands over to the
+agent, the statistics and the output modules. Every user error ends as one line and status 2."""
+
+from __future__ import annotations
+
+import random
+import shlex
+import signal
+import sys
+import threading
+from enum import Enum
+from typing import Optional
+
+import typer
+
+# typer 0.29 vendors its own click; its exceptions live here (the version is pinned).
+from typer._click.exceptions import NoArgsIsHelpError, UsageError
+
+from tailwise import __version__
+from tailwise.agent import LoadSpec, LocalAgent
+from tailwise.errors import InputError, TailwiseError
+from tailwise.host import host_info
+from tailwise.output import err_console, print_summary, warn
+from tailwise.results import SAMPLE_FORMATS, build_summary, dumps, write_out
+from tailwise.server import builtin_server
+from tailwise.target import parse_target
+from tailwise.units import parse_dist, parse_rate, parse_time_ns
+
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    help="Open-loop tail-latency measurement of µs-scale services, with statistics that say whether to trust it.",
+)
+
+EXIT_OK, EXIT_NOT_MEASURABLE, EXIT_ERROR, EXIT_INTERRUPTED = 0, 1, 2, 130
+
+
+class Poll(str, Enum):
+    spin = "spin"
+    block = "block"
+
+
+class Arrival(str, Enum):
+    exp = "exp"
+    fixed = "fixed"
+
+
+def _positive(name: str, value: int) -> int:
+    if value < 1:
+        raise InputError(f"{name} {value} must be at least 1", f"give {name} 1 or more")
+    return value
+
+
+def _confidence(value: float) -> float:
+    if not 0.5 <= value < 1.0:
+        raise InputError(f"--confidence {value} is outside [0.5, 1)", "give e.g. --confidence 0.95")
+    return value
+
+
+@app.command()
+def run(
+    target: Optional[str] = typer.Argument(None, help="synthetic://host:port; omitted: the built-in server on 127.0.0.1"),
+    rate: str = typer.Option("10k", "--rate", help="offered load, requests per second (5000, 50k, 1.5M)"),
+    duration: str = typer.Option("5", "--duration", help="how long to send, seconds (or 500ms, 2m…)"),
+    threads: int = typer.Option(1, "--threads", help="engine threads, one CPU each"),
+    conns: int = typer.Option(8, "--conns", help="connections in all, spread over the threads"),
+    outstanding: int = typer.Option(4, "--outstanding", help="requests in flight per connection, at most"),
+    arrival: Arrival = typer.Option(Arrival.exp, "--arrival", help="inter-arrival process: exp (Poisson) or fixed"),
+    service: Optional[str] = typer.Option(None, "--service", help="service time: built-in server's distribution (default fixed:10us); with a synthetic:// target only fixed:T, carried in each request"),
+    workers: int = typer.Option(1, "--workers", help="built-in server worker threads"),
+    sample_every: int = typer.Option(1, "--sample-every", help="keep a random 1 in K requests raw for the statistics"),
+    confidence: float = typer.Option(0.95, "--confidence", help="confidence level of the percentile intervals"),
+    timeout: str = typer.Option("1s", "--timeout", help="a request unanswered this long is a timeout"),
+    late: str = typer.Option("50us", "--late", help="a request sent this long after its intended time counts as late"),
+    poll: Poll = typer.Option(Poll.spin, "--poll", help="spin: busy-poll (precise, one core per thread); block: sleep between sends"),
+    pin: bool = typer.Option(True, "--pin/--no-pin", help="pin engine threads (and built-in server workers) to CPUs"),
+    seed: Optional[int] = typer.Option(None, "--seed", help="random seed of schedules and sampling (default: random, recorded)"),
+    out: Optional[str] = typer.Option(None, "--out", help="write summary.json, samples and histograms to this directory"),
+    samples_format: str = typer.Option("csv", "--samples-format", help="raw samples file format: csv or parquet"),
+    json_out: bool = typer.Option(False, "--json", help="print the summary JSON on stdout instead of the table"),
+) -> int:
+    """Measure latency at an offered open-loop load."""
+    rate_rps = parse_rate(rate)
+    duration_ns = parse_time_ns(duration, what="--duration")
+    timeout_ns = parse_time_ns(timeout, what="--timeout")
+    late_ns = parse_time_ns(late, default_unit="us", what="--late")
+    for name, v in (("--threads", threads), ("--conns", conns), ("--outstanding", outstanding),
+                    ("--workers", workers), ("--sample-every", sample_every)):
+        _positive(name, v)
+    if conns < threads:
+        raise InputError(f"--conns {conns} is below --threads {threads}", f"use --conns {threads} or more")
+    _confidence(confidence)
+    if samples_format not in SAMPLE_FORMATS:
+        raise InputError(f"--samples-format {samples_format} is unknown", "use csv or parquet")
+    tgt = parse_target(target) if target else None
+    service_ns = None
+    if tgt is not None and service is not None:
+        spec, mean = parse_dist(service)
+        if not spec.startswith("fixed:"):
+            raise InputError(
+                f"--service {service} with an external server",
+                "a running server draws from its own distribution: give `tailwise serve --service` there, or --service fixed:T here",
+            )
+        service_ns = int(mean)
+    service = service or "fixed:10us"
+    parse_dist(service)
+    seed = seed if seed is not None else random.SystemRandom().randrange(1, 2**63)
+
+    config = {
+        "command": shlex.join(["tailwise", *sys.argv[1:]]),
+        "target": tgt.url if tgt else None,
+        "builtin_server": None if tgt else {"service": service, "workers": workers},
+        "rate_rps": rate_rps,
+        "duration_s": duration_ns / 1e9,
+        "threads": threads,
+        "conns": conns,
+        "outstanding": outstanding,
+        "arrival": arrival.value,
+        "service": service if tgt is None or service_ns is not None else None,
+        "sample_every": sample_every,
+        "confidence": confidence,
+        "timeout_ns": timeout_ns,
+        "late_ns": late_ns,
+        "poll": poll.value,
+        "pin": pin,
+        "seed": seed,
+    }
+    host = host_info()
+    busy = threads if poll is Poll.spin else 0
+    if tgt is None and busy + workers > (host["usable_cores"] or 1):
+        warn(f"{busy} spinning engine thread(s) and {workers} server worker(s) share {host['usable_cores']} CPUs",
+             "expect preemption in the tail: use fewer --threads/--workers or --poll block")
+
+    def measure(addr: str, target_url: str) -> tuple[dict, object]:
+        spec = LoadSpec(
+            targets=[addr], rate_rps=rate_rps, duration_ns=duration_ns, threads=threads, conns=conns,
+            outstanding=outstanding, arrival=arrival.value, sample_every=sample_every, timeout_ns=timeout_ns,
+            late_ns=late_ns, seed=seed, pin=pin, busy_poll=poll is Poll.spin, service_ns=service_ns,
+        )
+        result = _with_progress(LocalAgent(), spec, quiet=json_out)
+        return build_summary(target=target_url, config=config, host=host, result=result, confidence=confidence), result
+
+    if tgt is None:
+        with builtin_server(service=service, workers=workers, seed=seed, pin=pin) as srv:
+            summary, result = measure(srv.addr, f"synthetic://{srv.addr}")
+    else:
+        summary, result = measure(tgt.socket_addr(), tgt.url)
+
+    if out:
+        write_out(out, summary, result, samples_format)
+    if json_out:
+        print(dumps(summary))
+    else:
+        print_summary(summary)
+        if out and not summary["error"]:
+            err_console.print(f"results written to {out}/")
+    if result.interrupted:
+        return EXIT_INTERRUPTED
+    if summary["error"]:
+        err_console.print(f"tailwise: {summary['error']}" + (f" (results so far in {out}/)" if out else ""))
+        return EXIT_ERROR
+    return EXIT_OK if summary["verdict"] == "ok" else EXIT_NOT_MEASURABLE
+
+
+def _with_progress(agent: LocalAgent, spec: LoadSpec, quiet: bool):
+    if quiet or not err_console.is_terminal:
+        return agent.run(spec)
+    from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
+
+    with Progress(TextColumn("[bold]measuring[/]"), BarColumn(), TextColumn("{task.description}"),
+                  TimeRemainingColumn(), console=err_console, transient=True) as bar:
+        task = bar.add_task("", total=spec.duration_ns)
+
+        def show(snap: dict) -> None:
+            bar.update(task, completed=snap.get("elapsed_ns", 0),
+                       description=f"{snap.get('sent', 0):,} sent, {snap.get('received', 0):,} received, "
+                                   f"{snap.get('errors', 0) + snap.get('timeouts', 0):,} failed")
+
+        return agent.run(spec, show)
+
+
+def _parse_listen(text: str) -> str:
+    host, sep, port = text.rpartition(":")
+    if not sep:
+        host, port = "127.0.0.1", text
+    host = host.strip("[]") or "127.0.0.1"
+    if not port.isdigit() or int(port) > 65535:
+        raise InputError(f"--listen {text} is not HOST:PORT", "write e.g. --listen 127.0.0.1:7000 (port 0: any free port)")
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+@app.command()
+def serve(
+    listen: str = typer.Option("127.0.0.1:0", "--listen", help="HOST:PORT to listen on (port 0: a free port)"),
+    workers: int = typer.Option(1, "--workers", help="worker threads; each spins for every request's service time"),
+    service: str = typer.Option("fixed:10us", "--service", help="service-time distribution: fixed:10us, exp:10us, bimodal:10us, lognormal:10us:1.0"),
+    spin: bool = typer.Option(False, "--spin", help="busy-poll for requests (lower latency, 100 % CPU per worker)"),
+    pin: bool = typer.Option(True, "--pin/--no-pin", help="pin worker i to CPU i"),
+    seed: int = typer.Option(1, "--seed", help="seed of the service-time draws"),
+) -> int:
+    """Run the synthetic server (synthetic protocol and memcached ASCII get/set) until SIGINT/SIGTERM."""
+    _positive("--workers", workers)
+    addr = _parse_listen(listen)
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    with builtin_server(service=service, workers=workers, listen=addr, seed=seed, pin=pin, busy_poll=spin) as srv:
+        print(f"tailwise serve: listening on synthetic://{srv.addr} (service {service}, "
+              f"{workers} worker{'s' if workers != 1 else ''}; memcached ASCII too)", flush=True)
+        while not stop.wait(0.2):
+            pass
+        served = srv.served()
+    print(f"tailwise serve: stopped after {served:,} requests", flush=True)
+    return EXIT_OK
+
+
+@app.command()
+def version() -> None:
+    """Print the version."""
+    print(f"tailwise {__version__}")
+
+
+def main() -> None:
+    try:
+        code = app(standalone_mode=False)
+    except NoArgsIsHelpError as e:
+        print(e.ctx.get_help() if e.ctx else "see `tailwise --help`")
+        code = EXIT_OK
+    except UsageError as e:
+        cmd = f" {e.ctx.info_name}" if e.ctx and e.ctx.info_name and e.ctx.info_name != "tailwise" else ""
+        print(f"tailwise: {e.format_message()} (see `tailwise{cmd} --help`)", file=sys.stderr)
+        code = EXIT_ERROR
+    except TailwiseError as e:
+        print(f"tailwise: {e.line()}", file=sys.stderr)
+        code = e.exit_code
+    except (KeyboardInterrupt, typer.Abort):
+        print("tailwise: interrupted", file=sys.stderr)
+        code = EXIT_INTERRUPTED
+    sys.stdout.flush()
+    sys.exit(code if isinstance(code, int) else EXIT_OK)

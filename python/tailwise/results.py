@@ -1,0 +1,140 @@
+"""The summary of a run (schema ``tailwise.summary/1``) and the files written to ``--out``.
+
+Field names are a contract: later versions add fields, never rename them. Unknown values are
+``null``, never 0 and never NaN (which is not JSON).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import math
+import time
+from pathlib import Path
+
+import numpy as np
+from hdrh.histogram import HdrHistogram
+
+from tailwise import __version__
+from tailwise.agent import AgentResult
+from tailwise.checks import Check, errors_check, rate_check, samples_check
+from tailwise.errors import InputError
+from tailwise.stats.quantiles import DEFAULT_PERCENTILES, percentiles
+
+SCHEMA = "tailwise.summary/1"
+SAMPLE_FORMATS = ("csv", "parquet")
+
+
+def decode_histogram(raw: bytes) -> HdrHistogram:
+    """HdrHistogram V2 compressed bytes (from the engine) → an hdrh histogram."""
+    return HdrHistogram.decode(base64.b64encode(raw))
+
+
+def _hist_json(h: HdrHistogram, ps=DEFAULT_PERCENTILES) -> dict:
+    n = h.get_total_count()
+    if n == 0:
+        return {"count": 0, "min_ns": None, "mean_ns": None, "max_ns": None,
+                "percentiles": [{"p": p, "value_ns": None} for p in ps]}
+    return {
+        "count": n,
+        "min_ns": h.get_min_value(),
+        "mean_ns": h.get_mean_value(),
+        "max_ns": h.get_max_value(),
+        "percentiles": [{"p": p, "value_ns": h.get_value_at_percentile(p)} for p in ps],
+    }
+
+
+def build_summary(*, target: str, config: dict, host: dict, result: AgentResult, confidence: float = 0.95) -> dict:
+    c = result.counters
+    elapsed_s = result.elapsed_ns / 1e9
+    target_rps = float(config["rate_rps"])
+    achieved = c["sent"] / elapsed_s if elapsed_s > 0 else None
+    completed = result.received_in_window / elapsed_s if elapsed_s > 0 else None
+    lat = result.samples["latency_ns"]
+    pcts = percentiles(lat, DEFAULT_PERCENTILES, confidence)
+    lat_hist = decode_histogram(result.latency_hist)
+    lag_hist = decode_histogram(result.send_lag_hist)
+
+    checks: list[Check] = [
+        rate_check(target_rps, achieved, completed, elapsed_s, c),
+        errors_check(c, result.error_reasons),
+        samples_check(len(lat), 99.0, confidence, config.get("sample_every", 1)),
+    ]
+    verdict = "ok" if all(ch.ok for ch in checks) and not result.error and not result.interrupted else "not-measurable"
+    requests = max(c["sent"], 1)
+    return {
+        "schema": SCHEMA,
+        "tool": {"name": "tailwise", "version": __version__},
+        "target": target,
+        "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(result.wall_start_s)),
+        "verdict": verdict,
+        "error": result.error,
+        "interrupted": result.interrupted,
+        "rate": {
+            "target_rps": target_rps,
+            "achieved_rps": achieved,
+            "completed_rps": completed,
+            "duration_s": elapsed_s,
+        },
+        "latency": {
+            "source": "user",
+            "samples": int(len(lat)),
+            "sample_every": config.get("sample_every", 1),
+            "confidence": confidence,
+            "percentiles": [p.as_json() for p in pcts],
+            "histogram": _hist_json(lat_hist) | {"unit": "ns", "significant_digits": lat_hist.significant_figures},
+        },
+        "send_lag": _hist_json(lag_hist) | {"late_threshold_ns": config.get("late_ns")},
+        "counters": dict(c),
+        "error_reasons": [{"reason": r, "count": n} for r, n in result.error_reasons],
+        "checks": [ch.as_json() for ch in checks],
+        "engine": {
+            "pinned_cpus": result.pinned_cpus,
+            "cpu_s": result.cpu_ns / 1e9,
+            "cpu_ns_per_request": result.cpu_ns / requests if c["sent"] else None,
+        },
+        "config": config,
+        "host": host,
+    }
+
+
+def _clean(v):
+    """JSON-safe: NaN/inf → null, numpy scalars → Python."""
+    if isinstance(v, dict):
+        return {k: _clean(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_clean(x) for x in v]
+    if isinstance(v, np.generic):
+        v = v.item()
+    if isinstance(v, float) and not math.isfinite(v):
+        return None
+    return v
+
+
+def dumps(summary: dict) -> str:
+    return json.dumps(_clean(summary), indent=2, allow_nan=False)
+
+
+def write_out(out_dir: str | Path, summary: dict, result: AgentResult, samples_format: str = "csv") -> list[Path]:
+    """Write summary.json, the raw samples and both histograms. Returns the paths written."""
+    out = Path(out_dir)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise InputError(f"cannot create output directory {out} ({e.strerror})", "choose a writable --out path") from None
+    import pyarrow as pa
+
+    table = pa.table({name: result.samples[name] for name in result.samples.dtype.names})
+    written = [out / "summary.json", out / f"samples.{samples_format}", out / "latency.hdr", out / "send_lag.hdr"]
+    written[0].write_text(dumps(summary) + "\n")
+    if samples_format == "parquet":
+        import pyarrow.parquet as pq
+
+        pq.write_table(table, written[1])
+    else:
+        import pyarrow.csv as pacsv
+
+        pacsv.write_csv(table, written[1])
+    written[2].write_bytes(base64.b64encode(result.latency_hist) + b"\n")
+    written[3].write_bytes(base64.b64encode(result.send_lag_hist) + b"\n")
+    return written

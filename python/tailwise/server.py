@@ -1,0 +1,26 @@
+"""The built-in synthetic server (Rust, in this process): `tailwise serve` and the embedded default."""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+
+from tailwise import _core
+from tailwise.errors import InputError, TargetError
+from tailwise.units import parse_dist
+
+
+@contextmanager
+def builtin_server(service: str = "fixed:10us", workers: int = 1, listen: str = "127.0.0.1:0", seed: int = 1,
+                   pin: bool = True, busy_poll: bool = False):
+    """Start the synthetic server and always stop it."""
+    parse_dist(service)
+    if workers < 1:
+        raise InputError(f"--workers {workers} must be at least 1", "give --workers 1 or more")
+    try:
+        server = _core.Server(listen, workers=workers, service=service, seed=seed, pin=pin, busy_poll=busy_poll)
+    except (ConnectionError, ValueError) as e:
+        raise TargetError(str(e), "choose another --listen address or port") from None
+    try:
+        yield server
+    finally:
+        server.stop()

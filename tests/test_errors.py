@@ -1,0 +1,92 @@
+"""Bad input and failing targets: one clear line, exit status 2, nothing measured is lost."""
+
+import json
+import signal
+import socket
+import threading
+import time
+
+import pytest
+from conftest import run_cli
+
+
+def _one_line_error(r, *needles):
+    assert r.returncode == 2, (r.returncode, r.stdout, r.stderr)
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1, r.stderr
+    assert "Traceback" not in r.stderr
+    for n in needles:
+        assert n in lines[0], lines[0]
+    return lines[0]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_refused_target():
+    port = _free_port()
+    _one_line_error(run_cli("run", f"synthetic://127.0.0.1:{port}", "--rate", "100", "--duration", "1"),
+                    "cannot connect", f"127.0.0.1:{port}", "refused", "tailwise serve")
+
+
+@pytest.mark.parametrize("target,needle", [
+    ("127.0.0.1:7000", "has no scheme"),
+    ("gopher://127.0.0.1:7000", "unknown protocol 'gopher'"),
+    ("synthetic://127.0.0.1", "names no port"),
+    ("synthetic://127.0.0.1:99999", "malformed"),
+    ("synthetic://:7000", "names no host"),
+])
+def test_malformed_target(target, needle):
+    _one_line_error(run_cli("run", target, "--rate", "100", "--duration", "1"), needle)
+
+
+@pytest.mark.parametrize("service,needles", [
+    ("pareto:10us", ["unknown distribution 'pareto'", "fixed:10us, exp:10us"]),
+    ("fixed:10", ["no unit", "10us"]),
+    ("lognormal:10us", ["wrong number of fields", "lognormal:10us:1.0"]),
+])
+def test_unknown_or_bad_distribution(service, needles):
+    _one_line_error(run_cli("run", "--rate", "100", "--duration", "1", "--service", service), *needles)
+
+
+@pytest.mark.parametrize("rate", ["0", "-5", "abc", "nan"])
+def test_non_positive_rate(rate):
+    _one_line_error(run_cli("run", "--rate", rate, "--duration", "1"), "rate")
+
+
+def test_bad_flag_values_are_one_line_too():
+    _one_line_error(run_cli("run", "--threads", "0"), "--threads")
+    _one_line_error(run_cli("run", "--conns", "1", "--threads", "2"), "--conns")
+    _one_line_error(run_cli("run", "--duration", "soon"), "--duration")
+    _one_line_error(run_cli("run", "--arrival", "gamma"), "--arrival")
+    _one_line_error(run_cli("run", "--no-such-flag"), "no-such-flag")
+    _one_line_error(run_cli("serve", "--listen", "localhost:http"), "--listen")
+
+
+def test_server_that_dies_mid_run_keeps_the_results(tmp_path, serve):
+    srv = serve("--service", "fixed:5us")
+    out = tmp_path / "partial"
+    killer = threading.Timer(1.5, lambda: srv.stop(signal.SIGKILL))
+    killer.start()
+    try:
+        r = run_cli("run", srv.url, "--rate", "2000", "--duration", "6", "--out", str(out))
+    finally:
+        killer.cancel()
+    line = _one_line_error(r, "closed the connection")
+    assert str(out) in line
+    s = json.loads((out / "summary.json").read_text())
+    assert s["verdict"] == "not-measurable"
+    assert "closed the connection" in s["error"]
+    assert s["counters"]["received"] > 1000  # ~1.5 s at 2000 req/s were measured
+    assert s["rate"]["duration_s"] < 5
+    assert (out / "samples.csv").stat().st_size > 0
+
+
+def test_unwritable_out_dir_is_one_line(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    _one_line_error(run_cli("run", "--rate", "500", "--duration", "0.3", "--out", str(blocker / "sub")),
+                    "cannot create output directory")

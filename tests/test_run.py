@@ -1,0 +1,99 @@
+"""End to end: `tailwise run` against the built-in server and against `tailwise serve`."""
+
+import csv
+import json
+import math
+
+import pytest
+from conftest import run_cli
+
+
+def _check_summary_shape(s: dict) -> None:
+    assert s["schema"] == "tailwise.summary/1"
+    assert s["verdict"] in ("ok", "not-measurable")
+    for key in ("target", "rate", "latency", "send_lag", "counters", "checks", "config", "host"):
+        assert key in s, key
+    assert set(s["rate"]) >= {"target_rps", "achieved_rps"}
+    assert s["latency"]["source"] in ("user", "kernel", "nic")
+    assert [p["p"] for p in s["latency"]["percentiles"]] == [50, 90, 99, 99.9, 99.99]
+    for p in s["latency"]["percentiles"]:
+        assert set(p) == {"p", "value_ns", "low_ns", "high_ns"}
+    assert set(s["counters"]) == {"intended", "sent", "received", "late", "never_sent", "errors", "timeouts"}
+    for ch in s["checks"]:
+        assert set(ch) >= {"name", "ok", "detail", "remedy"}
+    assert {"kernel", "cpu_model", "cores"} <= set(s["host"])
+    assert s["send_lag"]["percentiles"]
+
+
+def test_builtin_server_fixed_10us_at_5000():
+    r = run_cli("run", "--rate", "5000", "--duration", "3", "--json", "--service", "fixed:10us")
+    assert r.returncode in (0, 1), r.stderr
+    s = json.loads(r.stdout)
+    _check_summary_shape(s)
+    assert s["target"].startswith("synthetic://127.0.0.1:")
+    # Achieved within 5 % of the target (3 s at 5000 req/s: Poisson s.d. of the count is 0.8 %).
+    assert abs(s["rate"]["achieved_rps"] / 5000 - 1) <= 0.05
+    rate = next(c for c in s["checks"] if c["name"] == "rate")
+    assert rate["ok"], rate
+    c = s["counters"]
+    assert c["intended"] == c["sent"] + c["never_sent"]
+    assert c["sent"] == c["received"] + c["errors"] + c["timeouts"]
+    assert c["errors"] == c["timeouts"] == 0
+    assert s["latency"]["samples"] == c["received"]  # --sample-every 1 keeps all
+    pcts = {p["p"]: p for p in s["latency"]["percentiles"]}
+    assert pcts[50]["value_ns"] > 10_000, "p50 includes the 10 µs service time"
+    for p in (50, 90, 99, 99.9):
+        v = pcts[p]
+        assert v["low_ns"] is not None and v["high_ns"] is not None
+        assert v["low_ns"] <= v["value_ns"] <= v["high_ns"]
+    values = [pcts[p]["value_ns"] for p in (50, 90, 99, 99.9, 99.99)]
+    assert values == sorted(values)
+    assert s["config"]["builtin_server"]["service"] == "fixed:10us"
+    assert s["config"]["rate_rps"] == 5000
+    assert s["verdict"] == ("ok" if all(ch["ok"] for ch in s["checks"]) else "not-measurable")
+
+
+def test_out_dir_holds_summary_samples_and_histograms(tmp_path, serve):
+    srv = serve("--service", "fixed:5us")
+    out = tmp_path / "res"
+    r = run_cli("run", srv.url, "--rate", "2000", "--duration", "1", "--sample-every", "2",
+                "--arrival", "fixed", "--out", str(out))
+    assert r.returncode in (0, 1), r.stderr
+    s = json.loads((out / "summary.json").read_text())
+    _check_summary_shape(s)
+    assert s["target"] == srv.url
+    # Fixed arrivals: exactly rate × duration intended.
+    assert abs(s["counters"]["intended"] - 2000) <= 1
+    with open(out / "samples.csv") as f:
+        rows = list(csv.DictReader(f))
+    assert len(rows) == s["latency"]["samples"]
+    # 1 in 2 kept at random: binomial s.d. of 2000 × ½ is 22.
+    assert abs(len(rows) - 1000) < 5 * math.sqrt(500)
+    assert all(int(r["sent_ns"]) >= int(r["intended_ns"]) for r in rows)
+    assert (out / "latency.hdr").read_text().startswith("HISTF")
+
+
+def test_parquet_samples(tmp_path):
+    import pyarrow.parquet as pq
+
+    out = tmp_path / "p"
+    r = run_cli("run", "--rate", "1000", "--duration", "0.5", "--out", str(out), "--samples-format", "parquet", "--json")
+    assert r.returncode in (0, 1), r.stderr
+    t = pq.read_table(out / "samples.parquet")
+    assert t.column_names == ["intended_ns", "sent_ns", "latency_ns"]
+    assert t.num_rows == json.loads(r.stdout)["latency"]["samples"]
+
+
+def test_external_server_with_carried_service_time(serve):
+    srv = serve("--service", "fixed:0")
+    r = run_cli("run", srv.url, "--rate", "2000", "--duration", "1", "--service", "fixed:50us", "--json")
+    assert r.returncode in (0, 1), r.stderr
+    s = json.loads(r.stdout)
+    assert s["latency"]["percentiles"][0]["value_ns"] > 50_000
+    assert s["config"]["service"] == "fixed:50us"
+
+
+def test_human_output_names_verdict_and_checks():
+    r = run_cli("run", "--rate", "2000", "--duration", "1")
+    assert r.returncode in (0, 1), r.stderr
+    assert "verdict" in r.stdout and "p99" in r.stdout and "rate:" in r.stdout
