@@ -1,6 +1,11 @@
 """tailwise: open-loop tail-latency measurement that says whether its numbers can be trusted."""
 
+import os
 from importlib.metadata import PackageNotFoundError, version
+
+# The statistics here run on one thread; an idle OpenBLAS pool of spinning helper threads would
+# only compete with the pinned engine and server threads for CPUs.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 try:
     __version__ = version("tailwise")

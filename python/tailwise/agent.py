@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass, field
 from typing import Callable, Protocol
@@ -14,6 +15,7 @@ import numpy as np
 
 from tailwise import _core
 from tailwise.errors import TargetError
+from tailwise.host import steal_ticks
 
 #: One raw sample: times in ns since the schedule's start; latency from the intended send time.
 SAMPLE_DTYPE = np.dtype([("intended_ns", "<u8"), ("sent_ns", "<u8"), ("latency_ns", "<u8")])
@@ -51,6 +53,8 @@ class AgentResult:
     error_reasons: list[tuple[str, int]]
     pinned_cpus: list[int | None]
     cpu_ns: int
+    preemptions: int = 0
+    steal_s: float | None = None  # hypervisor steal time across the host's CPUs during the run
     interrupted: bool = False
     wall_start_s: float = field(default=0.0)
 
@@ -66,6 +70,7 @@ class LocalAgent:
 
     def run(self, spec: LoadSpec, progress: Callable[[dict], None] | None = None) -> AgentResult:
         wall_start = time.time()
+        steal0 = steal_ticks()
         try:
             engine = _core.Engine(
                 spec.targets,
@@ -95,6 +100,7 @@ class LocalAgent:
             interrupted = True
             engine.stop()
         raw = engine.join()
+        steal1 = steal_ticks()
         samples = np.frombuffer(raw["samples"], dtype=SAMPLE_DTYPE).copy()
         samples.sort(order="intended_ns", kind="stable")
         return AgentResult(
@@ -108,6 +114,8 @@ class LocalAgent:
             error_reasons=[tuple(r) for r in raw["error_reasons"]],
             pinned_cpus=list(raw["pinned_cpus"]),
             cpu_ns=raw["cpu_ns"],
+            preemptions=raw["preemptions"],
+            steal_s=None if steal0 is None or steal1 is None else (steal1 - steal0) / os.sysconf("SC_CLK_TCK"),
             interrupted=interrupted,
             wall_start_s=wall_start,
         )

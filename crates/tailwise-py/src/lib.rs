@@ -40,6 +40,29 @@ fn histogram_params() -> (u64, u64, u8) {
     (1, HIST_MAX_NS, HIST_SIGFIG)
 }
 
+/// Spin on CPU `cpu` (if given) for `duration_ns`, counting gaps above `threshold_ns`:
+/// returns {duration_ns, count, lost_ns, max_ns}. Measures what preemption costs a spinning thread.
+#[pyfunction]
+#[pyo3(signature = (duration_ns, threshold_ns=5_000, cpu=None))]
+fn measure_stalls<'py>(py: Python<'py>, duration_ns: u64, threshold_ns: u64, cpu: Option<usize>) -> PyResult<Bound<'py, PyDict>> {
+    let s = py.detach(|| {
+        std::thread::spawn(move || {
+            if let Some(c) = cpu {
+                tailwise_core::net::pin_to_cpu(c);
+            }
+            tailwise_core::clock::measure_stalls(duration_ns, threshold_ns)
+        })
+        .join()
+    });
+    let s = s.map_err(|_| PyRuntimeError::new_err("stall measurement thread panicked"))?;
+    let d = PyDict::new(py);
+    d.set_item("duration_ns", s.duration_ns)?;
+    d.set_item("count", s.count)?;
+    d.set_item("lost_ns", s.lost_ns)?;
+    d.set_item("max_ns", s.max_ns)?;
+    Ok(d)
+}
+
 #[pyclass(name = "Server", module = "tailwise._core")]
 struct PyServer {
     inner: Mutex<Option<Server>>,
@@ -198,6 +221,8 @@ impl PyEngine {
         d.set_item("error_reasons", r.error_reasons)?;
         d.set_item("pinned_cpus", r.pinned_cpus)?;
         d.set_item("cpu_ns", r.cpu_ns)?;
+        d.set_item("preemptions", r.preemptions)?;
+        d.set_item("sample_bytes", r.sample_bytes)?;
         Ok(d)
     }
 }
@@ -207,6 +232,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(parse_dist, m)?)?;
     m.add_function(wrap_pyfunction!(now_ns, m)?)?;
     m.add_function(wrap_pyfunction!(histogram_params, m)?)?;
+    m.add_function(wrap_pyfunction!(measure_stalls, m)?)?;
     m.add_class::<PyServer>()?;
     m.add_class::<PyEngine>()?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;

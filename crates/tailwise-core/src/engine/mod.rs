@@ -92,8 +92,12 @@ pub struct EngineResult {
     /// Distinct error reasons with their counts.
     pub error_reasons: Vec<(String, u64)>,
     pub pinned_cpus: Vec<Option<usize>>,
-    /// Sent-request times' lag stats are in `send_lag`; this is the CPU time the engine used.
+    /// CPU time the engine threads used.
     pub cpu_ns: u64,
+    /// Bytes allocated for the raw samples.
+    pub sample_bytes: usize,
+    /// Involuntary context switches of the engine threads (another task took their CPU).
+    pub preemptions: u64,
 }
 
 #[repr(align(64))]
@@ -247,6 +251,8 @@ impl Engine {
             error_reasons: Vec::new(),
             pinned_cpus: Vec::new(),
             cpu_ns: 0,
+            preemptions: 0,
+            sample_bytes: 0,
         };
         for h in self.handles {
             let r = match h.join() {
@@ -264,6 +270,7 @@ impl Engine {
             out.elapsed_ns = out.elapsed_ns.max(r.elapsed_ns);
             out.pinned_cpus.push(r.pinned_cpu);
             out.cpu_ns += r.cpu_ns;
+            out.preemptions += r.preemptions;
             for (reason, n) in r.error_reasons {
                 match out.error_reasons.iter_mut().find(|(r, _)| *r == reason) {
                     Some(e) => e.1 += n,
@@ -272,6 +279,7 @@ impl Engine {
             }
         }
         out.error = self.shared.abort.lock().unwrap().clone();
+        out.sample_bytes = out.samples.allocated_bytes();
         out
     }
 }

@@ -42,6 +42,7 @@ pub(crate) struct ThreadResult {
     pub error_reasons: Vec<(String, u64)>,
     pub pinned_cpu: Option<usize>,
     pub cpu_ns: u64,
+    pub preemptions: u64,
 }
 
 struct Flight {
@@ -89,6 +90,16 @@ struct Worker {
     end: u64,
 }
 
+/// Involuntary context switches of this thread so far: times another task took its CPU.
+fn preemptions() -> u64 {
+    // SAFETY: rusage is plain data; RUSAGE_THREAD fills it for the calling thread.
+    unsafe {
+        let mut ru: libc::rusage = std::mem::zeroed();
+        libc::getrusage(libc::RUSAGE_THREAD, &mut ru);
+        ru.ru_nivcsw as u64
+    }
+}
+
 fn thread_cpu_ns() -> u64 {
     let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
     // SAFETY: valid timespec pointer.
@@ -100,6 +111,7 @@ pub(crate) fn run(ctx: ThreadCtx) -> ThreadResult {
     set_timer_slack_1ns();
     let pinned_cpu = ctx.cpu.filter(|&c| net::pin_to_cpu(c));
     let cpu0 = thread_cpu_ns();
+    let preempt0 = preemptions();
     let cfg = ctx.cfg;
     let n = ctx.streams.len();
     let seed = cfg.seed ^ (ctx.index as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15);
@@ -159,6 +171,7 @@ pub(crate) fn run(ctx: ThreadCtx) -> ThreadResult {
         error_reasons: w.reasons,
         pinned_cpu,
         cpu_ns: thread_cpu_ns() - cpu0,
+        preemptions: preemptions() - preempt0,
     }
 }
 
