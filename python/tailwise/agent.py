@@ -48,6 +48,10 @@ class AgentResult:
     received_in_window: int
     latency_hist: bytes  # HdrHistogram V2 compressed
     send_lag_hist: bytes
+    send_lag_unstalled_hist: bytes  # send lag of requests no engine stall (> 20 µs iteration) delayed
+    loop_gap_hist: bytes
+    stalls: int
+    stalled_ns: int
     samples: np.ndarray  # SAMPLE_DTYPE, sorted by intended send time
     error: str | None
     error_reasons: list[tuple[str, int]]
@@ -109,6 +113,10 @@ class LocalAgent:
             received_in_window=raw["received_in_window"],
             latency_hist=raw["latency_hist"],
             send_lag_hist=raw["send_lag_hist"],
+            send_lag_unstalled_hist=raw["send_lag_unstalled_hist"],
+            loop_gap_hist=raw["loop_gap_hist"],
+            stalls=raw["stalls"],
+            stalled_ns=raw["stalled_ns"],
             samples=samples,
             error=raw["error"],
             error_reasons=[tuple(r) for r in raw["error_reasons"]],

@@ -22,6 +22,8 @@ from tailwise.errors import InputError
 from tailwise.stats.quantiles import DEFAULT_PERCENTILES, percentiles
 
 SCHEMA = "tailwise.summary/1"
+#: A timing-loop iteration longer than this counts as a stall (engine/thread.rs STALL_NS).
+STALL_NS = 20_000
 SAMPLE_FORMATS = ("csv", "parquet")
 
 
@@ -84,7 +86,12 @@ def build_summary(*, target: str, config: dict, host: dict, result: AgentResult,
             "percentiles": [p.as_json() for p in pcts],
             "histogram": _hist_json(lat_hist) | {"unit": "ns", "significant_digits": lat_hist.significant_figures},
         },
-        "send_lag": _hist_json(lag_hist) | {"late_threshold_ns": config.get("late_ns")},
+        "send_lag": _hist_json(lag_hist) | {
+            "late_threshold_ns": config.get("late_ns"),
+            # The same, for requests whose wait no stall of an engine thread overlapped: the
+            # client's own lag when it is not preempted.
+            "unstalled": _hist_json(decode_histogram(result.send_lag_unstalled_hist)),
+        },
         "counters": dict(c),
         "error_reasons": [{"reason": r, "count": n} for r, n in result.error_reasons],
         "checks": [ch.as_json() for ch in checks],
@@ -93,6 +100,9 @@ def build_summary(*, target: str, config: dict, host: dict, result: AgentResult,
             "cpu_s": result.cpu_ns / 1e9,
             "cpu_ns_per_request": result.cpu_ns / requests if c["sent"] else None,
             "preemptions": result.preemptions,
+            "stalls": result.stalls,
+            "stalled_s": result.stalled_ns / 1e9,
+            "stall_threshold_ns": STALL_NS,
             "host_steal_s": result.steal_s,
         },
         "config": config,

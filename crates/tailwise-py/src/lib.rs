@@ -196,7 +196,15 @@ impl PyEngine {
     fn join<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let e = self.inner.lock().unwrap().take().ok_or_else(|| PyRuntimeError::new_err("engine already joined"))?;
         let r = py.detach(move || e.join());
-        let (lat, lag, samples) = py.detach(|| (encode_histogram(&r.latency), encode_histogram(&r.send_lag), r.samples.to_le_bytes()));
+        let (lat, lag, lag_ok, gaps, samples) = py.detach(|| {
+            (
+                encode_histogram(&r.latency),
+                encode_histogram(&r.send_lag),
+                encode_histogram(&r.send_lag_unstalled),
+                encode_histogram(&r.loop_gaps),
+                r.samples.to_le_bytes(),
+            )
+        });
         let d = PyDict::new(py);
         let c = PyDict::new(py);
         for (k, v) in [
@@ -216,6 +224,10 @@ impl PyEngine {
         d.set_item("received_in_window", r.received_in_window)?;
         d.set_item("latency_hist", PyBytes::new(py, &lat))?;
         d.set_item("send_lag_hist", PyBytes::new(py, &lag))?;
+        d.set_item("send_lag_unstalled_hist", PyBytes::new(py, &lag_ok))?;
+        d.set_item("loop_gap_hist", PyBytes::new(py, &gaps))?;
+        d.set_item("stalls", r.stalls)?;
+        d.set_item("stalled_ns", r.stalled_ns)?;
         d.set_item("samples", PyBytes::new(py, &samples))?;
         d.set_item("error", r.error)?;
         d.set_item("error_reasons", r.error_reasons)?;

@@ -86,6 +86,13 @@ pub struct EngineResult {
     pub received_in_window: u64,
     pub latency: Histogram<u64>,
     pub send_lag: Histogram<u64>,
+    /// Send lag of the requests whose wait no stall of the engine thread overlapped.
+    pub send_lag_unstalled: Histogram<u64>,
+    /// Durations of the timing loop's iterations.
+    pub loop_gaps: Histogram<u64>,
+    /// Iterations longer than 20 µs (preemption or a long syscall) and their total time.
+    pub stalls: u64,
+    pub stalled_ns: u64,
     pub samples: SampleStore,
     /// Why the run ended early, if it did.
     pub error: Option<String>,
@@ -246,6 +253,10 @@ impl Engine {
             received_in_window: 0,
             latency: new_histogram(),
             send_lag: new_histogram(),
+            send_lag_unstalled: new_histogram(),
+            loop_gaps: new_histogram(),
+            stalls: 0,
+            stalled_ns: 0,
             samples: SampleStore::default(),
             error: None,
             error_reasons: Vec::new(),
@@ -266,6 +277,10 @@ impl Engine {
             out.received_in_window += r.received_in_window;
             out.latency.add(&r.latency).expect("same histogram bounds");
             out.send_lag.add(&r.send_lag).expect("same histogram bounds");
+            out.send_lag_unstalled.add(&r.send_lag_unstalled).expect("same histogram bounds");
+            out.loop_gaps.add(&r.loop_gaps).expect("same histogram bounds");
+            out.stalls += r.stalls;
+            out.stalled_ns += r.stalled_ns;
             out.samples.append(r.samples);
             out.elapsed_ns = out.elapsed_ns.max(r.elapsed_ns);
             out.pinned_cpus.push(r.pinned_cpu);
