@@ -241,7 +241,7 @@ impl Worker {
                 next.saturating_sub(now_ns() + SPIN_NS).min(MAX_WAIT_NS)
             };
             self.planned_wait = wait;
-            self.poll(wait);
+            self.poll(wait, next);
             if now >= next_timeout_check {
                 self.check_timeouts(now);
                 next_timeout_check = now + 1_000_000;
@@ -271,7 +271,7 @@ impl Worker {
             if now >= deadline || (self.shared.stop.load(Relaxed) && self.shared.abort.lock().unwrap().is_some()) {
                 break;
             }
-            self.poll(if self.cfg.busy_poll { 0 } else { (deadline - now).min(MAX_WAIT_NS) });
+            self.poll(if self.cfg.busy_poll { 0 } else { (deadline - now).min(MAX_WAIT_NS) }, u64::MAX);
         }
         for i in 0..self.conns.len() {
             let left = self.conns[i].inflight.len() as u64;
@@ -377,7 +377,10 @@ impl Worker {
         Ok(())
     }
 
-    fn poll(&mut self, wait_ns: u64) {
+    /// Wait for events and serve them, but return as soon as a send falls due (`next_due`): the
+    /// events not served are level-triggered and come back on the next poll, and a request due
+    /// now must not wait behind the reads of other connections.
+    fn poll(&mut self, wait_ns: u64, next_due: u64) {
         // Reuse one buffer: no allocation in the timing loop.
         let mut ready = std::mem::take(&mut self.ready);
         ready.clear();
@@ -392,6 +395,9 @@ impl Worker {
         for &(i, events) in &ready {
             if self.conns[i].dead {
                 continue;
+            }
+            if now_ns() >= next_due {
+                break;
             }
             if events & (EPOLLIN | EPOLLHUP | EPOLLERR) as u32 != 0 {
                 self.read_conn(i);
