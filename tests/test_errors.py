@@ -69,7 +69,8 @@ def test_bad_flag_values_are_one_line_too():
 def test_server_that_dies_mid_run_keeps_the_results(tmp_path, serve):
     srv = serve("--service", "fixed:5us")
     out = tmp_path / "partial"
-    killer = threading.Timer(1.5, lambda: srv.stop(signal.SIGKILL))
+    # The CLI takes ~1 s to start (imports); the kill lands mid-run, not before it.
+    killer = threading.Timer(2.5, lambda: srv.stop(signal.SIGKILL))
     killer.start()
     try:
         r = run_cli("run", srv.url, "--rate", "2000", "--duration", "6", "--out", str(out))
@@ -80,8 +81,11 @@ def test_server_that_dies_mid_run_keeps_the_results(tmp_path, serve):
     s = json.loads((out / "summary.json").read_text())
     assert s["verdict"] == "not-measurable"
     assert "closed the connection" in s["error"]
-    assert s["counters"]["received"] > 1000  # ~1.5 s at 2000 req/s were measured
-    assert s["rate"]["duration_s"] < 5
+    measured_s = s["rate"]["duration_s"]
+    assert 0 < measured_s < 5.5
+    # What was measured before the kill is all there, at the offered rate.
+    assert s["counters"]["received"] >= 100
+    assert abs(s["counters"]["received"] / measured_s / 2000 - 1) < 0.2
     assert (out / "samples.csv").stat().st_size > 0
 
 
