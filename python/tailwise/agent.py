@@ -63,7 +63,66 @@ class AgentResult:
     wall_start_s: float = field(default=0.0)
 
 
+def decode_samples(raw: bytes) -> np.ndarray:
+    return np.frombuffer(raw, dtype=SAMPLE_DTYPE)
+
+
+class Session:
+    """A running measurement on one agent: poll it, take its samples while it runs, stop it."""
+
+    def __init__(self, engine, spec: LoadSpec):
+        self._engine = engine
+        self.spec = spec
+        self._taken: list[np.ndarray] = []
+        self._steal0 = steal_ticks()
+        self.wall_start_s = time.time()
+
+    def snapshot(self) -> dict:
+        return self._engine.snapshot()
+
+    def take(self) -> np.ndarray:
+        """Samples kept since the last take (unsorted across threads)."""
+        batch = decode_samples(self._engine.take()).copy()
+        self._taken.append(batch)
+        return batch
+
+    def is_finished(self) -> bool:
+        return self._engine.is_finished()
+
+    def stop(self) -> None:
+        self._engine.stop()
+
+    def finish(self, interrupted: bool = False) -> AgentResult:
+        """Wait for the end; the result holds every sample of the run, sorted by intended time."""
+        raw = self._engine.join()
+        steal1 = steal_ticks()
+        samples = np.concatenate([*self._taken, decode_samples(raw["samples"])])
+        samples.sort(order="intended_ns", kind="stable")
+        return AgentResult(
+            counters=dict(raw["counters"]),
+            elapsed_ns=raw["elapsed_ns"],
+            received_in_window=raw["received_in_window"],
+            latency_hist=raw["latency_hist"],
+            send_lag_hist=raw["send_lag_hist"],
+            send_lag_unstalled_hist=raw["send_lag_unstalled_hist"],
+            loop_gap_hist=raw["loop_gap_hist"],
+            stalls=raw["stalls"],
+            stalled_ns=raw["stalled_ns"],
+            samples=samples,
+            error=raw["error"],
+            error_reasons=[tuple(r) for r in raw["error_reasons"]],
+            pinned_cpus=list(raw["pinned_cpus"]),
+            cpu_ns=raw["cpu_ns"],
+            preemptions=raw["preemptions"],
+            steal_s=None if self._steal0 is None or steal1 is None else (steal1 - self._steal0) / os.sysconf("SC_CLK_TCK"),
+            interrupted=interrupted,
+            wall_start_s=self.wall_start_s,
+        )
+
+
 class Agent(Protocol):
+    def start(self, spec: LoadSpec) -> Session: ...
+
     def run(self, spec: LoadSpec, progress: Callable[[dict], None] | None = None) -> AgentResult: ...
 
 
@@ -72,9 +131,7 @@ class LocalAgent:
 
     poll_s = 0.1
 
-    def run(self, spec: LoadSpec, progress: Callable[[dict], None] | None = None) -> AgentResult:
-        wall_start = time.time()
-        steal0 = steal_ticks()
+    def start(self, spec: LoadSpec) -> Session:
         try:
             engine = _core.Engine(
                 spec.targets,
@@ -94,39 +151,22 @@ class LocalAgent:
             )
         except ConnectionError as e:
             raise TargetError(str(e).split(" — ")[0], _remedy(str(e))) from None
+        return Session(engine, spec)
+
+    def run(self, spec: LoadSpec, progress: Callable[[dict], None] | None = None) -> AgentResult:
+        """A fixed-length run: start, poll (taking samples as they come), finish."""
+        session = self.start(spec)
         interrupted = False
         try:
-            while not engine.is_finished():
+            while not session.is_finished():
                 time.sleep(self.poll_s)
+                session.take()
                 if progress is not None:
-                    progress(engine.snapshot())
+                    progress(session.snapshot())
         except KeyboardInterrupt:
             interrupted = True
-            engine.stop()
-        raw = engine.join()
-        steal1 = steal_ticks()
-        samples = np.frombuffer(raw["samples"], dtype=SAMPLE_DTYPE).copy()
-        samples.sort(order="intended_ns", kind="stable")
-        return AgentResult(
-            counters=dict(raw["counters"]),
-            elapsed_ns=raw["elapsed_ns"],
-            received_in_window=raw["received_in_window"],
-            latency_hist=raw["latency_hist"],
-            send_lag_hist=raw["send_lag_hist"],
-            send_lag_unstalled_hist=raw["send_lag_unstalled_hist"],
-            loop_gap_hist=raw["loop_gap_hist"],
-            stalls=raw["stalls"],
-            stalled_ns=raw["stalled_ns"],
-            samples=samples,
-            error=raw["error"],
-            error_reasons=[tuple(r) for r in raw["error_reasons"]],
-            pinned_cpus=list(raw["pinned_cpus"]),
-            cpu_ns=raw["cpu_ns"],
-            preemptions=raw["preemptions"],
-            steal_s=None if steal0 is None or steal1 is None else (steal1 - steal0) / os.sysconf("SC_CLK_TCK"),
-            interrupted=interrupted,
-            wall_start_s=wall_start,
-        )
+            session.stop()
+        return session.finish(interrupted)
 
 
 def _remedy(message: str) -> str:

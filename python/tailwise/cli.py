@@ -3,11 +3,13 @@ agent, the statistics and the output modules. Every user error ends as one line 
 
 from __future__ import annotations
 
+import math
 import random
 import shlex
 import signal
 import sys
 import threading
+from contextlib import contextmanager
 from enum import Enum
 from typing import Optional
 
@@ -20,8 +22,7 @@ from tailwise import __version__
 from tailwise.agent import LoadSpec, LocalAgent
 from tailwise.errors import InputError, TailwiseError
 from tailwise.host import host_info
-from tailwise.output import err_console, print_summary, warn
-from tailwise.results import SAMPLE_FORMATS, build_summary, dumps, write_out
+from tailwise.output import err_console, fmt_ns, print_summary, warn
 from tailwise.server import builtin_server
 from tailwise.target import parse_target
 from tailwise.units import parse_dist, parse_rate, parse_time_ns
@@ -62,29 +63,43 @@ def _confidence(value: float) -> float:
 def run(
     target: Optional[str] = typer.Argument(None, help="synthetic://host:port; omitted: the built-in server on 127.0.0.1"),
     rate: str = typer.Option("10k", "--rate", help="offered load, requests per second (5000, 50k, 1.5M)"),
-    duration: str = typer.Option("5", "--duration", help="how long to send, seconds (or 500ms, 2m…)"),
+    percentile: float = typer.Option(99.0, "--percentile", help="the percentile whose confidence interval must meet --ci"),
+    ci: Optional[str] = typer.Option(None, "--ci", help="widest acceptable CI of that percentile: a time (10us) or a share of its value (5%); default 10%"),
+    confidence: float = typer.Option(0.95, "--confidence", help="confidence level of the percentile intervals"),
+    max_time: str = typer.Option("60s", "--max-time", help="the longest the coordinator may measure before it concludes"),
+    duration: Optional[str] = typer.Option(None, "--duration", help="fixed-length mode: send for exactly this long (3, 500ms, 2m); checks still reported"),
     threads: int = typer.Option(1, "--threads", help="engine threads, one CPU each"),
     conns: int = typer.Option(8, "--conns", help="connections in all, spread over the threads"),
     outstanding: int = typer.Option(4, "--outstanding", help="requests in flight per connection, at most"),
     arrival: Arrival = typer.Option(Arrival.exp, "--arrival", help="inter-arrival process: exp (Poisson) or fixed"),
     service: Optional[str] = typer.Option(None, "--service", help="service time: built-in server's distribution (default fixed:10us); with a synthetic:// target only fixed:T, carried in each request"),
     workers: int = typer.Option(1, "--workers", help="built-in server worker threads"),
-    sample_every: int = typer.Option(1, "--sample-every", help="keep a random 1 in K requests raw for the statistics"),
-    confidence: float = typer.Option(0.95, "--confidence", help="confidence level of the percentile intervals"),
+    sample_every: Optional[int] = typer.Option(None, "--sample-every", help="engine keeps a random 1 in K requests raw (default: as many as keeps ≤ 20k samples/s); the methodology thins further"),
     timeout: str = typer.Option("1s", "--timeout", help="a request unanswered this long is a timeout"),
     late: str = typer.Option("50us", "--late", help="a request sent this long after its intended time counts as late"),
     poll: Poll = typer.Option(Poll.spin, "--poll", help="spin: busy-poll (precise, one core per thread); block: sleep between sends"),
     pin: bool = typer.Option(True, "--pin/--no-pin", help="pin engine threads (and built-in server workers) to CPUs"),
-    seed: Optional[int] = typer.Option(None, "--seed", help="random seed of schedules and sampling (default: random, recorded)"),
+    seed: Optional[int] = typer.Option(None, "--seed", help="random seed of schedules, sampling and statistics (default: random, recorded)"),
     out: Optional[str] = typer.Option(None, "--out", help="write summary.json, samples and histograms to this directory"),
     samples_format: str = typer.Option("csv", "--samples-format", help="raw samples file format: csv or parquet"),
     json_out: bool = typer.Option(False, "--json", help="print the summary JSON on stdout instead of the table"),
 ) -> int:
-    """Measure latency at an offered open-loop load."""
+    """Measure latency at an offered open-loop load, until the percentile's CI is as narrow as asked."""
+    # The statistics stack (scipy, statsmodels) loads in ~1 s: only the commands that use it pay.
+    from tailwise.methodology import Controller, Precision
+    from tailwise.methodology.controller import fixed_methodology
+    from tailwise.results import SAMPLE_FORMATS, build_summary, dumps, write_out
+
     rate_rps = parse_rate(rate)
-    duration_ns = parse_time_ns(duration, what="--duration")
+    duration_ns = parse_time_ns(duration, what="--duration") if duration is not None else None
+    max_time_ns = parse_time_ns(max_time, what="--max-time")
     timeout_ns = parse_time_ns(timeout, what="--timeout")
     late_ns = parse_time_ns(late, default_unit="us", what="--late")
+    ci_ns, ci_rel = _parse_ci(ci if ci is not None else ("10%" if duration is None else None))
+    if not 0.0 < percentile < 100.0:
+        raise InputError(f"--percentile {percentile} is outside (0, 100)", "give e.g. --percentile 99")
+    if sample_every is None:
+        sample_every = max(1, math.ceil(rate_rps / AUTO_SAMPLES_PER_S))
     for name, v in (("--threads", threads), ("--conns", conns), ("--outstanding", outstanding),
                     ("--workers", workers), ("--sample-every", sample_every)):
         _positive(name, v)
@@ -106,20 +121,27 @@ def run(
     service = service or "fixed:10us"
     parse_dist(service)
     seed = seed if seed is not None else random.SystemRandom().randrange(1, 2**63)
+    precision = Precision(percentile=percentile, ci_ns=ci_ns, ci_rel=ci_rel, confidence=confidence,
+                          max_time_s=max_time_ns / 1e9)
 
     config = {
         "command": shlex.join(["tailwise", *sys.argv[1:]]),
         "target": tgt.url if tgt else None,
         "builtin_server": None if tgt else {"service": service, "workers": workers},
         "rate_rps": rate_rps,
-        "duration_s": duration_ns / 1e9,
+        "mode": "fixed" if duration_ns else "adaptive",
+        "duration_s": duration_ns / 1e9 if duration_ns else None,
+        "percentile": percentile,
+        "ci_ns": ci_ns,
+        "ci_rel": ci_rel,
+        "confidence": confidence,
+        "max_time_s": max_time_ns / 1e9,
         "threads": threads,
         "conns": conns,
         "outstanding": outstanding,
         "arrival": arrival.value,
         "service": service if tgt is None or service_ns is not None else None,
         "sample_every": sample_every,
-        "confidence": confidence,
         "timeout_ns": timeout_ns,
         "late_ns": late_ns,
         "poll": poll.value,
@@ -140,23 +162,32 @@ def run(
     elif busy > cores:
         warn(f"{busy} spinning engine threads on {cores} CPUs", f"use --threads {cores} or fewer, or --poll block")
 
-    def measure(addr: str, target_url: str) -> tuple[dict, object]:
+    def measure(addr: str, target_url: str):
         spec = LoadSpec(
-            targets=[addr], rate_rps=rate_rps, duration_ns=duration_ns, threads=threads, conns=conns,
+            targets=[addr], rate_rps=rate_rps, duration_ns=duration_ns or max_time_ns, threads=threads, conns=conns,
             outstanding=outstanding, arrival=arrival.value, sample_every=sample_every, timeout_ns=timeout_ns,
             late_ns=late_ns, seed=seed, pin=pin, busy_poll=poll is Poll.spin, service_ns=service_ns,
         )
-        result = _with_progress(LocalAgent(), spec, quiet=json_out)
-        return build_summary(target=target_url, config=config, host=host, result=result, confidence=confidence), result
+        agent = LocalAgent()
+        if duration_ns:
+            result = _with_progress(agent, spec, quiet=json_out)
+            analysis, methodology = fixed_methodology(result, spec, precision, seed)
+        else:
+            with _round_progress(quiet=json_out) as show:
+                controller = Controller(spec, precision, seed=seed, progress=show)
+                result, analysis, methodology = controller.run(agent.start(controller.spec))
+        summary = build_summary(target=target_url, config=config, host=host, result=result, analysis=analysis,
+                                methodology=methodology)
+        return summary, result, analysis
 
     if tgt is None:
         with builtin_server(service=service, workers=workers, seed=seed, pin=pin, busy_poll=server_spin) as srv:
-            summary, result = measure(srv.addr, f"synthetic://{srv.addr}")
+            summary, result, analysis = measure(srv.addr, f"synthetic://{srv.addr}")
     else:
-        summary, result = measure(tgt.socket_addr(), tgt.url)
+        summary, result, analysis = measure(tgt.socket_addr(), tgt.url)
 
     if out:
-        write_out(out, summary, result, samples_format)
+        write_out(out, summary, result, analysis.used_mask, samples_format)
     if json_out:
         print(dumps(summary))
     else:
@@ -169,6 +200,27 @@ def run(
         err_console.print(f"tailwise: {summary['error']}" + (f" (results so far in {out}/)" if out else ""))
         return EXIT_ERROR
     return EXIT_OK if summary["verdict"] == "ok" else EXIT_NOT_MEASURABLE
+
+
+#: Without --sample-every, the engine keeps at most this many raw samples per second, so that a
+#: methodology round on everything collected stays around a second.
+AUTO_SAMPLES_PER_S = 20_000
+
+
+def _parse_ci(text: str | None) -> tuple[float | None, float | None]:
+    """--ci: "10us" → (10000.0, None); "5%" → (None, 0.05)."""
+    if text is None:
+        return None, None
+    t = text.strip()
+    if t.endswith("%"):
+        try:
+            rel = float(t[:-1]) / 100.0
+        except ValueError:
+            rel = -1.0
+        if not 0.0 < rel < 10.0:
+            raise InputError(f"--ci {text} is not a usable percentage", "give e.g. --ci 5% or --ci 10us")
+        return None, rel
+    return float(parse_time_ns(t, default_unit="us", what="--ci")), None
 
 
 def _with_progress(agent: LocalAgent, spec: LoadSpec, quiet: bool):
@@ -186,6 +238,25 @@ def _with_progress(agent: LocalAgent, spec: LoadSpec, quiet: bool):
                                    f"{snap.get('errors', 0) + snap.get('timeouts', 0):,} failed")
 
         return agent.run(spec, show)
+
+
+@contextmanager
+def _round_progress(quiet: bool):
+    """A live line per methodology round: samples, CI width vs target, failing checks."""
+    if quiet or not err_console.is_terminal:
+        yield None
+        return
+    from rich.live import Live
+
+    with Live("[bold]starting…[/]", console=err_console, transient=True, refresh_per_second=4) as live:
+        def show(r) -> None:
+            width = fmt_ns(r.ci_width_ns) if r.ci_width_ns is not None else "unbounded"
+            target = fmt_ns(r.ci_target_ns) if r.ci_target_ns is not None else "—"
+            failing = ", ".join(r.failed) if r.failed else "none"
+            live.update(f"[bold]round {r.round}[/] · {r.elapsed_s:.1f} s · {r.samples:,} samples ({r.used:,} used) · "
+                        f"CI width {width} / target {target} · step [cyan]{r.state}[/] · failing: {failing}")
+
+        yield show
 
 
 def _parse_listen(text: str) -> str:
@@ -220,6 +291,27 @@ def serve(
             pass
         served = srv.served()
     print(f"tailwise serve: stopped after {served:,} requests", flush=True)
+    return EXIT_OK
+
+
+@app.command()
+def model(
+    service: str = typer.Option(..., "--service", help="service-time distribution: fixed:10us, exp:10us, bimodal:10us, lognormal:10us:1.0"),
+    load: float = typer.Option(..., "--load", help="load ρ = λ·E[S]/workers, between 0 and 1 (e.g. 0.5)"),
+    workers: int = typer.Option(1, "--workers", help="servers (worker threads) taking requests from one common FIFO queue (M/G/k)"),
+    customers: Optional[int] = typer.Option(None, "--customers", help="customers simulated after a 100k warm-up (default 2,000,000)"),
+    seed: int = typer.Option(1, "--seed", help="seed of the simulated arrivals and service times"),
+    json_out: bool = typer.Option(False, "--json", help="print JSON on stdout instead of the table"),
+) -> int:
+    """Queueing-model ground truth: sojourn-time percentiles of a FIFO M/G/k queue (simulated)."""
+    from tailwise.model import model_percentiles, print_model
+    from tailwise.results import dumps
+
+    result = model_percentiles(service, load, workers=workers, n=customers, seed=seed)
+    if json_out:
+        print(dumps(result))
+    else:
+        print_model(result)
     return EXIT_OK
 
 

@@ -11,15 +11,18 @@ import json
 import math
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 from hdrh.histogram import HdrHistogram
 
 from tailwise import __version__
 from tailwise.agent import AgentResult
-from tailwise.checks import Check, errors_check, rate_check, samples_check
 from tailwise.errors import InputError
-from tailwise.stats.quantiles import DEFAULT_PERCENTILES, percentiles
+from tailwise.stats.quantiles import DEFAULT_PERCENTILES
+
+if TYPE_CHECKING:
+    from tailwise.methodology.analysis import Analysis
 
 SCHEMA = "tailwise.summary/1"
 #: A timing-loop iteration longer than this counts as a stall (engine/thread.rs STALL_NS).
@@ -46,44 +49,38 @@ def _hist_json(h: HdrHistogram, ps=DEFAULT_PERCENTILES) -> dict:
     }
 
 
-def build_summary(*, target: str, config: dict, host: dict, result: AgentResult, confidence: float = 0.95) -> dict:
+def build_summary(*, target: str, config: dict, host: dict, result: AgentResult, analysis: Analysis,
+                  methodology: dict) -> dict:
     c = result.counters
     elapsed_s = result.elapsed_ns / 1e9
-    target_rps = float(config["rate_rps"])
     achieved = c["sent"] / elapsed_s if elapsed_s > 0 else None
     completed = result.received_in_window / elapsed_s if elapsed_s > 0 else None
-    lat = result.samples["latency_ns"]
-    pcts = percentiles(lat, DEFAULT_PERCENTILES, confidence)
     lat_hist = decode_histogram(result.latency_hist)
     lag_hist = decode_histogram(result.send_lag_hist)
-
-    checks: list[Check] = [
-        rate_check(target_rps, achieved, completed, elapsed_s, c),
-        errors_check(c, result.error_reasons),
-        samples_check(len(lat), 99.0, confidence, config.get("sample_every", 1)),
-    ]
-    verdict = "ok" if all(ch.ok for ch in checks) and not result.error and not result.interrupted else "not-measurable"
+    ok = analysis.ok and not result.error and not result.interrupted
     requests = max(c["sent"], 1)
     return {
         "schema": SCHEMA,
         "tool": {"name": "tailwise", "version": __version__},
         "target": target,
         "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(result.wall_start_s)),
-        "verdict": verdict,
+        "verdict": "ok" if ok else "not-measurable",
         "error": result.error,
         "interrupted": result.interrupted,
         "rate": {
-            "target_rps": target_rps,
+            "target_rps": float(config["rate_rps"]),
             "achieved_rps": achieved,
             "completed_rps": completed,
             "duration_s": elapsed_s,
         },
         "latency": {
             "source": "user",
-            "samples": int(len(lat)),
-            "sample_every": config.get("sample_every", 1),
-            "confidence": confidence,
-            "percentiles": [p.as_json() for p in pcts],
+            # Samples behind the percentiles: after the warm-up, thinned to independence.
+            "samples": analysis.details["samples_used"],
+            "sample_every": methodology["effective_sample_every"],
+            "confidence": config["confidence"],
+            "percentiles": [p.as_json() for p in analysis.percentiles],
+            "target": analysis.target.as_json() if analysis.target else None,
             "histogram": _hist_json(lat_hist) | {"unit": "ns", "significant_digits": lat_hist.significant_figures},
         },
         "send_lag": _hist_json(lag_hist) | {
@@ -94,7 +91,8 @@ def build_summary(*, target: str, config: dict, host: dict, result: AgentResult,
         },
         "counters": dict(c),
         "error_reasons": [{"reason": r, "count": n} for r, n in result.error_reasons],
-        "checks": [ch.as_json() for ch in checks],
+        "checks": [ch.as_json() for ch in analysis.checks],
+        "methodology": methodology,
         "engine": {
             "pinned_cpus": result.pinned_cpus,
             "cpu_s": result.cpu_ns / 1e9,
@@ -127,8 +125,10 @@ def dumps(summary: dict) -> str:
     return json.dumps(_clean(summary), indent=2, allow_nan=False)
 
 
-def write_out(out_dir: str | Path, summary: dict, result: AgentResult, samples_format: str = "csv") -> list[Path]:
-    """Write summary.json, the raw samples and both histograms. Returns the paths written."""
+def write_out(out_dir: str | Path, summary: dict, result: AgentResult, used: np.ndarray | None = None,
+              samples_format: str = "csv") -> list[Path]:
+    """Write summary.json, the raw samples (with a ``used`` column: 1 where the sample went into
+    the statistics) and both histograms. Returns the paths written."""
     out = Path(out_dir)
     try:
         out.mkdir(parents=True, exist_ok=True)
@@ -136,7 +136,10 @@ def write_out(out_dir: str | Path, summary: dict, result: AgentResult, samples_f
         raise InputError(f"cannot create output directory {out} ({e.strerror})", "choose a writable --out path") from None
     import pyarrow as pa
 
-    table = pa.table({name: result.samples[name] for name in result.samples.dtype.names})
+    columns = {name: result.samples[name] for name in result.samples.dtype.names}
+    if used is not None and len(used) == len(result.samples):
+        columns["used"] = used.astype(np.uint8)
+    table = pa.table(columns)
     written = [out / "summary.json", out / f"samples.{samples_format}", out / "latency.hdr", out / "send_lag.hdr"]
     written[0].write_text(dumps(summary) + "\n")
     if samples_format == "parquet":

@@ -14,6 +14,7 @@
 //! | [`net`] | epoll with ns timeouts, non-blocking socket I/O, CPU pinning |
 //! | [`engine`] | the open-loop load generator: threads, connections, backlog, matching replies |
 //! | [`server`] | the synthetic server behind `tailwise serve` |
+//! | [`model`] | queueing-model ground truth: M/G/1 (Lindley) and M/G/k (Kiefer–Wolfowitz) sojourn times |
 //!
 //! ## Concepts
 //! * **Intended send time**: each request has a time fixed in advance by the schedule. Latency is
@@ -27,6 +28,7 @@
 pub mod clock;
 pub mod dist;
 pub mod engine;
+pub mod model;
 pub mod net;
 pub mod protocol;
 pub mod recorder;

@@ -35,7 +35,9 @@ pub struct Sample {
     pub latency_ns: u64,
 }
 
-const CHUNK: usize = 8192;
+/// 1024 samples (24 KiB) a chunk: small enough to come from malloc's free lists, not fresh pages,
+/// when a thread starts a new store after handing one over.
+const CHUNK: usize = 1024;
 
 /// Append-only store of samples in fixed chunks: no doubling, so memory stays at
 /// `size_of::<Sample>()` (24 bytes) per sample plus one partly filled chunk.
@@ -71,13 +73,6 @@ impl SampleStore {
     pub fn allocated_bytes(&self) -> usize {
         self.chunks.iter().map(|c| c.capacity() * std::mem::size_of::<Sample>()).sum::<usize>()
             + self.chunks.capacity() * std::mem::size_of::<Vec<Sample>>()
-    }
-    pub fn append(&mut self, other: SampleStore) {
-        for c in other.chunks {
-            for s in c {
-                self.push(s);
-            }
-        }
     }
     /// Little-endian rows of three u64: intended_ns, sent_ns, latency_ns.
     pub fn to_le_bytes(&self) -> Vec<u8> {

@@ -2,6 +2,8 @@
 //! releases the interpreter (`py.detach`) around every call that waits, and hands results back as
 //! plain dicts and bytes. Engine and server threads are native threads that never touch Python.
 
+mod model;
+
 use pyo3::exceptions::{PyConnectionError, PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
@@ -167,18 +169,33 @@ impl PyEngine {
         Ok(PyEngine { inner: Mutex::new(Some(e)) })
     }
 
-    /// Live counters: elapsed_ns, sent, received, errors, timeouts.
+    /// Live counters: elapsed_ns, intended, sent, late, received, errors, timeouts.
     fn snapshot<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let d = PyDict::new(py);
         if let Some(e) = self.inner.lock().unwrap().as_ref() {
             let s = e.snapshot();
             d.set_item("elapsed_ns", s.elapsed_ns)?;
+            d.set_item("intended", s.intended)?;
             d.set_item("sent", s.sent)?;
+            d.set_item("late", s.late)?;
             d.set_item("received", s.received)?;
             d.set_item("errors", s.errors)?;
             d.set_item("timeouts", s.timeouts)?;
         }
         Ok(d)
+    }
+
+    /// Raw samples kept since the last call, as little-endian u64 triples
+    /// (intended_ns, sent_ns, latency_ns); `join` returns those never taken.
+    fn take<'py>(&self, py: Python<'py>) -> Bound<'py, PyBytes> {
+        let bytes = {
+            let guard = self.inner.lock().unwrap();
+            match guard.as_ref() {
+                Some(e) => py.detach(|| e.take_samples().to_le_bytes()),
+                None => Vec::new(),
+            }
+        };
+        PyBytes::new(py, &bytes)
     }
 
     fn is_finished(&self) -> bool {
@@ -245,6 +262,9 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(now_ns, m)?)?;
     m.add_function(wrap_pyfunction!(histogram_params, m)?)?;
     m.add_function(wrap_pyfunction!(measure_stalls, m)?)?;
+    m.add_function(wrap_pyfunction!(model::model_sojourn, m)?)?;
+    m.add_function(wrap_pyfunction!(model::model_percentiles, m)?)?;
+    m.add_function(wrap_pyfunction!(model::model_summary, m)?)?;
     m.add_class::<PyServer>()?;
     m.add_class::<PyEngine>()?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;

@@ -110,7 +110,9 @@ pub struct EngineResult {
 #[repr(align(64))]
 #[derive(Default)]
 pub(crate) struct Progress {
+    pub intended: AtomicU64,
     pub sent: AtomicU64,
+    pub late: AtomicU64,
     pub received: AtomicU64,
     pub errors: AtomicU64,
     pub timeouts: AtomicU64,
@@ -120,6 +122,8 @@ pub(crate) struct Shared {
     pub stop: AtomicBool,
     pub abort: Mutex<Option<String>>,
     pub progress: Vec<Progress>,
+    /// Samples handed over by the threads every `HARVEST_NS`, for `Engine::take_samples`.
+    pub harvest: Mutex<Vec<SampleStore>>,
 }
 
 impl Shared {
@@ -136,7 +140,9 @@ impl Shared {
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Snapshot {
     pub elapsed_ns: u64,
+    pub intended: u64,
     pub sent: u64,
+    pub late: u64,
     pub received: u64,
     pub errors: u64,
     pub timeouts: u64,
@@ -204,6 +210,7 @@ impl Engine {
             stop: AtomicBool::new(false),
             abort: Mutex::new(None),
             progress: (0..cfg.threads).map(|_| Progress::default()).collect(),
+            harvest: Mutex::new(Vec::new()),
         });
         let start_ns = crate::clock::now_ns() + START_DELAY_NS;
         let cpus = net::allowed_cpus();
@@ -236,7 +243,9 @@ impl Engine {
             ..Default::default()
         };
         for p in &self.shared.progress {
+            s.intended += p.intended.load(Relaxed);
             s.sent += p.sent.load(Relaxed);
+            s.late += p.late.load(Relaxed);
             s.received += p.received.load(Relaxed);
             s.errors += p.errors.load(Relaxed);
             s.timeouts += p.timeouts.load(Relaxed);
@@ -244,8 +253,22 @@ impl Engine {
         s
     }
 
-    /// Wait for the threads and merge their recorders.
-    pub fn join(self) -> EngineResult {
+    /// The raw samples kept since the last call (the threads hand theirs over every 10 ms), so
+    /// that the coordinator can test a run while it goes on. `join` returns the rest.
+    pub fn take_samples(&self) -> SampleStore {
+        let batches = std::mem::take(&mut *self.shared.harvest.lock().unwrap());
+        // Compact here, in the caller's thread, never in a timing loop.
+        let mut out = SampleStore::default();
+        for b in batches {
+            for s in b.iter() {
+                out.push(*s);
+            }
+        }
+        out
+    }
+
+    /// Wait for the threads and merge their recorders. `samples` holds those not yet taken.
+    pub fn join(mut self) -> EngineResult {
         let mut out = EngineResult {
             start_mono_ns: self.start_ns,
             elapsed_ns: 0,
@@ -265,7 +288,7 @@ impl Engine {
             preemptions: 0,
             sample_bytes: 0,
         };
-        for h in self.handles {
+        for h in std::mem::take(&mut self.handles) {
             let r = match h.join() {
                 Ok(r) => r,
                 Err(_) => {
@@ -281,7 +304,6 @@ impl Engine {
             out.loop_gaps.add(&r.loop_gaps).expect("same histogram bounds");
             out.stalls += r.stalls;
             out.stalled_ns += r.stalled_ns;
-            out.samples.append(r.samples);
             out.elapsed_ns = out.elapsed_ns.max(r.elapsed_ns);
             out.pinned_cpus.push(r.pinned_cpu);
             out.cpu_ns += r.cpu_ns;
@@ -293,6 +315,7 @@ impl Engine {
                 }
             }
         }
+        out.samples = self.take_samples();
         out.error = self.shared.abort.lock().unwrap().clone();
         out.sample_bytes = out.samples.allocated_bytes();
         out

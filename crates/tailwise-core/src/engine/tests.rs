@@ -138,3 +138,19 @@ fn garbage_replies_are_errors_with_a_reason() {
     assert!(r.error_reasons.iter().any(|(why, _)| why.contains("malformed reply")), "{:?}", r.error_reasons);
     t.join().unwrap();
 }
+
+#[test]
+fn samples_can_be_taken_while_the_run_goes_on() {
+    let s = server("fixed:0");
+    let e = Engine::start(config(s.addr(), 4_000.0, 600)).unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let early = e.take_samples();
+    assert!(early.len() > 400, "{} samples after 300 ms at 4k req/s", early.len());
+    let snap = e.snapshot();
+    assert!(snap.intended >= snap.sent && snap.sent >= snap.received);
+    let r = e.join();
+    // Nothing lost or counted twice between the take and the join.
+    assert_eq!(early.len() as u64 + r.samples.len() as u64, r.counters.received);
+    let last_early = early.iter().map(|x| x.intended_ns).max().unwrap();
+    assert!(r.samples.iter().all(|x| x.intended_ns > 0) && last_early > 0);
+}

@@ -22,6 +22,8 @@ const SPIN_NS: u64 = 50_000;
 /// pinned spinner here sees ~400 gaps/s above 5 µs (platform.md); the loop's own work takes
 /// a few µs per syscall.
 pub(crate) const STALL_NS: u64 = 20_000;
+/// How often a thread hands its kept samples to the coordinator.
+const HARVEST_NS: u64 = 10_000_000;
 /// Longest single wait, so that stop requests and timeouts are noticed promptly.
 const MAX_WAIT_NS: u64 = 1_000_000;
 const READ_CHUNK: usize = 64 << 10;
@@ -46,7 +48,6 @@ pub(crate) struct ThreadResult {
     pub loop_gaps: Histogram<u64>,
     pub stalls: u64,
     pub stalled_ns: u64,
-    pub samples: SampleStore,
     pub elapsed_ns: u64,
     pub error_reasons: Vec<(String, u64)>,
     pub pinned_cpu: Option<usize>,
@@ -186,6 +187,7 @@ pub(crate) fn run(ctx: ThreadCtx) -> ThreadResult {
     let mut sched = Schedule::new(w.cfg.arrival, share, w.t0, phase, seed);
     let elapsed_ns = w.main_loop(&mut sched);
     w.drain();
+    w.hand_over_samples();
     ThreadResult {
         counters: w.c,
         received_in_window: w.received_in_window,
@@ -195,7 +197,6 @@ pub(crate) fn run(ctx: ThreadCtx) -> ThreadResult {
         loop_gaps: w.loop_gaps,
         stalls: w.stalls,
         stalled_ns: w.stalled_ns,
-        samples: w.samples,
         elapsed_ns,
         error_reasons: w.reasons,
         pinned_cpu,
@@ -209,6 +210,7 @@ impl Worker {
     fn main_loop(&mut self, sched: &mut Schedule) -> u64 {
         let mut next = sched.next_ns();
         let mut next_timeout_check = self.t0 + 1_000_000;
+        let mut next_harvest = self.t0 + HARVEST_NS;
         // Wait for the common start, sleeping most of it.
         crate::clock::sleep_until(self.t0, SPIN_NS);
         let mut prev = now_ns();
@@ -245,6 +247,10 @@ impl Worker {
             if now >= next_timeout_check {
                 self.check_timeouts(now);
                 next_timeout_check = now + 1_000_000;
+            }
+            if now >= next_harvest {
+                self.hand_over_samples();
+                next_harvest = now + HARVEST_NS;
             }
         }
         let stopped = now_ns().min(self.end);
@@ -287,6 +293,16 @@ impl Worker {
     /// that by more than STALL_NS.
     fn woke_late(&self, _now: u64, gap: u64) -> bool {
         gap > self.planned_wait + STALL_NS
+    }
+
+    /// Move the kept samples to the shared harvest: an O(1) push under a lock that the
+    /// coordinator holds only to swap the list out.
+    fn hand_over_samples(&mut self) {
+        if self.samples.is_empty() {
+            return;
+        }
+        let mine = std::mem::take(&mut self.samples);
+        self.shared.harvest.lock().unwrap().push(mine);
     }
 
     fn has_free_slot(&self) -> bool {
@@ -549,7 +565,9 @@ impl Worker {
 
     fn publish(&self) {
         let p = &self.shared.progress[self.index];
+        p.intended.store(self.c.intended, Relaxed);
         p.sent.store(self.c.sent, Relaxed);
+        p.late.store(self.c.late, Relaxed);
         p.received.store(self.c.received, Relaxed);
         p.errors.store(self.c.errors, Relaxed);
         p.timeouts.store(self.c.timeouts, Relaxed);

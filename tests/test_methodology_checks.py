@@ -1,0 +1,165 @@
+"""Every check of the methodology on synthetic arrays with known answers (no sockets)."""
+
+import math
+
+import numpy as np
+import pytest
+
+from tailwise.agent import SAMPLE_DTYPE
+from tailwise.methodology.analysis import Precision, analyse
+from tailwise.methodology.checks import confidence_check, rate_check
+from tailwise.stats.arrivals import arrival_fit
+from tailwise.stats.independence import independence, thin
+from tailwise.stats.quantiles import percentile_ci
+from tailwise.stats.stationarity import stationarity
+
+RNG_SEED = 20261122
+
+
+@pytest.fixture
+def rng():
+    return np.random.default_rng(RNG_SEED)
+
+
+# --- arrivals ---------------------------------------------------------------------------------
+
+def test_poisson_sends_pass_and_thinned_poisson_too(rng):
+    sent = np.cumsum(rng.exponential(50_000, 50_000)).astype(np.int64)
+    assert arrival_fit(sent, sent, process="exp", rate_rps=20_000, late_fraction=0.0, rng=rng).ok
+    # A random 1-in-5 subset of a Poisson process is Poisson (the engine's sampling).
+    kept = sent[rng.random(len(sent)) < 0.2]
+    fit = arrival_fit(kept, kept, process="exp", rate_rps=20_000, late_fraction=0.0, rng=rng)
+    assert fit.ok and abs(fit.cv - 1) < 0.05
+
+
+@pytest.mark.parametrize("gaps", ["fixed", "lognormal"])
+def test_non_poisson_sends_fail(rng, gaps):
+    g = np.full(20_000, 50_000.0) if gaps == "fixed" else rng.lognormal(10, 1.5, 20_000)
+    sent = np.cumsum(g).astype(np.int64)
+    fit = arrival_fit(sent, sent, process="exp", rate_rps=20_000, late_fraction=0.0, rng=rng)
+    assert not fit.ok and fit.pvalue <= 0.01 and abs(fit.cv - 1) > 0.05
+
+
+def test_timer_granularity_at_large_n_does_not_fail_poisson(rng):
+    # Sends stamped at 1 µs resolution with 20 % of them batched with the previous one: an exact
+    # test on all 200k gaps would reject; the subsample and the effect size keep it.
+    g = np.round(rng.exponential(10_000, 200_000), -3)
+    sent = np.cumsum(g).astype(np.int64)
+    assert arrival_fit(sent, sent, process="exp", rate_rps=100_000, late_fraction=0.0, rng=rng).ok
+
+
+def test_a_client_that_falls_behind_fails_arrivals(rng):
+    sent = np.cumsum(rng.exponential(50_000, 20_000)).astype(np.int64)
+    fit = arrival_fit(sent, sent, process="exp", rate_rps=20_000, late_fraction=0.2, rng=rng)
+    assert not fit.ok and "20.0% of requests sent late" in fit.detail
+
+
+def test_fixed_arrivals_judged_by_send_lag(rng):
+    intended = np.arange(10_000, dtype=np.int64) * 100_000
+    assert arrival_fit(intended + 500, intended, process="fixed", rate_rps=10_000, late_fraction=0, rng=rng).ok
+    assert not arrival_fit(intended + 50_000, intended, process="fixed", rate_rps=10_000, late_fraction=0, rng=rng).ok
+
+
+# --- stationarity -----------------------------------------------------------------------------
+
+def _times(n):
+    return np.arange(n, dtype=np.int64) * 50_000
+
+
+def test_iid_latencies_are_stationary(rng):
+    st = stationarity(_times(40_000), 20_000 + rng.exponential(10_000, 40_000))
+    assert st.ok and st.warmup_windows == 0
+
+
+def test_level_shift_is_not_stationary(rng):
+    lat = 20_000 + rng.exponential(10_000, 40_000)
+    lat[20_000:] += 5_000  # +25 % of the mean halfway
+    st = stationarity(_times(40_000), lat)
+    assert not st.ok and "level shifts" in st.detail
+
+
+def test_warm_up_is_trimmed_and_reported(rng):
+    lat = 20_000 + rng.exponential(10_000, 40_000)
+    lat[:3_000] += np.linspace(60_000, 0, 3_000)  # cold start
+    st = stationarity(_times(40_000), lat)
+    assert st.ok and st.warmup_windows > 0 and st.warmup_ns > 0
+
+
+def test_a_stall_mid_run_is_a_transient(rng):
+    lat = 20_000 + rng.exponential(10_000, 60_000)
+    lat[30_000:32_000] += np.linspace(100_000_000, 0, 2_000)  # a 100 ms pause, then drain
+    st = stationarity(_times(60_000), lat)
+    assert not st.ok and st.concentration >= 5 and "transient" in st.detail
+
+
+def test_frozen_warm_up_is_not_re_trimmed(rng):
+    lat = 20_000 + rng.exponential(10_000, 40_000)
+    lat[8_000:12_000] += 50_000
+    assert not stationarity(_times(40_000), lat, fixed_start_ns=0).ok
+
+
+# --- independence -----------------------------------------------------------------------------
+
+def test_iid_needs_no_thinning(rng):
+    ind = independence(rng.exponential(size=50_000), 99)
+    assert ind.ok and ind.step == 1
+
+
+def test_ar1_is_thinned_until_the_indicator_decorrelates(rng):
+    n, phi = 200_000, 0.95
+    e = rng.normal(size=n)
+    x = np.empty(n)
+    x[0] = e[0]
+    for i in range(1, n):
+        x[i] = phi * x[i - 1] + e[i]
+    ind = independence(x, 50)
+    # The median indicator of a Gaussian AR(1) has correlation (2/π)·asin(φ^ℓ) at lag ℓ.
+    lag_theory = next(l for l in range(1, 1000) if 2 / math.pi * math.asin(phi ** l) < 0.05)
+    assert ind.ok and abs(ind.step - lag_theory) <= 0.25 * lag_theory, (ind.step, lag_theory)
+    kept = x[thin(n, ind.step, rng)]
+    assert independence(kept, 50).step == 1
+
+
+def test_correlation_beyond_reach_fails(rng):
+    x = np.repeat(rng.normal(size=20), 500)  # 20 long plateaus
+    assert not independence(x, 90).ok
+
+
+# --- confidence and rate ----------------------------------------------------------------------
+
+def test_confidence_width_and_samples_needed(rng):
+    x = np.sort(rng.exponential(10_000, 10_000))
+    pc = percentile_ci(x, 99)
+    width = pc.high - pc.low
+    ok, _ = confidence_check(pc, len(x), 0.95, width * 1.01)
+    bad, need = confidence_check(pc, len(x), 0.95, width / 2)
+    assert ok.ok and not bad.ok
+    assert 3.5 * len(x) < need < 5 * len(x)  # half the width needs ~4× the samples
+    few, need_few = confidence_check(percentile_ci(x[:100], 99), 100, 0.95, 1e9)
+    assert not few.ok and "368" in few.detail and need_few >= 368
+
+
+def test_closed_loop_shortfall_names_connections_needed():
+    c = rate_check(50_000, 20_000, 20_000, 5.0, conns=1, outstanding=1, response_ns=40_000)
+    assert not c.ok and "closed loop: too few connections" in c.detail
+    assert "--conns 4" in c.remedy  # 50k/s × 40 µs = 2 in flight, ×2 headroom / 1 outstanding
+    assert rate_check(50_000, 50_000, 50_000, 5.0, conns=16, outstanding=4, response_ns=40_000).ok
+
+
+def test_analysis_names_the_first_failing_step(rng):
+    n = 30_000
+    s = np.zeros(n, dtype=SAMPLE_DTYPE)
+    s["intended_ns"] = np.cumsum(rng.exponential(50_000, n)).astype(np.uint64)
+    s["sent_ns"] = s["intended_ns"] + 300
+    s["latency_ns"] = (20_000 + rng.exponential(10_000, n)).astype(np.uint64)
+    c = {"intended": n, "sent": n, "received": n, "late": 0, "never_sent": 0, "errors": 0, "timeouts": 0}
+    kw = dict(counters=c, elapsed_s=n / 20_000, received_in_window=n, reasons=[], rate_rps=20_000, arrival="exp",
+              conns=8, outstanding=4, sample_every=1, rng=rng)
+    good = analyse(s, precision=Precision(ci_rel=0.2), **kw)
+    assert good.state == "done", [ch.detail for ch in good.failed()]
+    assert good.target.low <= good.target.value <= good.target.high
+    tight = analyse(s, precision=Precision(ci_ns=1.0), **kw)
+    assert tight.state == "confidence" and tight.samples_needed > n
+    s["latency_ns"][n // 2:] += 8_000
+    shifted = analyse(s, precision=Precision(ci_rel=0.2), **kw)
+    assert shifted.state == "stationarity"
