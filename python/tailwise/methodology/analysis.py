@@ -77,10 +77,11 @@ def estimate_percentile(lat_in_send_order: np.ndarray, p: float, confidence: flo
 def analyse(samples: np.ndarray, *, counters: dict, elapsed_s: float, received_in_window: int, reasons,
             rate_rps: float, arrival: str, conns: int, outstanding: int, sample_every: int,
             precision: Precision, rng: np.random.Generator, fixed_start_ns: int | None = None,
-            masked: list[tuple[int, int]] = ()) -> Analysis:
+            masked: list[tuple[int, int]] = (), late_ns: int | None = None) -> Analysis:
     """``samples``: SAMPLE_DTYPE records sorted by intended send time. ``masked``: intervals of
     intended time (ns since the engine's start) whose samples the statistics leave out — the
     coordinator's own rounds, which take CPU from a co-located engine or server (controller.py)."""
+    segments = None
     if len(masked):
         t = samples["intended_ns"].astype(np.int64)
         keep = np.ones(len(t), dtype=bool)
@@ -88,6 +89,8 @@ def analyse(samples: np.ndarray, *, counters: dict, elapsed_s: float, received_i
             keep &= ~((t >= a) & (t < b))
         full_len, kept_idx = len(samples), np.nonzero(keep)[0]
         samples = samples[keep]
+        # Which gap between masks each kept sample lies in (for the arrival gaps).
+        segments = np.searchsorted(np.sort([a for a, _ in masked]), samples["intended_ns"].astype(np.int64))
     else:
         full_len, kept_idx = len(samples), None
     lat = samples["latency_ns"].astype(np.int64)
@@ -100,8 +103,11 @@ def analyse(samples: np.ndarray, *, counters: dict, elapsed_s: float, received_i
     checks = [rate_check(rate_rps, achieved, completed, elapsed_s, conns=conns, outstanding=outstanding,
                          response_ns=response_ns),
               errors_check(counters, reasons)]
-    late_fraction = counters["late"] / max(counters["sent"], 1)
-    fit = arrival_fit(sent, intended, process=arrival, rate_rps=rate_rps, late_fraction=late_fraction, rng=rng)
+    # Late sends among the samples analysed (outside masked rounds), else from the engine's count.
+    late_fraction = (float(np.mean((sent - intended) > late_ns)) if late_ns is not None and len(sent)
+                     else counters["late"] / max(counters["sent"], 1))
+    fit = arrival_fit(sent, intended, process=arrival, rate_rps=rate_rps, late_fraction=late_fraction, rng=rng,
+                      segments=segments)
     checks.append(arrivals_check(fit))
 
     st = stationarity(intended, lat, precision.percentile, fixed_start_ns=fixed_start_ns)

@@ -78,7 +78,7 @@ class Controller:
                        reasons=reasons, rate_rps=self.spec.rate_rps, arrival=self.spec.arrival,
                        conns=self.spec.conns, outstanding=self.spec.outstanding,
                        sample_every=self.spec.sample_every, precision=self.precision, rng=self.rng,
-                       fixed_start_ns=self.frozen_start_ns, masked=self.masked)
+                       fixed_start_ns=self.frozen_start_ns, masked=self.masked, late_ns=self.spec.late_ns)
 
     def run(self, session: Session) -> tuple[AgentResult, Analysis, dict]:
         """Drive a started session to a verdict. Returns the result, the final analysis and the
@@ -88,6 +88,7 @@ class Controller:
         t0 = time.monotonic()
         interrupted = False
         stop_reason = "max-time"
+        decided: tuple[Analysis, np.ndarray] | None = None
         try:
             round_s = self.round_s
             next_round = t0 + round_s
@@ -113,6 +114,7 @@ class Controller:
                 self._record(a, elapsed_s, len(samples))
                 if a.ok:
                     stop_reason = "precision reached"
+                    decided = (a, samples)
                     break
                 if self.frozen_start_ns is None and a.warmup_start_ns is not None and a.state in ("independence", "confidence"):
                     self.frozen_start_ns = a.warmup_start_ns
@@ -132,8 +134,15 @@ class Controller:
             stop_reason = "interrupted"
         session.stop()
         result = session.finish(interrupted)
-        final = self._analyse(result.samples, result.counters, result.elapsed_ns / 1e9, result.received_in_window,
-                              result.error_reasons)
+        if decided is not None:
+            # The verdict is the round's that reached the precision, on exactly its samples; the
+            # few requests still in flight then are kept raw but not used.
+            final, seen = decided
+            used_intended = seen["intended_ns"][final.used_mask]
+            final.used_mask = np.isin(result.samples["intended_ns"], used_intended)
+        else:
+            final = self._analyse(result.samples, result.counters, result.elapsed_ns / 1e9,
+                                  result.received_in_window, result.error_reasons)
         methodology = {
             "mode": "adaptive",
             "rounds": len(self.history),
@@ -163,6 +172,7 @@ def fixed_methodology(result: AgentResult, spec: LoadSpec, precision: Precision,
     a = analyse(result.samples, counters=result.counters, elapsed_s=result.elapsed_ns / 1e9,
                 received_in_window=result.received_in_window, reasons=result.error_reasons,
                 rate_rps=spec.rate_rps, arrival=spec.arrival, conns=spec.conns, outstanding=spec.outstanding,
-                sample_every=spec.sample_every, precision=precision, rng=np.random.default_rng(seed))
+                sample_every=spec.sample_every, precision=precision, rng=np.random.default_rng(seed),
+                late_ns=spec.late_ns)
     return a, {"mode": "fixed", "rounds": 1, "stopped": "duration", "sample_every": spec.sample_every,
                "effective_sample_every": spec.sample_every * a.thinning} | a.details
