@@ -23,7 +23,7 @@ from tailwise.agent import LoadSpec, LocalAgent
 from tailwise.errors import InputError, TailwiseError
 from tailwise.host import host_info
 from tailwise.output import err_console, fmt_ns, print_summary, warn
-from tailwise.server import builtin_server
+from tailwise.server import builtin_server, server_stats
 from tailwise.target import parse_target
 from tailwise.units import parse_dist, parse_rate, parse_time_ns
 
@@ -183,6 +183,7 @@ def run(
     if tgt is None:
         with builtin_server(service=service, workers=workers, seed=seed, pin=pin, busy_poll=server_spin) as srv:
             summary, result, analysis = measure(srv.addr, f"synthetic://{srv.addr}")
+            summary["target_stats"] = server_stats(srv, parse_dist(service)[1], result.elapsed_ns, workers)
     else:
         summary, result, analysis = measure(tgt.socket_addr(), tgt.url)
 

@@ -101,6 +101,11 @@ impl PyServer {
         self.inner.lock().unwrap().as_ref().map(|s| s.served()).unwrap_or(0)
     }
 
+    /// Nanoseconds the workers spent serving (not waiting), all workers.
+    fn busy_ns(&self) -> u64 {
+        self.inner.lock().unwrap().as_ref().map(|s| s.busy_ns()).unwrap_or(0)
+    }
+
     fn stop(&self, py: Python<'_>) {
         let s = self.inner.lock().unwrap().take();
         if let Some(mut s) = s {

@@ -60,6 +60,33 @@ class Analysis:
         return [c for c in self.checks if not c.ok]
 
 
+#: After a masked round, 5 ms windows whose median latency is above twice the run's median are the
+#: queue still draining the backlog the round caused; the mask extends over them (at most 2 s).
+DRAIN_WINDOW_NS = 5_000_000
+DRAIN_FACTOR = 2.0
+DRAIN_MAX_NS = 2_000_000_000
+
+
+def extend_masks(intended_ns: np.ndarray, latency_ns: np.ndarray, masked) -> list[tuple[int, int]]:
+    """Extend each masked interval over the drain that follows it (see DRAIN_*)."""
+    if not len(masked) or not len(latency_ns):
+        return list(masked)
+    inside = np.zeros(len(intended_ns), dtype=bool)
+    for a, b in masked:
+        inside |= (intended_ns >= a) & (intended_ns < b)
+    baseline = float(np.median(latency_ns[~inside])) if (~inside).any() else float(np.median(latency_ns))
+    out = []
+    for a, b in masked:
+        end = b
+        while end < b + DRAIN_MAX_NS:
+            lo, hi = np.searchsorted(intended_ns, [end, end + DRAIN_WINDOW_NS])
+            if hi == lo or np.median(latency_ns[lo:hi]) <= DRAIN_FACTOR * baseline:
+                break
+            end += DRAIN_WINDOW_NS
+        out.append((a, end))
+    return out
+
+
 def estimate_percentile(lat_in_send_order: np.ndarray, p: float, confidence: float,
                         rng: np.random.Generator) -> tuple[Percentile, Independence, np.ndarray]:
     """The independence and confidence steps for one percentile: thin the samples until the
@@ -84,6 +111,7 @@ def analyse(samples: np.ndarray, *, counters: dict, elapsed_s: float, received_i
     segments = None
     if len(masked):
         t = samples["intended_ns"].astype(np.int64)
+        masked = extend_masks(t, samples["latency_ns"].astype(np.int64), masked)
         keep = np.ones(len(t), dtype=bool)
         for a, b in masked:
             keep &= ~((t >= a) & (t < b))

@@ -14,7 +14,8 @@ collected, and decides:
 The coordinator's own work is masked: a round's analysis takes CPU (0.1–1.5 s) that, on a small
 machine, a co-located server or engine thread pays for with stalls. The samples whose intended
 time falls in a round's analysis (plus ``MASK_GUARD_NS``, or the analysis' own length if longer,
-for the queue to drain) are left out of the statistics. The rounds are fixed in time, whatever the
+and as long after as the queue is visibly still draining: ``analysis.extend_masks``) are left out
+of the statistics. The rounds are fixed in time, whatever the
 system does, so leaving them out samples the undisturbed process without bias; they stay in the
 raw samples file with ``used = 0``.
 

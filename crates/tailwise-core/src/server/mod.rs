@@ -41,6 +41,8 @@ struct Shared {
     inboxes: Vec<Mutex<Vec<TcpStream>>>,
     store: Store,
     served: AtomicU64,
+    /// Time the workers spent serving (reading, spinning, writing), not waiting for requests.
+    busy_ns: AtomicU64,
 }
 
 pub struct Server {
@@ -70,6 +72,7 @@ impl Server {
             inboxes: (0..cfg.workers).map(|_| Mutex::new(Vec::new())).collect(),
             store: Store::default(),
             served: AtomicU64::new(0),
+            busy_ns: AtomicU64::new(0),
         });
         let accept_waker = Arc::new(Waker::new()?);
         let cpus = net::allowed_cpus();
@@ -104,6 +107,13 @@ impl Server {
     /// Requests served so far, all workers.
     pub fn served(&self) -> u64 {
         self.shared.served.load(Relaxed)
+    }
+
+    /// Time the workers spent serving requests, all workers: `busy_ns / served` is the effective
+    /// service time (the spun one plus the server's own per-request work), `busy_ns / wall` the
+    /// utilisation the clients really offered.
+    pub fn busy_ns(&self) -> u64 {
+        self.shared.busy_ns.load(Relaxed)
     }
 
     pub fn stop(&mut self) {
@@ -190,7 +200,10 @@ fn worker(w: usize, sh: &Shared, cfg: &ServerConfig) -> io::Result<()> {
             }
             let slot = token as usize;
             let Some(c) = conns.get_mut(slot).and_then(Option::as_mut) else { continue };
-            if let Outcome::Close = serve_conn(c, sh, cfg, &mut rng) {
+            let t0 = clock::now_ns();
+            let outcome = serve_conn(c, sh, cfg, &mut rng);
+            sh.busy_ns.fetch_add(clock::now_ns() - t0, Relaxed);
+            if let Outcome::Close = outcome {
                 let _ = ep.delete(c.stream.as_raw_fd());
                 conns[slot] = None;
                 sh.store.curr_connections.fetch_sub(1, Relaxed);
@@ -342,6 +355,7 @@ mod tests {
             assert_eq!(u64::from_le_bytes(r[16..24].try_into().unwrap()), id);
         }
         assert_eq!(s.served(), 3);
+        assert!(s.busy_ns() >= 150_000, "busy time includes the spun service");
         s.stop();
     }
 
