@@ -49,6 +49,14 @@ def _hist_json(h: HdrHistogram, ps=DEFAULT_PERCENTILES) -> dict:
     }
 
 
+def _hist_params() -> dict:
+    """The HDR histogram's parameters, so that latency.hdr can be read back exactly."""
+    from tailwise import _core
+
+    lowest, highest, digits = _core.histogram_params()
+    return {"unit": "ns", "lowest_ns": lowest, "highest_ns": highest, "significant_digits": digits}
+
+
 def build_summary(*, target: str, config: dict, host: dict, result: AgentResult, analysis: Analysis,
                   methodology: dict) -> dict:
     c = result.counters
@@ -81,7 +89,7 @@ def build_summary(*, target: str, config: dict, host: dict, result: AgentResult,
             "confidence": config["confidence"],
             "percentiles": [p.as_json() for p in analysis.percentiles],
             "target": analysis.target.as_json() if analysis.target else None,
-            "histogram": _hist_json(lat_hist) | {"unit": "ns", "significant_digits": lat_hist.significant_figures},
+            "histogram": _hist_json(lat_hist) | _hist_params(),
         },
         "send_lag": _hist_json(lag_hist) | {
             "late_threshold_ns": config.get("late_ns"),

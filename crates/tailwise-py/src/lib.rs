@@ -268,7 +268,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(histogram_params, m)?)?;
     m.add_function(wrap_pyfunction!(measure_stalls, m)?)?;
     m.add_function(wrap_pyfunction!(model::model_sojourn, m)?)?;
-    m.add_function(wrap_pyfunction!(model::model_percentiles, m)?)?;
     m.add_function(wrap_pyfunction!(model::model_summary, m)?)?;
     m.add_class::<PyServer>()?;
     m.add_class::<PyEngine>()?;

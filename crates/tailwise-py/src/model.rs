@@ -1,5 +1,5 @@
-//! Bindings of the queueing model (`tailwise_core::model`): `model_sojourn`, `model_percentiles`
-//! and `model_summary`. Each validates its arguments (ValueError with a one-line message naming
+//! Bindings of the queueing model (`tailwise_core::model`): `model_sojourn` and `model_summary`.
+//! Each validates its arguments (ValueError with a one-line message naming
 //! the fix), then simulates with the interpreter released (`py.detach`).
 
 use pyo3::exceptions::PyValueError;
@@ -78,28 +78,9 @@ pub fn model_sojourn<'py>(
     Ok(PyBytes::new(py, &bytes))
 }
 
-/// Percentiles `ps` (percent) of the sojourn time of the same simulation as `model_sojourn`,
-/// without handing the sequence over: the order statistic x(⌈n·p/100⌉), as in `stats.quantiles`.
-#[pyfunction]
-#[pyo3(signature = (service, load, workers=1, *, ps, n, seed=1, warmup=0))]
-#[allow(clippy::too_many_arguments)]
-pub fn model_percentiles(
-    py: Python<'_>,
-    service: &str,
-    load: f64,
-    workers: i64,
-    ps: Vec<f64>,
-    n: i64,
-    seed: u64,
-    warmup: i64,
-) -> PyResult<Vec<f64>> {
-    check_ps(&ps)?;
-    let s = setup(service, load, workers, n, warmup)?;
-    py.detach(|| simulate(&s, seed).map(|mut t| model::percentiles(&mut t, &ps)))
-        .map_err(PyValueError::new_err)
-}
-
-/// `model_percentiles` plus the mean: {"percentiles": [...], "mean_ns", "customers",
+/// Percentiles `ps` (percent) of the sojourn time of the same simulation as `model_sojourn`
+/// (the order statistic x(⌈n·p/100⌉), as in `stats.quantiles`) without handing the sequence
+/// over, and the mean: {"percentiles": [...], "mean_ns", "customers",
 /// "arrival_rate_per_ns", "mean_service_ns", "service" (canonical spec)}.
 #[pyfunction]
 #[pyo3(signature = (service, load, workers=1, *, ps, n, seed=1, warmup=0))]

@@ -135,6 +135,8 @@ class Controller:
             stop_reason = "interrupted"
         session.stop()
         result = session.finish(interrupted)
+        if result.error:
+            stop_reason = "the engine stopped: " + result.error
         if decided is not None:
             # The verdict is the round's that reached the precision, on exactly its samples; the
             # few requests still in flight then are kept raw but not used.
