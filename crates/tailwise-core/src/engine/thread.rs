@@ -408,12 +408,14 @@ impl Worker {
             self.ready = ready;
             return;
         }
-        for &(i, events) in &ready {
+        for (n, &(i, events)) in ready.iter().enumerate() {
+            // At least one event is served per poll, or at high rates (a send due every µs) the
+            // replies would never be read.
+            if n > 0 && now_ns() >= next_due {
+                break;
+            }
             if self.conns[i].dead {
                 continue;
-            }
-            if now_ns() >= next_due {
-                break;
             }
             if events & (EPOLLIN | EPOLLHUP | EPOLLERR) as u32 != 0 {
                 self.read_conn(i);
