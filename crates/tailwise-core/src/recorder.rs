@@ -26,6 +26,46 @@ pub fn encode_histogram(h: &Histogram<u64>) -> Vec<u8> {
     out
 }
 
+/// The histograms every engine thread keeps and the engine merges by adding counts.
+pub struct Histograms {
+    /// Reply time − intended send time, every completed request.
+    pub latency: Histogram<u64>,
+    /// Actual − intended send time, every sent request.
+    pub send_lag: Histogram<u64>,
+    /// Send lag of the requests whose wait no stall of the engine thread overlapped.
+    pub send_lag_unstalled: Histogram<u64>,
+    /// Durations of the timing loop's iterations.
+    pub loop_gaps: Histogram<u64>,
+}
+
+impl Histograms {
+    pub fn new() -> Histograms {
+        Histograms {
+            latency: new_histogram(),
+            send_lag: new_histogram(),
+            send_lag_unstalled: new_histogram(),
+            loop_gaps: new_histogram(),
+        }
+    }
+
+    pub fn add(&mut self, other: &Histograms) {
+        for (mine, theirs) in [
+            (&mut self.latency, &other.latency),
+            (&mut self.send_lag, &other.send_lag),
+            (&mut self.send_lag_unstalled, &other.send_lag_unstalled),
+            (&mut self.loop_gaps, &other.loop_gaps),
+        ] {
+            mine.add(theirs).expect("same histogram bounds");
+        }
+    }
+}
+
+impl Default for Histograms {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 /// One kept request. Times are ns since the engine's start.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 #[repr(C)]

@@ -220,10 +220,10 @@ impl PyEngine {
         let r = py.detach(move || e.join());
         let (lat, lag, lag_ok, gaps, samples) = py.detach(|| {
             (
-                encode_histogram(&r.latency),
-                encode_histogram(&r.send_lag),
-                encode_histogram(&r.send_lag_unstalled),
-                encode_histogram(&r.loop_gaps),
+                encode_histogram(&r.hist.latency),
+                encode_histogram(&r.hist.send_lag),
+                encode_histogram(&r.hist.send_lag_unstalled),
+                encode_histogram(&r.hist.loop_gaps),
                 r.samples.to_le_bytes(),
             )
         });

@@ -18,9 +18,8 @@ mod thread;
 
 use crate::net;
 use crate::protocol::Protocol;
-use crate::recorder::{new_histogram, SampleStore};
+use crate::recorder::{Histograms, SampleStore};
 use crate::schedule::Arrival;
-use hdrhistogram::Histogram;
 use std::net::{SocketAddr, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
@@ -84,12 +83,8 @@ pub struct EngineResult {
     pub counters: Counters,
     /// Replies received within the schedule window (for the completion rate).
     pub received_in_window: u64,
-    pub latency: Histogram<u64>,
-    pub send_lag: Histogram<u64>,
-    /// Send lag of the requests whose wait no stall of the engine thread overlapped.
-    pub send_lag_unstalled: Histogram<u64>,
-    /// Durations of the timing loop's iterations.
-    pub loop_gaps: Histogram<u64>,
+    /// Latency, send lag (all and unstalled) and loop-iteration histograms, all threads added.
+    pub hist: Histograms,
     /// Iterations longer than 20 µs (preemption or a long syscall) and their total time.
     pub stalls: u64,
     pub stalled_ns: u64,
@@ -274,10 +269,7 @@ impl Engine {
             elapsed_ns: 0,
             counters: Counters::default(),
             received_in_window: 0,
-            latency: new_histogram(),
-            send_lag: new_histogram(),
-            send_lag_unstalled: new_histogram(),
-            loop_gaps: new_histogram(),
+            hist: Histograms::new(),
             stalls: 0,
             stalled_ns: 0,
             samples: SampleStore::default(),
@@ -298,10 +290,7 @@ impl Engine {
             };
             out.counters.add(&r.counters);
             out.received_in_window += r.received_in_window;
-            out.latency.add(&r.latency).expect("same histogram bounds");
-            out.send_lag.add(&r.send_lag).expect("same histogram bounds");
-            out.send_lag_unstalled.add(&r.send_lag_unstalled).expect("same histogram bounds");
-            out.loop_gaps.add(&r.loop_gaps).expect("same histogram bounds");
+            out.hist.add(&r.hist);
             out.stalls += r.stalls;
             out.stalled_ns += r.stalled_ns;
             out.elapsed_ns = out.elapsed_ns.max(r.elapsed_ns);

@@ -45,9 +45,9 @@ fn counts_add_up_and_latency_exceeds_service_time() {
     assert_eq!(c.errors + c.timeouts, 0);
     // 1000 expected; Poisson s.d. ~32.
     assert!((800..1200).contains(&c.intended), "{c:?}");
-    assert_eq!(r.latency.len(), c.received);
+    assert_eq!(r.hist.latency.len(), c.received);
     assert_eq!(r.samples.len() as u64, c.received, "k = 1 keeps every reply");
-    assert!(r.latency.min() >= 20_000, "latency includes the 20 µs service");
+    assert!(r.hist.latency.min() >= 20_000, "latency includes the 20 µs service");
     for smp in r.samples.iter() {
         assert!(smp.sent_ns >= smp.intended_ns);
         assert!(smp.latency_ns >= smp.sent_ns - smp.intended_ns);

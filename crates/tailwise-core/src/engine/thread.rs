@@ -4,9 +4,8 @@ use super::{Counters, EngineConfig, Shared};
 use crate::clock::{now_ns, set_timer_slack_1ns};
 use crate::net::{self, Epoll, EPOLLERR, EPOLLHUP, EPOLLIN, EPOLLOUT};
 use crate::protocol::{Codec, Parsed};
-use crate::recorder::{new_histogram, Sample, SampleStore, Sampler};
+use crate::recorder::{Histograms, Sample, SampleStore, Sampler};
 use crate::schedule::Schedule;
-use hdrhistogram::Histogram;
 use std::collections::VecDeque;
 use std::io;
 use std::net::TcpStream;
@@ -42,10 +41,7 @@ pub(crate) struct ThreadCtx {
 pub(crate) struct ThreadResult {
     pub counters: Counters,
     pub received_in_window: u64,
-    pub latency: Histogram<u64>,
-    pub send_lag: Histogram<u64>,
-    pub send_lag_unstalled: Histogram<u64>,
-    pub loop_gaps: Histogram<u64>,
+    pub hist: Histograms,
     pub stalls: u64,
     pub stalled_ns: u64,
     pub elapsed_ns: u64,
@@ -92,12 +88,7 @@ struct Worker {
     sampler: Sampler,
     c: Counters,
     received_in_window: u64,
-    latency: Histogram<u64>,
-    send_lag: Histogram<u64>,
-    /// Send lag of requests whose wait no stall overlapped.
-    send_lag_unstalled: Histogram<u64>,
-    /// Durations of timing-loop iterations (only in the send phase).
-    loop_gaps: Histogram<u64>,
+    hist: Histograms,
     stalls: u64,
     stalled_ns: u64,
     /// End of the latest stall: a request intended before it and sent after it was delayed by it.
@@ -165,10 +156,7 @@ pub(crate) fn run(ctx: ThreadCtx) -> ThreadResult {
         sampler: Sampler::new(cfg.sample_every, seed ^ 0x5A5A),
         c: Counters::default(),
         received_in_window: 0,
-        latency: new_histogram(),
-        send_lag: new_histogram(),
-        send_lag_unstalled: new_histogram(),
-        loop_gaps: new_histogram(),
+        hist: Histograms::new(),
         stalls: 0,
         stalled_ns: 0,
         last_stall_end: 0,
@@ -191,10 +179,7 @@ pub(crate) fn run(ctx: ThreadCtx) -> ThreadResult {
     ThreadResult {
         counters: w.c,
         received_in_window: w.received_in_window,
-        latency: w.latency,
-        send_lag: w.send_lag,
-        send_lag_unstalled: w.send_lag_unstalled,
-        loop_gaps: w.loop_gaps,
+        hist: w.hist,
         stalls: w.stalls,
         stalled_ns: w.stalled_ns,
         elapsed_ns,
@@ -221,7 +206,7 @@ impl Worker {
             }
             let gap = now - prev;
             prev = now;
-            self.loop_gaps.saturating_record(gap.max(1));
+            self.hist.loop_gaps.saturating_record(gap.max(1));
             // A planned sleep (blocking mode) is not a stall: only count time past the wake-up.
             if gap > STALL_NS && (self.cfg.busy_poll || self.woke_late(now, gap)) {
                 self.stalls += 1;
@@ -352,9 +337,9 @@ impl Worker {
             for f in c.inflight.range_mut(first..) {
                 f.sent = t;
                 let lag = t.saturating_sub(f.intended);
-                self.send_lag.saturating_record(lag.max(1));
+                self.hist.send_lag.saturating_record(lag.max(1));
                 if f.intended >= self.last_stall_end {
-                    self.send_lag_unstalled.saturating_record(lag.max(1));
+                    self.hist.send_lag_unstalled.saturating_record(lag.max(1));
                 }
                 if lag > late_ns {
                     self.c.late += 1;
@@ -505,7 +490,7 @@ impl Worker {
                         }
                     }
                     let latency = t_rx.saturating_sub(f.intended);
-                    self.latency.saturating_record(latency.max(1));
+                    self.hist.latency.saturating_record(latency.max(1));
                     self.c.received += 1;
                     if f.intended < self.end {
                         self.received_in_window += 1;

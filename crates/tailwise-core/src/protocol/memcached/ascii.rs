@@ -11,10 +11,13 @@ pub const MAX_LINE: usize = 2048;
 /// Largest value accepted by `set` (memcached's default item size limit, 1 MiB).
 pub const MAX_VALUE: usize = 1 << 20;
 
+/// key → (flags, value).
+type Items = HashMap<Vec<u8>, (u32, Vec<u8>)>;
+
 /// The key-value store shared by all server workers, with the counters `stats` reports.
 #[derive(Default)]
 pub struct Store {
-    items: Mutex<HashMap<Vec<u8>, (u32, Vec<u8>)>>,
+    items: Mutex<Items>,
     pub cmd_get: AtomicU64,
     pub cmd_set: AtomicU64,
     pub get_hits: AtomicU64,
