@@ -4,7 +4,6 @@ import json
 import signal
 import socket
 import threading
-import time
 
 import pytest
 from conftest import run_cli

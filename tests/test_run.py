@@ -4,7 +4,6 @@ import csv
 import json
 import math
 
-import pytest
 from conftest import run_cli
 
 

@@ -34,7 +34,7 @@ def parse_time_ns(text: str | float, *, default_unit: str = "s", what: str = "du
     try:
         _, ns = _core.parse_dist(f"fixed:{t}")
     except ValueError as e:
-        raise InputError(f"{what} '{text}' is not a time ({e})", f"write e.g. 3s, 500ms or 10us") from None
+        raise InputError(f"{what} '{text}' is not a time ({e})", "write e.g. 3s, 500ms or 10us") from None
     if not ns > 0:
         raise InputError(f"{what} '{text}' must be above zero", "give a positive time, e.g. 3s")
     return int(round(ns))

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from tailwise.stats.arrivals import ArrivalFit
 from tailwise.stats.independence import Independence
-from tailwise.stats.quantiles import Percentile, order_statistic_ranks
+from tailwise.stats.quantiles import Percentile
 from tailwise.stats.stationarity import Stationarity
 
 #: The engine must deliver the target rate to within 5 % (issue 2); for short runs the Poisson
