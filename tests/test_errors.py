@@ -51,6 +51,10 @@ def test_unknown_or_bad_distribution(service, needles):
     _one_line_error(run_cli("run", "--rate", "100", "--duration", "1", "--service", service), *needles)
 
 
+def test_impossible_rate_for_one_thread():
+    _one_line_error(run_cli("run", "--rate", "1e12", "--duration", "1"), "per engine thread", "--threads")
+
+
 @pytest.mark.parametrize("rate", ["0", "-5", "abc", "nan"])
 def test_non_positive_rate(rate):
     _one_line_error(run_cli("run", "--rate", rate, "--duration", "1"), "rate")

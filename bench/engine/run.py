@@ -12,7 +12,7 @@ Figures (issue 2):
   completed within 1 % of target;
 * memory per kept raw sample, engine CPU seconds per million requests;
 * bias: measured p50/p99 minus the service time at fixed:10us and 20 % load, and minus the M/D/1
-  model's p50/p99 (Lindley recursion).
+  model's p50/p99 (`tailwise model`).
 """
 
 from __future__ import annotations
@@ -25,10 +25,10 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
 
 from tailwise import _core
 from tailwise.host import host_info
+from tailwise.model import model_percentiles
 from tailwise.results import decode_histogram
 
 
@@ -64,19 +64,6 @@ def one_run(rate: float, *, seconds: float, conns: int, outstanding: int, servic
 
 def median_of(runs: list[dict], key: str) -> float:
     return statistics.median(r[key] for r in runs)
-
-
-def md1_percentiles(service_ns: float, rate: float, ps=(50, 99), n=400_000, seed=1) -> dict:
-    """Sojourn-time percentiles of M/D/1 by the Lindley recursion W' = max(0, W + S − A)."""
-    rng = np.random.default_rng(seed)
-    gaps = rng.exponential(1e9 / rate, size=n)
-    w = np.empty(n)
-    cur = 0.0
-    for i in range(n):
-        w[i] = cur
-        cur = max(0.0, cur + service_ns - gaps[i])
-    t = w + service_ns
-    return {p: float(np.percentile(t, p)) for p in ps}
 
 
 def main() -> int:
@@ -130,7 +117,7 @@ def main() -> int:
           f"{best['rate'] if best else 0:,} req/s: {best['cpu_s_per_million'] if best else float('nan'):.2f} s per million")
 
     svc, rate = 10_000.0, 20_000.0  # fixed:10us at 20 % load
-    model = md1_percentiles(svc, rate)
+    model = {p["p"]: p["value_ns"] for p in model_percentiles("fixed:10us", 0.2, ps=(50.0, 99.0))["percentiles"]}
     for mode, spin in (("server busy-polls", True), ("server sleeps", False)):
         runs = [one_run(rate, seconds=secs, conns=8, outstanding=4, service="fixed:10us", server_spin=spin) for _ in range(reps)]
         p50, p99 = median_of(runs, "lat_p50_ns"), median_of(runs, "lat_p99_ns")

@@ -14,7 +14,7 @@ from typing import Callable, Protocol
 import numpy as np
 
 from tailwise import _core
-from tailwise.errors import TargetError
+from tailwise.errors import InputError, TargetError
 from tailwise.host import steal_ticks
 
 #: One raw sample: times in ns since the schedule's start; latency from the intended send time.
@@ -49,7 +49,6 @@ class AgentResult:
     latency_hist: bytes  # HdrHistogram V2 compressed
     send_lag_hist: bytes
     send_lag_unstalled_hist: bytes  # send lag of requests no engine stall (> 20 µs iteration) delayed
-    loop_gap_hist: bytes
     stalls: int
     stalled_ns: int
     samples: np.ndarray  # SAMPLE_DTYPE, sorted by intended send time
@@ -105,7 +104,6 @@ class Session:
             latency_hist=raw["latency_hist"],
             send_lag_hist=raw["send_lag_hist"],
             send_lag_unstalled_hist=raw["send_lag_unstalled_hist"],
-            loop_gap_hist=raw["loop_gap_hist"],
             stalls=raw["stalls"],
             stalled_ns=raw["stalled_ns"],
             samples=samples,
@@ -151,6 +149,9 @@ class LocalAgent:
             )
         except ConnectionError as e:
             raise TargetError(str(e).split(" — ")[0], _remedy(str(e))) from None
+        except ValueError as e:  # the engine's own validation: its message names the fix
+            problem, _, remedy = str(e).partition(": ")
+            raise InputError(problem, remedy) from None
         return Session(engine, spec)
 
     def run(self, spec: LoadSpec, progress: Callable[[dict], None] | None = None) -> AgentResult:

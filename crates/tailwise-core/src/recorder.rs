@@ -34,8 +34,6 @@ pub struct Histograms {
     pub send_lag: Histogram<u64>,
     /// Send lag of the requests whose wait no stall of the engine thread overlapped.
     pub send_lag_unstalled: Histogram<u64>,
-    /// Durations of the timing loop's iterations.
-    pub loop_gaps: Histogram<u64>,
 }
 
 impl Histograms {
@@ -44,7 +42,6 @@ impl Histograms {
             latency: new_histogram(),
             send_lag: new_histogram(),
             send_lag_unstalled: new_histogram(),
-            loop_gaps: new_histogram(),
         }
     }
 
@@ -53,7 +50,6 @@ impl Histograms {
             (&mut self.latency, &other.latency),
             (&mut self.send_lag, &other.send_lag),
             (&mut self.send_lag_unstalled, &other.send_lag_unstalled),
-            (&mut self.loop_gaps, &other.loop_gaps),
         ] {
             mine.add(theirs).expect("same histogram bounds");
         }
@@ -158,9 +154,6 @@ impl Sampler {
             self.skip -= 1;
             false
         }
-    }
-    pub fn k(&self) -> u64 {
-        self.k
     }
 }
 

@@ -218,12 +218,11 @@ impl PyEngine {
     fn join<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let e = self.inner.lock().unwrap().take().ok_or_else(|| PyRuntimeError::new_err("engine already joined"))?;
         let r = py.detach(move || e.join());
-        let (lat, lag, lag_ok, gaps, samples) = py.detach(|| {
+        let (lat, lag, lag_ok, samples) = py.detach(|| {
             (
                 encode_histogram(&r.hist.latency),
                 encode_histogram(&r.hist.send_lag),
                 encode_histogram(&r.hist.send_lag_unstalled),
-                encode_histogram(&r.hist.loop_gaps),
                 r.samples.to_le_bytes(),
             )
         });
@@ -247,7 +246,6 @@ impl PyEngine {
         d.set_item("latency_hist", PyBytes::new(py, &lat))?;
         d.set_item("send_lag_hist", PyBytes::new(py, &lag))?;
         d.set_item("send_lag_unstalled_hist", PyBytes::new(py, &lag_ok))?;
-        d.set_item("loop_gap_hist", PyBytes::new(py, &gaps))?;
         d.set_item("stalls", r.stalls)?;
         d.set_item("stalled_ns", r.stalled_ns)?;
         d.set_item("samples", PyBytes::new(py, &samples))?;

@@ -17,7 +17,7 @@ at lags 1…L by FFT (``statsmodels.tsa.stattools.acf``); the thinning step ℓ 
 |ρ| is below ``threshold(n) = max(RHO_MAX, z₀.₉₇₅/√n)`` — a p-value alone is useless at n ≥ 10⁵,
 where any tiny correlation is "significant" (statistics notes). Keeping every ℓ-th sample leaves a
 series whose lag-1 correlation is ρ(ℓ): with |ρ| ≤ 0.05 the variance of the count is inflated by at
-most ≈ 1 + 2·0.05/(1 − 0.05) ≈ 1.1. ``rank_acf`` (Spearman, as Lancet) is kept for reporting.
+most ≈ 1 + 2·0.05/(1 − 0.05) ≈ 1.1.
 
 The effective sample size n/(1 + 2 Σ ρₖ) (summed while ρₖ > threshold) is reported alongside.
 """
@@ -27,7 +27,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.stats import rankdata
 from statsmodels.tsa.stattools import acf
 
 RHO_MAX = 0.05
@@ -50,11 +49,6 @@ class Independence:
 
 def threshold(n: int) -> float:
     return max(RHO_MAX, Z / np.sqrt(max(n, 1)))
-
-
-def rank_acf(x: np.ndarray, max_lag: int) -> np.ndarray:
-    """Autocorrelation of the ranks of ``x`` at lags 0…max_lag."""
-    return acf(rankdata(x), nlags=max_lag, fft=True)
 
 
 def indicator_acf(x: np.ndarray, p: float, max_lag: int) -> np.ndarray:

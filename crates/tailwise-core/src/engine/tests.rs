@@ -86,6 +86,8 @@ fn invalid_configs_are_refused() {
     let a: SocketAddr = "127.0.0.1:9".parse().unwrap();
     let mut c = config(a, 0.0, 100);
     assert!(Engine::start(c.clone()).err().unwrap().contains("rate"));
+    c.rate_rps = 1e12;
+    assert!(Engine::start(c.clone()).err().unwrap().contains("--threads 100000"));
     c.rate_rps = 10.0;
     c.threads = 4;
     assert!(Engine::start(c).err().unwrap().contains("--conns 4"));

@@ -25,6 +25,9 @@ pub(crate) const STALL_NS: u64 = 20_000;
 const HARVEST_NS: u64 = 10_000_000;
 /// Longest single wait, so that stop requests and timeouts are noticed promptly.
 const MAX_WAIT_NS: u64 = 1_000_000;
+/// Requests waiting for a free connection slot, at most; beyond, a due request is never sent (and
+/// counted so) rather than growing memory without bound when the target cannot keep up.
+const MAX_BACKLOG: usize = 1 << 20;
 const READ_CHUNK: usize = 64 << 10;
 /// A reply larger than this is refused (bounds the buffer whatever the server sends).
 const MAX_READ_BUF: usize = 16 << 20;
@@ -206,16 +209,14 @@ impl Worker {
             }
             let gap = now - prev;
             prev = now;
-            self.hist.loop_gaps.saturating_record(gap.max(1));
-            // A planned sleep (blocking mode) is not a stall: only count time past the wake-up.
-            if gap > STALL_NS && (self.cfg.busy_poll || self.woke_late(now, gap)) {
+            // A planned sleep (blocking mode) is not a stall: only time past the wake-up counts.
+            if gap > STALL_NS && (self.cfg.busy_poll || gap > self.planned_wait + STALL_NS) {
                 self.stalls += 1;
                 self.stalled_ns += gap;
                 self.last_stall_end = now;
             }
             while next <= now {
-                self.backlog.push_back(next);
-                self.c.intended += 1;
+                self.enqueue(next);
                 next = sched.next_ns();
             }
             if !self.backlog.is_empty() {
@@ -242,8 +243,7 @@ impl Worker {
         // Requests due before the end are still sent (late) rather than dropped.
         if !self.shared.stop.load(Relaxed) {
             while next < self.end {
-                self.backlog.push_back(next);
-                self.c.intended += 1;
+                self.enqueue(next);
                 next = sched.next_ns();
             }
             self.dispatch();
@@ -274,12 +274,6 @@ impl Worker {
         self.publish();
     }
 
-    /// In blocking mode an iteration includes its planned sleep; it stalled only if it overran
-    /// that by more than STALL_NS.
-    fn woke_late(&self, _now: u64, gap: u64) -> bool {
-        gap > self.planned_wait + STALL_NS
-    }
-
     /// Move the kept samples to the shared harvest: an O(1) push under a lock that the
     /// coordinator holds only to swap the list out.
     fn hand_over_samples(&mut self) {
@@ -288,6 +282,15 @@ impl Worker {
         }
         let mine = std::mem::take(&mut self.samples);
         self.shared.harvest.lock().unwrap().push(mine);
+    }
+
+    fn enqueue(&mut self, intended: u64) {
+        self.c.intended += 1;
+        if self.backlog.len() < MAX_BACKLOG {
+            self.backlog.push_back(intended);
+        } else {
+            self.c.never_sent += 1;
+        }
     }
 
     fn has_free_slot(&self) -> bool {
