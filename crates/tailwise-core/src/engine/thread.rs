@@ -3,7 +3,7 @@
 use super::{Counters, EngineConfig, Shared};
 use crate::clock::{now_ns, set_timer_slack_1ns};
 use crate::net::{self, Epoll, EPOLLERR, EPOLLHUP, EPOLLIN, EPOLLOUT};
-use crate::protocol::{Codec, Parsed};
+use crate::protocol::{Codec, OpKind, Parsed, Request};
 use crate::recorder::{Histograms, Sample, SampleStore, Sampler};
 use crate::schedule::Schedule;
 use std::collections::VecDeque;
@@ -317,7 +317,7 @@ impl Worker {
             self.next_id += 1;
             let sampled = self.sampler.take();
             let c = &mut self.conns[i];
-            c.codec.encode(id, &mut c.wbuf);
+            c.codec.encode(&Request { id, kind: OpKind::Get, key: b"", value: b"" }, &mut c.wbuf);
             c.inflight.push_back(Flight { id, intended, sent: 0, sampled });
             c.unsent += 1;
             if !c.dirty {
@@ -478,7 +478,7 @@ impl Worker {
             let parsed = c.codec.parse(&c.rbuf[c.rpos..]);
             match parsed {
                 Parsed::Incomplete => return,
-                Parsed::Reply { len, id } => {
+                Parsed::Reply { len, id, outcome: _ } => {
                     c.rpos += len;
                     let Some(f) = c.inflight.pop_front() else {
                         self.fail_conn(i, "a reply arrived with no request outstanding".into());

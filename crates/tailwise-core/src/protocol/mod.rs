@@ -1,30 +1,87 @@
 //! Wire protocols, one module per family (as in rpc-perf's `protocol/`).
 //!
+//! | module | scheme | transport |
+//! |---|---|---|
+//! | [`synthetic`] | `synthetic://` | TCP; tailwise's own, spoken by `tailwise serve` |
+//! | [`memcached::ascii`] | `memcached://` | TCP; text protocol `get`/`set` |
+//! | [`memcached::binary`] | `memcached+binary://` | TCP; binary protocol GETK/SET |
+//! | [`memcached::udp`] | `memcached+udp://` | UDP; text protocol behind the 8-byte UDP frame header |
+//! | [`redis`] | `redis://` | TCP; RESP `GET`/`SET` |
+//! | [`http`] | `http://host:port/path` | TCP; HTTP/1.1 keep-alive `GET` |
+//! | [`echo`] | `udp://` | UDP; N-byte datagrams echoed back |
+//!
 //! A client codec encodes requests into a connection's output buffer and parses any number of
-//! complete replies from its input byte stream (partial reads, several replies per read). The
-//! server side of the same protocols lives next to the client side so the two share constants.
+//! complete replies from its input byte stream (partial reads, several replies per read). A
+//! datagram codec gets one whole datagram per `parse` call. The server side of the same protocols
+//! lives next to the client side so the two share constants.
 
+pub mod echo;
+pub mod http;
 pub mod memcached;
+pub mod redis;
 pub mod synthetic;
 
-/// Result of trying to parse one reply from the front of a byte stream.
+/// Longest reply a client codec accepts (memcached's item limit is 1 MiB): a longer one is
+/// malformed, which bounds a connection's read buffer whatever the server sends.
+pub const MAX_REPLY: usize = 4 << 20;
+
+/// The kind of request; protocols without keys (synthetic, http, udp echo) send `Get` only.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OpKind {
+    Get,
+    Set,
+}
+
+/// One request as the workload generator made it.
+#[derive(Clone, Copy, Debug)]
+pub struct Request<'a> {
+    /// Sequence number; protocols that carry an id (synthetic, memcached binary's opaque, the
+    /// memcached UDP request id, udp echo) send `id & id_mask()`.
+    pub id: u64,
+    pub kind: OpKind,
+    pub key: &'a [u8],
+    /// The value to store (`Set` only).
+    pub value: &'a [u8],
+}
+
+/// What a well-formed reply said.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// A get that found its key.
+    Hit,
+    /// A get whose key was absent.
+    Miss,
+    /// A set the server stored.
+    Stored,
+    /// A reply to a request without keys (synthetic, HTTP 2xx/3xx, echo).
+    Done,
+    /// The server answered with an error (memcached `SERVER_ERROR`, Redis `-ERR`, HTTP 5xx, …);
+    /// the stream stays in sync and the connection goes on.
+    Error(String),
+}
+
+/// Result of trying to parse one reply from the front of a byte stream (or one datagram).
 #[derive(Debug, PartialEq, Eq)]
 pub enum Parsed {
-    /// Need more bytes.
+    /// Need more bytes (stream), or the datagram was one fragment of a multi-datagram reply.
     Incomplete,
-    /// One well-formed reply of `len` bytes; `id` where the protocol carries one.
-    Reply { len: usize, id: Option<u64> },
-    /// The stream is not this protocol: `reason` names what was wrong. The connection cannot be
-    /// resynchronised and must be closed.
+    /// One well-formed reply of `len` bytes; `id` where the protocol carries one (already masked).
+    Reply { len: usize, id: Option<u64>, outcome: Outcome },
+    /// The stream is not this protocol: `reason` names what was wrong. A stream connection cannot
+    /// be resynchronised and is closed; a bad datagram is dropped.
     Malformed { reason: String },
 }
 
 /// The client side of a request/response protocol.
 pub trait Codec: Send {
-    /// Append the request with sequence number `id` to `out`.
-    fn encode(&mut self, id: u64, out: &mut Vec<u8>);
-    /// Parse one reply from the front of `buf`.
+    /// Append `req` to `out` (for a datagram codec, `out` is empty and receives one datagram).
+    fn encode(&mut self, req: &Request, out: &mut Vec<u8>);
+    /// Parse one reply from the front of `buf` (a datagram codec: `buf` is one whole datagram).
     fn parse(&mut self, buf: &[u8]) -> Parsed;
+    /// The bits of `Request::id` that a reply's id carries back.
+    fn id_mask(&self) -> u64 {
+        u64::MAX
+    }
 }
 
 /// The protocols a target URL can name.
@@ -32,6 +89,14 @@ pub trait Codec: Send {
 pub enum Protocol {
     /// `synthetic://`: tailwise's own; the request may carry its service time.
     Synthetic { service_ns: Option<u32>, reply_pad: u32 },
+    MemcachedAscii,
+    MemcachedBinary,
+    MemcachedUdp,
+    Redis,
+    /// `host` goes into the Host header; `path` is requested on every GET.
+    Http { host: String, path: String },
+    /// UDP datagrams of `size` bytes (at least 8: the id), echoed back.
+    UdpEcho { size: usize },
 }
 
 impl Protocol {
@@ -40,11 +105,34 @@ impl Protocol {
             Protocol::Synthetic { service_ns, reply_pad } => {
                 Box::new(synthetic::Client::new(*service_ns, *reply_pad))
             }
+            Protocol::MemcachedAscii => Box::new(memcached::ascii::Client::new()),
+            Protocol::MemcachedBinary => Box::new(memcached::binary::Client::new()),
+            Protocol::MemcachedUdp => Box::new(memcached::udp::Client::new()),
+            Protocol::Redis => Box::new(redis::Client::new()),
+            Protocol::Http { host, path } => Box::new(http::Client::new(host, path)),
+            Protocol::UdpEcho { size } => Box::new(echo::Client::new(*size)),
         }
     }
+
     pub fn name(&self) -> &'static str {
         match self {
             Protocol::Synthetic { .. } => "synthetic",
+            Protocol::MemcachedAscii => "memcached",
+            Protocol::MemcachedBinary => "memcached+binary",
+            Protocol::MemcachedUdp => "memcached+udp",
+            Protocol::Redis => "redis",
+            Protocol::Http { .. } => "http",
+            Protocol::UdpEcho { .. } => "udp",
         }
+    }
+
+    /// One request per datagram over UDP; replies may be lost or reordered and are matched by id.
+    pub fn is_datagram(&self) -> bool {
+        matches!(self, Protocol::MemcachedUdp | Protocol::UdpEcho { .. })
+    }
+
+    /// Whether requests carry keys (and the workload's key/value shape applies).
+    pub fn has_keys(&self) -> bool {
+        matches!(self, Protocol::MemcachedAscii | Protocol::MemcachedBinary | Protocol::MemcachedUdp | Protocol::Redis)
     }
 }

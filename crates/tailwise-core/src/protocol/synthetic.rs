@@ -13,7 +13,7 @@
 //! id and the service time actually spun. The first byte 0xA7 is not ASCII, which lets the server
 //! tell this protocol apart from memcached's text protocol on the same port.
 
-use super::{Codec, Parsed};
+use super::{Codec, Outcome, Parsed, Request as Req};
 
 pub const MAGIC: [u8; 4] = [0xA7, b'T', b'W', 0x01];
 pub const HEADER_LEN: usize = 24;
@@ -92,8 +92,8 @@ impl Client {
 
 impl Codec for Client {
     #[inline]
-    fn encode(&mut self, id: u64, out: &mut Vec<u8>) {
-        encode_request(&Request { service_ns: self.service_ns, reply_pad: self.reply_pad, id }, out);
+    fn encode(&mut self, req: &Req, out: &mut Vec<u8>) {
+        encode_request(&Request { service_ns: self.service_ns, reply_pad: self.reply_pad, id: req.id }, out);
     }
 
     #[inline]
@@ -116,10 +116,8 @@ impl Codec for Client {
             return Parsed::Incomplete;
         }
         let status = u32_at(buf, 12);
-        if status != 0 {
-            return Parsed::Malformed { reason: format!("server status {status}") };
-        }
-        Parsed::Reply { len, id: Some(u64_at(buf, 16)) }
+        let outcome = if status == 0 { Outcome::Done } else { Outcome::Error(format!("server status {status}")) };
+        Parsed::Reply { len, id: Some(u64_at(buf, 16)), outcome }
     }
 }
 
@@ -147,9 +145,9 @@ mod tests {
         encode_reply(2, 5, 7, &mut stream);
         let mut c = Client::new(None, 0);
         assert_eq!(c.parse(&stream[..23]), Parsed::Incomplete);
-        assert_eq!(c.parse(&stream), Parsed::Reply { len: 24, id: Some(1) });
+        assert_eq!(c.parse(&stream), Parsed::Reply { len: 24, id: Some(1), outcome: Outcome::Done });
         assert_eq!(c.parse(&stream[24..40]), Parsed::Incomplete);
-        assert_eq!(c.parse(&stream[24..]), Parsed::Reply { len: 31, id: Some(2) });
+        assert_eq!(c.parse(&stream[24..]), Parsed::Reply { len: 31, id: Some(2), outcome: Outcome::Done });
     }
 
     #[test]

@@ -174,3 +174,19 @@ mod tests {
         assert!(matches!(serve_one(&s, &long, &mut out), Step::Done { close: true, .. }));
     }
 }
+
+/// Client codec (STUB: to be written).
+pub struct Client;
+
+impl Client {
+    pub fn new() -> Client {
+        Client
+    }
+}
+
+impl super::super::Codec for Client {
+    fn encode(&mut self, _req: &super::super::Request, _out: &mut Vec<u8>) {}
+    fn parse(&mut self, _buf: &[u8]) -> super::super::Parsed {
+        super::super::Parsed::Malformed { reason: "not implemented".into() }
+    }
+}

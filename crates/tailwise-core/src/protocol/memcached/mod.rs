@@ -1,4 +1,7 @@
-//! memcached protocols. `ascii` holds the text protocol's server side, used by `tailwise serve`
-//! so that mutilate, memtier_benchmark and memcslap can be pointed at the synthetic server.
+//! memcached protocols: the text protocol (`ascii`: client, and the server side used by
+//! `tailwise serve` so that mutilate, memtier_benchmark and memcslap can be pointed at it), the
+//! binary protocol (`binary`) and the UDP frame around the text protocol (`udp`).
 
 pub mod ascii;
+pub mod binary;
+pub mod udp;
