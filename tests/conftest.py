@@ -12,6 +12,9 @@ from dataclasses import dataclass
 
 import pytest
 
+# Real memcached, redis, nginx and test servers on free loopback ports (tests/servers.py).
+from servers import *  # noqa: F401,F403
+
 CLI = [sys.executable, "-m", "tailwise"]
 #: Every CLI invocation in the tests is bounded in time.
 CLI_TIMEOUT_S = 120

@@ -16,6 +16,7 @@ import numpy as np
 from tailwise import _core
 from tailwise.errors import InputError, TargetError
 from tailwise.host import steal_ticks
+from tailwise.workload import Workload
 
 #: One raw sample: times in ns since the schedule's start; latency from the intended send time.
 SAMPLE_DTYPE = np.dtype([("intended_ns", "<u8"), ("sent_ns", "<u8"), ("latency_ns", "<u8")])
@@ -39,6 +40,11 @@ class LoadSpec:
     pin: bool = True
     busy_poll: bool = True
     service_ns: int | None = None  # carried in each synthetic request; None: the server chooses
+    scheme: str = "synthetic"
+    http_host: str = ""  # Host header of http:// requests
+    http_path: str = "/"
+    udp_size: int = 64  # udp:// datagram bytes
+    workload: Workload = field(default_factory=Workload)
 
 
 @dataclass
@@ -146,6 +152,15 @@ class LocalAgent:
                 pin=spec.pin,
                 busy_poll=spec.busy_poll,
                 service_ns=spec.service_ns,
+                scheme=spec.scheme,
+                http_host=spec.http_host,
+                http_path=spec.http_path,
+                udp_size=spec.udp_size,
+                keys=spec.workload.keys,
+                key_size=spec.workload.key_size,
+                value_size=spec.workload.value_size,
+                popularity=spec.workload.popularity,
+                set_fraction=spec.workload.set_fraction,
             )
         except ConnectionError as e:
             raise TargetError(str(e).split(" — ")[0], _remedy(str(e))) from None

@@ -20,12 +20,12 @@ from typer._click.exceptions import NoArgsIsHelpError, UsageError
 
 from tailwise import __version__
 from tailwise.agent import LoadSpec, LocalAgent
-from tailwise.errors import InputError, TailwiseError
+from tailwise.errors import InputError, TailwiseError, TargetError
 from tailwise.host import host_info
 from tailwise.output import err_console, fmt_ns, print_summary, warn
 from tailwise.server import builtin_server, server_stats
-from tailwise.target import parse_target
-from tailwise.units import parse_dist, parse_rate, parse_time_ns
+from tailwise.target import KEYED, UDP_SIZE, parse_target, parse_targets
+from tailwise.units import parse_arrival, parse_dist, parse_rate, parse_time_ns
 
 app = typer.Typer(
     add_completion=False,
@@ -42,11 +42,6 @@ class Poll(str, Enum):
     block = "block"
 
 
-class Arrival(str, Enum):
-    exp = "exp"
-    fixed = "fixed"
-
-
 def _positive(name: str, value: int) -> int:
     if value < 1:
         raise InputError(f"{name} {value} must be at least 1", f"give {name} 1 or more")
@@ -61,23 +56,29 @@ def _confidence(value: float) -> float:
 
 @app.command()
 def run(
-    target: Optional[str] = typer.Argument(None, help="synthetic://host:port; omitted: the built-in server on 127.0.0.1"),
-    rate: str = typer.Option("10k", "--rate", help="offered load, requests per second (5000, 50k, 1.5M)"),
-    percentile: float = typer.Option(99.0, "--percentile", help="the percentile whose confidence interval must meet --ci"),
+    targets: Optional[list[str]] = typer.Argument(None, help="one or more targets of one protocol: synthetic://, memcached://, memcached+binary://, memcached+udp://, redis://, http://host:port/path, udp://host:port?size=N; none: the built-in server on 127.0.0.1"),
+    workload: Optional[str] = typer.Option(None, "--workload", help="TOML file with any of these settings (examples/workload.toml); flags given here win"),
+    rate: Optional[str] = typer.Option(None, "--rate", help="offered load, requests per second (5000, 50k, 1.5M) [default: 10k]"),
+    percentile: Optional[float] = typer.Option(None, "--percentile", help="the percentile whose confidence interval must meet --ci [default: 99]"),
     ci: Optional[str] = typer.Option(None, "--ci", help="widest acceptable CI of that percentile: a time (10us) or a share of its value (5%); default 10%"),
-    confidence: float = typer.Option(0.95, "--confidence", help="confidence level of the percentile intervals"),
-    max_time: str = typer.Option("60s", "--max-time", help="the longest the coordinator may measure before it concludes"),
+    confidence: Optional[float] = typer.Option(None, "--confidence", help="confidence level of the percentile intervals [default: 0.95]"),
+    max_time: Optional[str] = typer.Option(None, "--max-time", help="the longest the coordinator may measure before it concludes [default: 60s]"),
     duration: Optional[str] = typer.Option(None, "--duration", help="fixed-length mode: send for exactly this long (3, 500ms, 2m); checks still reported"),
-    threads: int = typer.Option(1, "--threads", help="engine threads, one CPU each"),
-    conns: int = typer.Option(8, "--conns", help="connections in all, spread over the threads"),
-    outstanding: int = typer.Option(4, "--outstanding", help="requests in flight per connection, at most"),
-    arrival: Arrival = typer.Option(Arrival.exp, "--arrival", help="inter-arrival process: exp (Poisson) or fixed"),
+    threads: Optional[int] = typer.Option(None, "--threads", help="engine threads, one CPU each [default: 1]"),
+    conns: Optional[int] = typer.Option(None, "--conns", help="connections in all, spread over the threads and targets [default: 8]"),
+    outstanding: Optional[int] = typer.Option(None, "--outstanding", help="requests in flight per connection, at most [default: 4]"),
+    arrival: Optional[str] = typer.Option(None, "--arrival", help="inter-arrival process: exp (Poisson), fixed, uniform, lognormal:SIGMA [default: exp]"),
+    keys: Optional[int] = typer.Option(None, "--keys", help="memcached/redis: number of distinct keys [default: 10000]"),
+    key_size: Optional[str] = typer.Option(None, "--key-size", help="key sizes in bytes: 30, uniform:10:60, gev:LOC:SCALE:SHAPE, etc or usr (Facebook) [default: 30]"),
+    value: Optional[str] = typer.Option(None, "--value", help="value sizes of sets in bytes: 200, uniform:MIN:MAX, gpareto:LOC:SCALE:SHAPE, etc or usr [default: 200]"),
+    popularity: Optional[str] = typer.Option(None, "--popularity", help="key popularity: uniform or zipf:S [default: uniform]"),
+    mix: Optional[str] = typer.Option(None, "--mix", help="GET:SET ratio, e.g. 9:1 [default: 1:0, gets only]"),
     service: Optional[str] = typer.Option(None, "--service", help="service time: built-in server's distribution (default fixed:10us); with a synthetic:// target only fixed:T, carried in each request"),
-    workers: int = typer.Option(1, "--workers", help="built-in server worker threads"),
+    workers: Optional[int] = typer.Option(None, "--workers", help="built-in server worker threads [default: 1]"),
     sample_every: Optional[int] = typer.Option(None, "--sample-every", help="engine keeps a random 1 in K requests raw (default: as many as keeps ≤ 20k samples/s); the methodology thins further"),
-    timeout: str = typer.Option("1s", "--timeout", help="a request unanswered this long is a timeout"),
-    late: str = typer.Option("50us", "--late", help="a request sent this long after its intended time counts as late"),
-    poll: Poll = typer.Option(Poll.spin, "--poll", help="spin: busy-poll (precise, one core per thread); block: sleep between sends"),
+    timeout: Optional[str] = typer.Option(None, "--timeout", help="a request unanswered this long is a timeout [default: 1s]"),
+    late: Optional[str] = typer.Option(None, "--late", help="a request sent this long after its intended time counts as late [default: 50us]"),
+    poll: Optional[Poll] = typer.Option(None, "--poll", help="spin: busy-poll (precise, one core per thread); block: sleep between sends [default: spin]"),
     pin: bool = typer.Option(True, "--pin/--no-pin", help="pin engine threads (and built-in server workers) to CPUs"),
     seed: Optional[int] = typer.Option(None, "--seed", help="random seed of schedules, sampling and statistics (default: random, recorded)"),
     out: Optional[str] = typer.Option(None, "--out", help="write summary.json, samples and histograms to this directory"),
@@ -89,15 +90,33 @@ def run(
     from tailwise.methodology import Controller, Precision
     from tailwise.methodology.controller import fixed_methodology
     from tailwise.results import SAMPLE_FORMATS, build_summary, dumps, write_out
+    from tailwise import serverstats
+    from tailwise.workload import Workload, load_file, resolve
 
-    rate_rps = parse_rate(rate)
-    duration_ns = parse_time_ns(duration, what="--duration") if duration is not None else None
-    max_time_ns = parse_time_ns(max_time, what="--max-time")
-    timeout_ns = parse_time_ns(timeout, what="--timeout")
-    late_ns = parse_time_ns(late, default_unit="us", what="--late")
-    ci_ns, ci_rel = _parse_ci(ci if ci is not None else ("10%" if duration is None else None))
+    flags = {"targets": targets, "rate": rate, "percentile": percentile, "ci": ci, "confidence": confidence,
+             "max_time": max_time, "duration": duration, "threads": threads, "conns": conns,
+             "outstanding": outstanding, "arrival": arrival, "keys": keys, "key_size": key_size,
+             "value_size": value, "popularity": popularity, "mix": mix, "service": service, "workers": workers,
+             "sample_every": sample_every, "timeout": timeout, "late": late,
+             "poll": poll.value if poll else None, "seed": seed}
+    st = resolve(flags, load_file(workload))
+    rate_rps = parse_rate(str(st["rate"]))
+    duration = st["duration"]
+    duration_ns = parse_time_ns(str(duration), what="--duration") if duration is not None else None
+    max_time_ns = parse_time_ns(str(st["max_time"]), what="--max-time")
+    timeout_ns = parse_time_ns(str(st["timeout"]), what="--timeout")
+    late_ns = parse_time_ns(str(st["late"]), default_unit="us", what="--late")
+    ci = st["ci"]
+    ci_ns, ci_rel = _parse_ci(str(ci) if ci is not None else ("10%" if duration is None else None))
+    percentile, confidence = float(st["percentile"]), float(st["confidence"])
+    threads, conns, outstanding, workers = st["threads"], st["conns"], st["outstanding"], st["workers"]
+    arrival = parse_arrival(st["arrival"])
+    if st["poll"] not in ("spin", "block"):
+        raise InputError(f"poll = {st['poll']!r} is unknown", "use spin or block")
+    busy_poll = st["poll"] == "spin"
     if not 0.0 < percentile < 100.0:
         raise InputError(f"--percentile {percentile} is outside (0, 100)", "give e.g. --percentile 99")
+    sample_every = st["sample_every"]
     if sample_every is None:
         sample_every = max(1, math.ceil(rate_rps / AUTO_SAMPLES_PER_S))
     for name, v in (("--threads", threads), ("--conns", conns), ("--outstanding", outstanding),
@@ -108,9 +127,19 @@ def run(
     _confidence(confidence)
     if samples_format not in SAMPLE_FORMATS:
         raise InputError(f"--samples-format {samples_format} is unknown", "use csv or parquet")
-    tgt = parse_target(target) if target else None
+    tgts = parse_targets(st["targets"]) if st["targets"] else []
+    scheme = tgts[0].scheme if tgts else "synthetic"
+    work = Workload.from_settings(st)
+    if tgts and not tgts[0].keyed:
+        names = {"keys": "--keys", "key_size": "--key-size", "value_size": "--value", "popularity": "--popularity", "mix": "--mix"}
+        given = [flag for name, flag in names.items() if flags[name] is not None]
+        if given:
+            raise InputError(f"{given[0]} does not apply to {scheme}://", "key and value settings are for memcached and redis targets")
+    service = st["service"]
     service_ns = None
-    if tgt is not None and service is not None:
+    if tgts and service is not None:
+        if scheme != "synthetic":
+            raise InputError(f"--service with a {scheme}:// target", "the server decides its own service time: drop --service")
         spec, mean = parse_dist(service)
         if not spec.startswith("fixed:"):
             raise InputError(
@@ -120,14 +149,17 @@ def run(
         service_ns = int(mean)
     service = service or "fixed:10us"
     parse_dist(service)
-    seed = seed if seed is not None else random.SystemRandom().randrange(1, 2**63)
+    seed = st["seed"] if st["seed"] is not None else random.SystemRandom().randrange(1, 2**63)
     precision = Precision(percentile=percentile, ci_ns=ci_ns, ci_rel=ci_rel, confidence=confidence,
                           max_time_s=max_time_ns / 1e9)
 
     config = {
         "command": shlex.join(["tailwise", *sys.argv[1:]]),
-        "target": tgt.url if tgt else None,
-        "builtin_server": None if tgt else {"service": service, "workers": workers},
+        "workload_file": workload,
+        "target": tgts[0].url if tgts else None,
+        "targets": [t.url for t in tgts],
+        "protocol": scheme,
+        "builtin_server": None if tgts else {"service": service, "workers": workers},
         "rate_rps": rate_rps,
         "mode": "fixed" if duration_ns else "adaptive",
         "duration_s": duration_ns / 1e9 if duration_ns else None,
@@ -139,22 +171,23 @@ def run(
         "threads": threads,
         "conns": conns,
         "outstanding": outstanding,
-        "arrival": arrival.value,
-        "service": service if tgt is None or service_ns is not None else None,
+        "arrival": arrival,
+        "workload": work.as_json() if scheme in KEYED else None,
+        "service": service if not tgts or service_ns is not None else None,
         "sample_every": sample_every,
         "timeout_ns": timeout_ns,
         "late_ns": late_ns,
-        "poll": poll.value,
+        "poll": st["poll"],
         "pin": pin,
         "seed": seed,
     }
     host = host_info()
-    busy = threads if poll is Poll.spin else 0
+    busy = threads if busy_poll else 0
     cores = host["usable_cores"] or 1
     # The built-in server busy-polls when every spinning thread still has a CPU of its own: a
     # sleeping worker adds a vCPU wake-up (~30 µs here) to every request it serves.
-    server_spin = tgt is None and busy + workers <= cores
-    if tgt is None:
+    server_spin = not tgts and busy + workers <= cores
+    if not tgts:
         config["builtin_server"]["busy_poll"] = server_spin
         if busy + workers > cores:
             warn(f"{busy} spinning engine thread(s) and {workers} server worker(s) share {cores} CPUs",
@@ -162,11 +195,14 @@ def run(
     elif busy > cores:
         warn(f"{busy} spinning engine threads on {cores} CPUs", f"use --threads {cores} or fewer, or --poll block")
 
-    def measure(addr: str, target_url: str):
+    def measure(addrs: list[str], target_url: str):
+        first = tgts[0] if tgts else None
         spec = LoadSpec(
-            targets=[addr], rate_rps=rate_rps, duration_ns=duration_ns or max_time_ns, threads=threads, conns=conns,
-            outstanding=outstanding, arrival=arrival.value, sample_every=sample_every, timeout_ns=timeout_ns,
-            late_ns=late_ns, seed=seed, pin=pin, busy_poll=poll is Poll.spin, service_ns=service_ns,
+            targets=addrs, rate_rps=rate_rps, duration_ns=duration_ns or max_time_ns, threads=threads, conns=conns,
+            outstanding=outstanding, arrival=arrival, sample_every=sample_every, timeout_ns=timeout_ns,
+            late_ns=late_ns, seed=seed, pin=pin, busy_poll=busy_poll, service_ns=service_ns, scheme=scheme,
+            http_host=first.netloc if first else "", http_path=first.path if first and first.path else "/",
+            udp_size=first.udp_size if first else UDP_SIZE, workload=work,
         )
         agent = LocalAgent()
         if duration_ns:
@@ -180,12 +216,15 @@ def run(
                                 methodology=methodology)
         return summary, result, analysis
 
-    if tgt is None:
+    if not tgts:
         with builtin_server(service=service, workers=workers, seed=seed, pin=pin, busy_poll=server_spin) as srv:
-            summary, result, analysis = measure(srv.addr, f"synthetic://{srv.addr}")
+            summary, result, analysis = measure([srv.addr], f"synthetic://{srv.addr}")
             summary["target_stats"] = server_stats(srv, parse_dist(service)[1], result.elapsed_ns, workers)
     else:
-        summary, result, analysis = measure(tgt.socket_addr(), tgt.url)
+        addrs = [t.socket_addr() for t in tgts]
+        before = serverstats.fetch_all(tgts)
+        summary, result, analysis = measure(addrs, tgts[0].url if len(tgts) == 1 else ", ".join(t.url for t in tgts))
+        summary["target_stats"] = serverstats.compare_all(tgts, before, result.counters)
 
     if out:
         write_out(out, summary, result, analysis.used_mask, samples_format)
@@ -313,6 +352,52 @@ def model(
         print(dumps(result))
     else:
         print_model(result)
+    return EXIT_OK
+
+
+@app.command()
+def load(
+    target: str = typer.Argument(..., help="memcached://, memcached+binary://, memcached+udp:// (stored over TCP) or redis:// target"),
+    workload: Optional[str] = typer.Option(None, "--workload", help="TOML workload file: its keys, key_size and value_size are used"),
+    keys: Optional[int] = typer.Option(None, "--keys", help="number of keys to store, 0 … N−1 [default: 10000]"),
+    key_size: Optional[str] = typer.Option(None, "--key-size", help="key sizes: as for `tailwise run` [default: 30]"),
+    value: Optional[str] = typer.Option(None, "--value", help="value sizes: 200, uniform:MIN:MAX, gpareto:LOC:SCALE:SHAPE, etc, usr [default: 200]"),
+    conns: int = typer.Option(4, "--conns", help="connections storing in parallel"),
+    depth: int = typer.Option(64, "--depth", help="sets pipelined per connection"),
+    json_out: bool = typer.Option(False, "--json", help="print the result as JSON"),
+) -> int:
+    """Store every key of a workload once, so that the gets of a later `tailwise run` hit."""
+    from tailwise import _core
+    from tailwise.results import dumps
+    from tailwise.workload import Workload, load_file, resolve
+
+    st = resolve({"keys": keys, "key_size": key_size, "value_size": value}, load_file(workload))
+    tgt = parse_target(target)
+    if not tgt.keyed:
+        raise InputError(f"{tgt.scheme}:// has no keys to store", "`tailwise load` is for memcached and redis targets")
+    _positive("--conns", conns)
+    _positive("--depth", depth)
+    work = Workload.from_settings(st | {"mix": "1:0"})
+    try:
+        r = _core.preload(tgt.socket_addr(), tgt.scheme, keys=work.keys, key_size=work.key_size,
+                          value_size=work.value_size, conns=conns, depth=depth)
+    except ConnectionError as e:
+        raise TargetError(str(e), "check that the server runs and listens on that address") from None
+    except ValueError as e:
+        raise InputError(str(e)) from None
+    out = {"target": tgt.url, "keys": work.keys, "stored": r["stored"], "errors": r["errors"],
+           "error_reasons": [{"reason": m, "count": n} for m, n in r["error_reasons"]],
+           "value_bytes": r["bytes"], "elapsed_s": r["elapsed_ns"] / 1e9}
+    if json_out:
+        print(dumps(out))
+    else:
+        rate = r["stored"] / max(r["elapsed_ns"] / 1e9, 1e-9)
+        print(f"stored {r['stored']:,} of {work.keys:,} keys ({r['bytes'] / 1e6:.1f} MB of values) on {tgt.url} "
+              f"in {r['elapsed_ns'] / 1e9:.2f} s ({rate:,.0f} sets/s)")
+    if r["errors"]:
+        reasons = "; ".join(f"{m} ×{n}" for m, n in r["error_reasons"])
+        raise TargetError(f"{r['errors']:,} sets failed ({reasons})",
+                          "check the server's memory limit (memcached -m, redis maxmemory) and value sizes")
     return EXIT_OK
 
 

@@ -45,6 +45,24 @@ def print_summary(s: dict, console: Console | None = None) -> None:
         f"requests: {c['intended']:,} intended, {c['sent']:,} sent, {c['received']:,} received, {c['late']:,} late, "
         f"{c['never_sent']:,} never sent, {c['errors']:,} errors, {c['timeouts']:,} timeouts"
     )
+    if c.get("gets") or c.get("sets"):
+        ratio = s.get("hit_ratio")
+        console.print(f"keys: {c['gets']:,} gets ({c['hits']:,} hits, {c['misses']:,} misses"
+                      f"{f', hit ratio {ratio:.1%}' if ratio is not None else ''}), {c['sets']:,} sets ({c['stored']:,} stored)")
+    ts = s.get("target_stats") or {}
+    if ts.get("delta"):
+        d = ts["delta"]
+
+        def n(name: str) -> str:
+            return "?" if d.get(name) is None else f"{d[name]:,}"
+
+        agrees = {True: " — agrees with ours", False: " — [red]differs from ours[/]"}.get(ts.get("agrees"), "")
+        console.print(f"server's own count ({ts.get('source')}): {n('gets')} gets, {n('sets')} sets, "
+                      f"{n('hits')} hits, {n('misses')} misses{agrees}")
+        if ts.get("error"):
+            console.print(f"[yellow]server stats:[/] {ts['error']}")
+    for reason in s.get("error_reasons", [])[:5]:
+        console.print(f"[red]error[/] ×{reason['count']:,}: {reason['reason']}")
     for ch in s["checks"]:
         mark = "[green]✓[/]" if ch["ok"] else "[red]✗[/]"
         line = f"{mark} {ch['name']}: {ch['detail']}"

@@ -98,6 +98,8 @@ def build_summary(*, target: str, config: dict, host: dict, result: AgentResult,
             "unstalled": _hist_json(decode_histogram(result.send_lag_unstalled_hist)),
         },
         "counters": dict(c),
+        # Gets answered with a value / all gets answered (memcached, redis); null without gets.
+        "hit_ratio": c["hits"] / (c["hits"] + c["misses"]) if c.get("hits", 0) + c.get("misses", 0) else None,
         "error_reasons": [{"reason": r, "count": n} for r, n in result.error_reasons],
         "checks": [ch.as_json() for ch in analysis.checks],
         "methodology": methodology,

@@ -1,4 +1,15 @@
-"""Targets: ``scheme://host:port[/path]``; the scheme names the protocol."""
+"""Targets: ``scheme://host:port[/path][?size=N]``; the scheme names the protocol.
+
+| scheme | protocol |
+|---|---|
+| ``synthetic://`` | tailwise's own (``tailwise serve``) |
+| ``memcached://`` | memcached text protocol, get/set |
+| ``memcached+binary://`` | memcached binary protocol, GETK/SET |
+| ``memcached+udp://`` | memcached text protocol over UDP (frame header) |
+| ``redis://`` | Redis RESP, GET/SET |
+| ``http://host:port/path`` | HTTP/1.1 keep-alive GET of the path |
+| ``udp://host:port?size=N`` | UDP datagrams of N bytes (default 64), echoed back |
+"""
 
 from __future__ import annotations
 
@@ -8,8 +19,12 @@ from urllib.parse import urlsplit
 
 from tailwise.errors import InputError
 
-#: Schemes the engine speaks; later protocols add theirs here.
-SCHEMES = ("synthetic",)
+#: Schemes the engine speaks.
+SCHEMES = ("synthetic", "memcached", "memcached+binary", "memcached+udp", "redis", "http", "udp")
+#: Schemes whose requests carry keys, so that --keys, --value, --mix and `tailwise load` apply.
+KEYED = ("memcached", "memcached+binary", "memcached+udp", "redis")
+#: Default UDP echo datagram size (bytes).
+UDP_SIZE = 64
 
 
 @dataclass(frozen=True)
@@ -18,16 +33,28 @@ class Target:
     host: str
     port: int
     path: str = ""
+    udp_size: int = UDP_SIZE
 
     @property
     def url(self) -> str:
+        query = f"?size={self.udp_size}" if self.scheme == "udp" and self.udp_size != UDP_SIZE else ""
+        return f"{self.scheme}://{self.netloc}{self.path}{query}"
+
+    @property
+    def netloc(self) -> str:
+        """host:port as written in a Host header."""
         host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"{self.scheme}://{host}:{self.port}{self.path}"
+        return f"{host}:{self.port}"
+
+    @property
+    def keyed(self) -> bool:
+        return self.scheme in KEYED
 
     def socket_addr(self) -> str:
         """``ip:port`` for the data plane, resolving a host name once, here."""
+        kind = socket.SOCK_DGRAM if self.scheme in ("udp", "memcached+udp") else socket.SOCK_STREAM
         try:
-            infos = socket.getaddrinfo(self.host, self.port, type=socket.SOCK_STREAM)
+            infos = socket.getaddrinfo(self.host, self.port, type=kind)
         except socket.gaierror as e:
             raise InputError(
                 f"cannot resolve host '{self.host}' ({e.strerror})", "check the spelling or give an IP address"
@@ -54,4 +81,31 @@ def parse_target(text: str) -> Target:
         raise InputError(f"target '{text}' names no port", f"write e.g. {example}")
     if port == 0:
         raise InputError(f"target '{text}' has port 0", "give the port the server listens on")
-    return Target(scheme, u.hostname, port, u.path)
+    path = u.path
+    if scheme == "http":
+        path = (u.path or "/") + (f"?{u.query}" if u.query else "")
+    elif path not in ("", "/"):
+        raise InputError(f"target '{text}' has a path, which {scheme}:// does not use", f"write {scheme}://{u.netloc}")
+    else:
+        path = ""
+    udp_size = UDP_SIZE
+    if scheme == "udp" and u.query:
+        key, _, value = u.query.partition("=")
+        if key != "size" or not value.isdigit() or not 8 <= int(value) <= 65_507:
+            raise InputError(f"target '{text}': '{u.query}' is not a datagram size",
+                             "write udp://HOST:PORT?size=N with N from 8 to 65507 bytes")
+        udp_size = int(value)
+    elif u.query and scheme != "http":
+        raise InputError(f"target '{text}' has a query '{u.query}' that {scheme}:// does not use", f"write {scheme}://{u.netloc}")
+    return Target(scheme, u.hostname, port, path, udp_size)
+
+
+def parse_targets(texts: list[str]) -> list[Target]:
+    """Several targets of one protocol: connections are spread over them in turn."""
+    targets = [parse_target(t) for t in texts]
+    schemes = sorted({t.scheme for t in targets})
+    if len(schemes) > 1:
+        raise InputError(f"targets mix protocols ({', '.join(schemes)})", "measure one protocol per run")
+    if len({(t.path, t.udp_size) for t in targets}) > 1:
+        raise InputError("targets differ in path or datagram size", "give every target the same path and size")
+    return targets

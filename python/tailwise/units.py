@@ -46,3 +46,12 @@ def parse_dist(spec: str, *, what: str = "--service") -> tuple[str, float]:
         return _core.parse_dist(spec)
     except ValueError as e:
         raise InputError(f"{what} {spec}: {e}") from None
+
+
+def parse_arrival(text: str) -> str:
+    """Validate an inter-arrival process (exp, fixed, uniform, lognormal:SIGMA); its canonical name."""
+    try:
+        return _core.parse_arrival(str(text))
+    except ValueError as e:
+        problem, _, remedy = str(e).partition(": use ")
+        raise InputError(f"--arrival {text}: {problem}", f"use {remedy}" if remedy else "") from None

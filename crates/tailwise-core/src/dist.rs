@@ -19,9 +19,11 @@ pub enum Dist {
     /// 90 % at `low_ns`, 10 % at `10 * low_ns`.
     Bimodal { low_ns: f64 },
     LogNormal { mean_ns: f64, sigma: f64, mu: f64 },
+    /// Uniform on [low, high].
+    Uniform { low_ns: f64, high_ns: f64 },
 }
 
-pub const KINDS: &str = "fixed:10us, exp:10us, bimodal:10us or lognormal:10us:1.0";
+pub const KINDS: &str = "fixed:10us, exp:10us, bimodal:10us, uniform:5us:15us or lognormal:10us:1.0";
 
 /// Parse a duration such as `10us`, `1.5ms`, `250ns`, `2s` into nanoseconds.
 pub fn parse_duration_ns(text: &str) -> Result<f64, String> {
@@ -69,6 +71,14 @@ impl Dist {
                 want(2)?;
                 Dist::Exp { mean_ns: parse_duration_ns(parts[1])? }
             }
+            "uniform" => {
+                want(3)?;
+                let (low_ns, high_ns) = (parse_duration_ns(parts[1])?, parse_duration_ns(parts[2])?);
+                if low_ns > high_ns {
+                    return Err(format!("uniform bounds in '{spec}' are reversed: write uniform:LOW:HIGH"));
+                }
+                Dist::Uniform { low_ns, high_ns }
+            }
             "bimodal" => {
                 want(2)?;
                 Dist::Bimodal { low_ns: parse_duration_ns(parts[1])? / 1.9 }
@@ -84,11 +94,16 @@ impl Dist {
                 if mean_ns <= 0.0 {
                     return Err(format!("lognormal mean in '{spec}' must be above zero"));
                 }
-                Dist::LogNormal { mean_ns, sigma, mu: mean_ns.ln() - sigma * sigma / 2.0 }
+                Dist::lognormal(mean_ns, sigma)
             }
             _ => return Err(format!("unknown distribution '{}' in '{spec}': use {KINDS}", parts[0])),
         };
         Ok(dist)
+    }
+
+    /// Log-normal with the given mean and log-space standard deviation.
+    pub fn lognormal(mean_ns: f64, sigma: f64) -> Dist {
+        Dist::LogNormal { mean_ns, sigma, mu: mean_ns.ln() - sigma * sigma / 2.0 }
     }
 
     /// The mean, in nanoseconds.
@@ -98,6 +113,7 @@ impl Dist {
             Dist::Exp { mean_ns } => mean_ns,
             Dist::Bimodal { low_ns } => 1.9 * low_ns,
             Dist::LogNormal { mean_ns, .. } => mean_ns,
+            Dist::Uniform { low_ns, high_ns } => (low_ns + high_ns) / 2.0,
         }
     }
 
@@ -118,6 +134,7 @@ impl Dist {
                 }
             }
             Dist::LogNormal { sigma, mu, .. } => LogNormal::new(mu, sigma).map(|d| d.sample(rng)).unwrap_or(0.0),
+            Dist::Uniform { low_ns, high_ns } => low_ns + rng.random::<f64>() * (high_ns - low_ns),
         }
     }
 
@@ -128,6 +145,7 @@ impl Dist {
             Dist::Exp { mean_ns } => format!("exp:{mean_ns}ns"),
             Dist::Bimodal { low_ns } => format!("bimodal:{}ns", 1.9 * low_ns),
             Dist::LogNormal { mean_ns, sigma, .. } => format!("lognormal:{mean_ns}ns:{sigma}"),
+            Dist::Uniform { low_ns, high_ns } => format!("uniform:{low_ns}ns:{high_ns}ns"),
         }
     }
 }

@@ -8,8 +8,10 @@
 //! |---|---|
 //! | [`clock`] | the monotonic ns clock, spinning, precise sleeps (timer slack 1 ns) |
 //! | [`dist`] | service-time / gap distributions parsed from `fixed:10us`, `exp:10us`, … |
-//! | [`schedule`] | precomputed open-loop arrival schedules (Poisson or fixed gaps) |
+//! | [`schedule`] | precomputed open-loop arrival schedules (Poisson, fixed, uniform or log-normal gaps) |
+//! | [`workload`] | keys, key and value sizes (fixed, uniform, GEV, generalised Pareto, Facebook ETC/USR), Zipf popularity, get:set mix |
 //! | [`recorder`] | per-thread HDR histograms, the random 1-in-k sampler, the raw sample store |
+//! | [`preload`] | `tailwise load`: store every key of a workload before a run |
 //! | [`protocol`] | client codecs and server-side parsers, one module per protocol family |
 //! | [`net`] | epoll with ns timeouts, non-blocking socket I/O, CPU pinning |
 //! | [`engine`] | the open-loop load generator: threads, connections, backlog, matching replies |
@@ -30,7 +32,9 @@ pub mod dist;
 pub mod engine;
 pub mod model;
 pub mod net;
+pub mod preload;
 pub mod protocol;
 pub mod recorder;
 pub mod schedule;
+pub mod workload;
 pub mod server;

@@ -233,6 +233,8 @@ pub fn second_moment_ns2(service: &Dist) -> f64 {
         Dist::Bimodal { low_ns } => 10.9 * low_ns * low_ns,
         // exp(2μ + 2σ²)
         Dist::LogNormal { sigma, mu, .. } => (2.0 * mu + 2.0 * sigma * sigma).exp(),
+        // (a² + ab + b²)/3
+        Dist::Uniform { low_ns: a, high_ns: b } => (a * a + a * b + b * b) / 3.0,
     }
 }
 

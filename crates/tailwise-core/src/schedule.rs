@@ -7,7 +7,7 @@
 
 use crate::dist::Dist;
 use rand::rngs::SmallRng;
-use rand::SeedableRng;
+use rand::{Rng, SeedableRng};
 
 /// The inter-arrival process.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -16,6 +16,10 @@ pub enum Arrival {
     Exp,
     /// Constant gaps.
     Fixed,
+    /// Gaps uniform on [0, 2/λ] (CV 0.58).
+    Uniform,
+    /// Log-normal gaps with mean 1/λ and log-space standard deviation `sigma` (bursty when > 1).
+    LogNormal { sigma: f64 },
 }
 
 impl Arrival {
@@ -23,13 +27,26 @@ impl Arrival {
         match text.trim().to_ascii_lowercase().as_str() {
             "exp" | "poisson" => Ok(Arrival::Exp),
             "fixed" | "uniform-spacing" => Ok(Arrival::Fixed),
-            other => Err(format!("unknown arrival process '{other}': use exp (Poisson) or fixed")),
+            "uniform" => Ok(Arrival::Uniform),
+            "lognormal" => Ok(Arrival::LogNormal { sigma: 1.0 }),
+            other => match other.split_once(':') {
+                Some(("lognormal", s)) => match s.parse::<f64>() {
+                    Ok(sigma) if sigma.is_finite() && sigma > 0.0 => Ok(Arrival::LogNormal { sigma }),
+                    _ => Err(format!("lognormal arrivals need a shape > 0, e.g. lognormal:1.0, not '{s}'")),
+                },
+                _ => Err(format!(
+                    "unknown arrival process '{other}': use exp (Poisson), fixed, uniform or lognormal:SIGMA"
+                )),
+            },
         }
     }
-    pub fn name(&self) -> &'static str {
+    /// The name `parse` reads back.
+    pub fn name(&self) -> String {
         match self {
-            Arrival::Exp => "exp",
-            Arrival::Fixed => "fixed",
+            Arrival::Exp => "exp".into(),
+            Arrival::Fixed => "fixed".into(),
+            Arrival::Uniform => "uniform".into(),
+            Arrival::LogNormal { sigma } => format!("lognormal:{sigma}"),
         }
     }
 }
@@ -60,6 +77,15 @@ impl Schedule {
                 (d, first)
             }
             Arrival::Fixed => (Dist::Fixed { ns: gap_ns }, phase * gap_ns),
+            Arrival::Uniform | Arrival::LogNormal { .. } => {
+                let d = match arrival {
+                    Arrival::Uniform => Dist::Uniform { low_ns: 0.0, high_ns: 2.0 * gap_ns },
+                    Arrival::LogNormal { sigma } => Dist::lognormal(gap_ns, sigma),
+                    _ => unreachable!(),
+                };
+                let first = rng.random::<f64>() * gap_ns;
+                (d, first)
+            }
         };
         Schedule { gaps, rng, t: start_ns as f64 + first, buf: Vec::with_capacity(CHUNK), pos: 0 }
     }
@@ -135,7 +161,22 @@ mod tests {
     }
 
     #[test]
+    fn uniform_and_lognormal_hold_rate_and_shape() {
+        let (m, cv) = mean_cv(&gaps(Arrival::Uniform, 10_000.0, 200_000));
+        assert!((m / 100_000.0 - 1.0).abs() < 0.01, "mean gap {m}");
+        // U[0, 2m] has CV 1/sqrt(3).
+        assert!((cv - 1.0 / 3f64.sqrt()).abs() < 0.01, "cv {cv}");
+        let (m, cv) = mean_cv(&gaps(Arrival::LogNormal { sigma: 0.5 }, 10_000.0, 200_000));
+        assert!((m / 100_000.0 - 1.0).abs() < 0.01, "mean gap {m}");
+        // Log-normal CV = sqrt(exp(σ²) − 1) = 0.533 at σ 0.5.
+        assert!((cv - (0.25f64.exp() - 1.0).sqrt()).abs() < 0.01, "cv {cv}");
+    }
+
+    #[test]
     fn parses_names() {
+        assert_eq!(Arrival::parse("lognormal:2").unwrap(), Arrival::LogNormal { sigma: 2.0 });
+        assert_eq!(Arrival::parse(&Arrival::Uniform.name()).unwrap(), Arrival::Uniform);
+        assert!(Arrival::parse("lognormal:0").is_err());
         assert_eq!(Arrival::parse("poisson").unwrap(), Arrival::Exp);
         assert!(Arrival::parse("gamma").unwrap_err().contains("use exp"));
     }

@@ -13,8 +13,77 @@ use tailwise_core::dist::Dist;
 use tailwise_core::engine::{Engine, EngineConfig};
 use tailwise_core::protocol::Protocol;
 use tailwise_core::recorder::{encode_histogram, HIST_MAX_NS, HIST_SIGFIG};
+use tailwise_core::preload::{preload as run_preload, PreloadConfig};
 use tailwise_core::schedule::Arrival;
 use tailwise_core::server::{Server, ServerConfig};
+use tailwise_core::workload::{Popularity, SizeDist, Workload};
+
+/// The protocol a target's scheme names, with its parameters.
+fn protocol(scheme: &str, service_ns: Option<u32>, reply_pad: u32, http_host: &str, http_path: &str, udp_size: usize) -> PyResult<Protocol> {
+    Ok(match scheme {
+        "synthetic" => Protocol::Synthetic { service_ns, reply_pad },
+        "memcached" => Protocol::MemcachedAscii,
+        "memcached+binary" => Protocol::MemcachedBinary,
+        "memcached+udp" => Protocol::MemcachedUdp,
+        "redis" => Protocol::Redis,
+        "http" => Protocol::Http { host: http_host.into(), path: http_path.into() },
+        "udp" => Protocol::UdpEcho { size: udp_size },
+        other => return Err(PyValueError::new_err(format!("unknown protocol '{other}'"))),
+    })
+}
+
+fn workload(keys: u64, key_size: &str, value_size: &str, popularity: &str, set_fraction: f64) -> PyResult<Workload> {
+    let w = Workload {
+        keys,
+        key_size: SizeDist::parse(key_size, true).map_err(|e| PyValueError::new_err(format!("key size: {e}")))?,
+        value_size: SizeDist::parse(value_size, false).map_err(|e| PyValueError::new_err(format!("value size: {e}")))?,
+        popularity: Popularity::parse(popularity).map_err(PyValueError::new_err)?,
+        set_fraction,
+    };
+    w.validate().map_err(PyValueError::new_err)?;
+    Ok(w)
+}
+
+/// Check a workload's fields; returns the mean key and value sizes (bytes) over a sample of keys.
+#[pyfunction]
+#[pyo3(signature = (keys, key_size, value_size, popularity, set_fraction))]
+fn check_workload(keys: u64, key_size: &str, value_size: &str, popularity: &str, set_fraction: f64) -> PyResult<(f64, f64)> {
+    let w = workload(keys, key_size, value_size, popularity, set_fraction)?;
+    let n = keys.min(10_000);
+    let key = (0..n).map(|i| w.key_len(i * (keys / n)) as f64).sum::<f64>() / n as f64;
+    let value = (0..n).map(|i| w.value_for_key(i).len() as f64).sum::<f64>() / n as f64;
+    Ok((key, value))
+}
+
+/// Store every key of the workload on `target` (memcached or redis). Returns
+/// {stored, errors, error_reasons, elapsed_ns, bytes}; raises ConnectionError or ValueError.
+#[pyfunction]
+#[pyo3(signature = (target, scheme, *, keys, key_size, value_size, conns=4, depth=64, timeout_ns=2_000_000_000))]
+#[allow(clippy::too_many_arguments)]
+fn preload<'py>(py: Python<'py>, target: &str, scheme: &str, keys: u64, key_size: &str, value_size: &str, conns: usize, depth: usize, timeout_ns: u64) -> PyResult<Bound<'py, PyDict>> {
+    let cfg = PreloadConfig {
+        target: resolve(target)?,
+        protocol: protocol(scheme, None, 0, "", "/", 64)?,
+        workload: workload(keys, key_size, value_size, "uniform", 0.0)?,
+        conns,
+        depth,
+        timeout_ns,
+    };
+    let r = py.detach(|| run_preload(&cfg)).map_err(|msg| {
+        if msg.contains("has no keys") {
+            PyValueError::new_err(msg)
+        } else {
+            PyConnectionError::new_err(msg)
+        }
+    })?;
+    let d = PyDict::new(py);
+    d.set_item("stored", r.stored)?;
+    d.set_item("errors", r.errors)?;
+    d.set_item("error_reasons", r.error_reasons)?;
+    d.set_item("elapsed_ns", r.elapsed_ns)?;
+    d.set_item("bytes", r.bytes)?;
+    Ok(d)
+}
 
 fn resolve(addr: &str) -> PyResult<SocketAddr> {
     addr.to_socket_addrs()
@@ -28,6 +97,12 @@ fn resolve(addr: &str) -> PyResult<SocketAddr> {
 fn parse_dist(spec: &str) -> PyResult<(String, f64)> {
     let d = Dist::parse(spec).map_err(PyValueError::new_err)?;
     Ok((d.spec(), d.mean_ns()))
+}
+
+/// Parse an inter-arrival process name; returns its canonical name. Raises ValueError naming the fix.
+#[pyfunction]
+fn parse_arrival(text: &str) -> PyResult<String> {
+    Arrival::parse(text).map(|a| a.name()).map_err(PyValueError::new_err)
 }
 
 /// CLOCK_MONOTONIC in ns, the clock of every data-plane timestamp.
@@ -126,7 +201,8 @@ impl PyEngine {
     #[pyo3(signature = (targets, rate_rps, duration_ns, *, threads=1, conns=1, outstanding=1,
         arrival="exp", sample_every=1, timeout_ns=1_000_000_000, late_ns=50_000,
         connect_timeout_ns=2_000_000_000, seed=1, pin=true, busy_poll=true,
-        service_ns=None, reply_pad=0))]
+        service_ns=None, reply_pad=0, scheme="synthetic", http_host="", http_path="/", udp_size=64,
+        keys=10_000, key_size="30", value_size="200", popularity="uniform", set_fraction=0.0))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -146,10 +222,20 @@ impl PyEngine {
         busy_poll: bool,
         service_ns: Option<u32>,
         reply_pad: u32,
+        scheme: &str,
+        http_host: &str,
+        http_path: &str,
+        udp_size: usize,
+        keys: u64,
+        key_size: &str,
+        value_size: &str,
+        popularity: &str,
+        set_fraction: f64,
     ) -> PyResult<Self> {
         let cfg = EngineConfig {
             targets: targets.iter().map(|t| resolve(t)).collect::<PyResult<_>>()?,
-            protocol: Protocol::Synthetic { service_ns, reply_pad },
+            protocol: protocol(scheme, service_ns, reply_pad, http_host, http_path, udp_size)?,
+            workload: workload(keys, key_size, value_size, popularity, set_fraction)?,
             rate_rps,
             duration_ns,
             threads,
@@ -236,6 +322,11 @@ impl PyEngine {
             ("never_sent", r.counters.never_sent),
             ("errors", r.counters.errors),
             ("timeouts", r.counters.timeouts),
+            ("gets", r.counters.gets),
+            ("sets", r.counters.sets),
+            ("hits", r.counters.hits),
+            ("misses", r.counters.misses),
+            ("stored", r.counters.stored),
         ] {
             c.set_item(k, v)?;
         }
@@ -265,6 +356,9 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(now_ns, m)?)?;
     m.add_function(wrap_pyfunction!(histogram_params, m)?)?;
     m.add_function(wrap_pyfunction!(measure_stalls, m)?)?;
+    m.add_function(wrap_pyfunction!(check_workload, m)?)?;
+    m.add_function(wrap_pyfunction!(parse_arrival, m)?)?;
+    m.add_function(wrap_pyfunction!(preload, m)?)?;
     m.add_function(wrap_pyfunction!(model::model_sojourn, m)?)?;
     m.add_function(wrap_pyfunction!(model::model_summary, m)?)?;
     m.add_class::<PyServer>()?;

@@ -20,7 +20,9 @@ use crate::net;
 use crate::protocol::Protocol;
 use crate::recorder::{Histograms, SampleStore};
 use crate::schedule::Arrival;
-use std::net::{SocketAddr, TcpStream};
+use crate::workload::Workload;
+use std::net::{SocketAddr, TcpStream, UdpSocket};
+use std::os::fd::{AsRawFd, RawFd};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -30,6 +32,8 @@ use std::time::Duration;
 pub struct EngineConfig {
     pub targets: Vec<SocketAddr>,
     pub protocol: Protocol,
+    /// Keys, sizes and mix (used by the protocols with keys).
+    pub workload: Workload,
     pub rate_rps: f64,
     pub duration_ns: u64,
     pub threads: usize,
@@ -51,7 +55,8 @@ pub struct EngineConfig {
 }
 
 /// Request counts. `intended` = `sent` + `never_sent`; every sent request ends as exactly one of
-/// `received`, `errors` or `timeouts`.
+/// `received`, `errors` or `timeouts`. `gets` + `sets` = `sent`; `hits` and `misses` count the
+/// replies to gets that said so, `stored` the sets the server stored.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Counters {
     pub intended: u64,
@@ -61,6 +66,11 @@ pub struct Counters {
     pub never_sent: u64,
     pub errors: u64,
     pub timeouts: u64,
+    pub gets: u64,
+    pub sets: u64,
+    pub hits: u64,
+    pub misses: u64,
+    pub stored: u64,
 }
 
 impl Counters {
@@ -72,6 +82,11 @@ impl Counters {
         self.never_sent += o.never_sent;
         self.errors += o.errors;
         self.timeouts += o.timeouts;
+        self.gets += o.gets;
+        self.sets += o.sets;
+        self.hits += o.hits;
+        self.misses += o.misses;
+        self.stored += o.stored;
     }
 }
 
@@ -186,7 +201,36 @@ fn validate(cfg: &EngineConfig) -> Result<(), String> {
     if cfg.duration_ns == 0 {
         return Err("duration must be above zero".into());
     }
+    cfg.workload.validate()?;
     Ok(())
+}
+
+/// One connection's socket: a TCP stream, or a UDP socket connected to the target.
+pub(crate) enum Sock {
+    Tcp(TcpStream),
+    Udp(UdpSocket),
+}
+
+impl Sock {
+    pub fn fd(&self) -> RawFd {
+        match self {
+            Sock::Tcp(s) => s.as_raw_fd(),
+            Sock::Udp(s) => s.as_raw_fd(),
+        }
+    }
+    pub fn shutdown(&self) {
+        if let Sock::Tcp(s) = self {
+            let _ = s.shutdown(std::net::Shutdown::Both);
+        }
+    }
+}
+
+fn connect_udp(addr: &SocketAddr) -> Result<UdpSocket, String> {
+    let local: SocketAddr = if addr.is_ipv4() { "0.0.0.0:0".parse().unwrap() } else { "[::]:0".parse().unwrap() };
+    let s = UdpSocket::bind(local).map_err(|e| format!("cannot open a UDP socket: {e}"))?;
+    s.connect(addr).map_err(|e| format!("cannot connect to {addr} (UDP): {e}"))?;
+    s.set_nonblocking(true).map_err(|e| format!("non-blocking mode on {addr}: {e}"))?;
+    Ok(s)
 }
 
 fn connect(addr: &SocketAddr, timeout_ns: u64) -> Result<TcpStream, String> {
@@ -209,9 +253,14 @@ impl Engine {
     /// Connect every connection (failing fast with a clear message), then start the threads.
     pub fn start(cfg: EngineConfig) -> Result<Engine, String> {
         validate(&cfg)?;
-        let mut per_thread: Vec<Vec<TcpStream>> = (0..cfg.threads).map(|_| Vec::new()).collect();
+        let mut per_thread: Vec<Vec<Sock>> = (0..cfg.threads).map(|_| Vec::new()).collect();
         for i in 0..cfg.conns {
-            let s = connect(&cfg.targets[i % cfg.targets.len()], cfg.connect_timeout_ns)?;
+            let addr = &cfg.targets[i % cfg.targets.len()];
+            let s = if cfg.protocol.is_datagram() {
+                Sock::Udp(connect_udp(addr)?)
+            } else {
+                Sock::Tcp(connect(addr, cfg.connect_timeout_ns)?)
+            };
             per_thread[i % cfg.threads].push(s);
         }
         let shared = Arc::new(Shared {

@@ -18,6 +18,7 @@ fn config(addr: SocketAddr, rate: f64, duration_ms: u64) -> EngineConfig {
     EngineConfig {
         targets: vec![addr],
         protocol: Protocol::Synthetic { service_ns: None, reply_pad: 0 },
+        workload: Default::default(),
         rate_rps: rate,
         duration_ns: duration_ms * 1_000_000,
         threads: 1,

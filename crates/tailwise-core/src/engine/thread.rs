@@ -1,15 +1,15 @@
 //! One engine thread: its connections, schedule, backlog and recorder.
 
-use super::{Counters, EngineConfig, Shared};
+use super::{Counters, EngineConfig, Shared, Sock};
 use crate::clock::{now_ns, set_timer_slack_1ns};
 use crate::net::{self, Epoll, EPOLLERR, EPOLLHUP, EPOLLIN, EPOLLOUT};
-use crate::protocol::{Codec, OpKind, Parsed, Request};
+use crate::protocol::{Codec, OpKind, Outcome, Parsed, Request};
 use crate::recorder::{Histograms, Sample, SampleStore, Sampler};
 use crate::schedule::Schedule;
+use crate::workload::OpGen;
 use std::collections::VecDeque;
 use std::io;
-use std::net::TcpStream;
-use std::os::fd::{AsRawFd, RawFd};
+use std::os::fd::RawFd;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 
@@ -29,12 +29,18 @@ const MAX_WAIT_NS: u64 = 1_000_000;
 /// counted so) rather than growing memory without bound when the target cannot keep up.
 const MAX_BACKLOG: usize = 1 << 20;
 const READ_CHUNK: usize = 64 << 10;
-/// A reply larger than this is refused (bounds the buffer whatever the server sends).
-const MAX_READ_BUF: usize = 16 << 20;
+/// A connection's read buffer never grows past this, whatever the server sends: the longest reply
+/// a codec accepts plus one read.
+const MAX_READ_BUF: usize = crate::protocol::MAX_REPLY + READ_CHUNK;
+/// Distinct error reasons kept per thread; the rest are counted under one line.
+const MAX_REASONS: usize = 32;
+const OTHER_REASONS: &str = "other reasons";
+/// Largest UDP datagram.
+const MAX_DATAGRAM: usize = 65_536;
 
 pub(crate) struct ThreadCtx {
     pub index: usize,
-    pub streams: Vec<TcpStream>,
+    pub streams: Vec<Sock>,
     pub cfg: EngineConfig,
     pub start_ns: u64,
     pub cpu: Option<usize>,
@@ -56,16 +62,20 @@ pub(crate) struct ThreadResult {
 
 struct Flight {
     id: u64,
+    kind: OpKind,
     intended: u64,
     sent: u64,
     sampled: bool,
 }
 
 struct Conn {
-    stream: TcpStream,
+    sock: Sock,
     fd: RawFd,
     codec: Box<dyn Codec>,
+    id_mask: u64,
     wbuf: Vec<u8>,
+    /// Datagram protocols: where each request's datagram ends in `wbuf`.
+    dgram_ends: VecDeque<usize>,
     wpos: usize,
     rbuf: Vec<u8>,
     rpos: usize,
@@ -82,6 +92,10 @@ struct Worker {
     shared: Arc<Shared>,
     index: usize,
     conns: Vec<Conn>,
+    datagram: bool,
+    /// The protocol sends keys: draw each request from the workload.
+    keyed: bool,
+    gen: OpGen,
     ep: Epoll,
     rr: usize,
     next_id: u64,
@@ -134,11 +148,15 @@ pub(crate) fn run(ctx: ThreadCtx) -> ThreadResult {
         conns: ctx
             .streams
             .into_iter()
-            .map(|stream| Conn {
-                fd: stream.as_raw_fd(),
-                stream,
-                codec: cfg.protocol.codec(),
+            .map(|sock| {
+                let codec = cfg.protocol.codec();
+                Conn {
+                fd: sock.fd(),
+                sock,
+                id_mask: codec.id_mask(),
+                codec,
                 wbuf: Vec::with_capacity(4096),
+                dgram_ends: VecDeque::new(),
                 wpos: 0,
                 rbuf: Vec::with_capacity(READ_CHUNK),
                 rpos: 0,
@@ -147,8 +165,11 @@ pub(crate) fn run(ctx: ThreadCtx) -> ThreadResult {
                 dirty: false,
                 want_write: false,
                 dead: false,
-            })
+            }})
             .collect(),
+        datagram: cfg.protocol.is_datagram(),
+        keyed: cfg.protocol.has_keys(),
+        gen: OpGen::new(cfg.workload.clone(), seed ^ 0xC0FF_EE00),
         shared: ctx.shared,
         index: ctx.index,
         rr: 0,
@@ -316,9 +337,13 @@ impl Worker {
             let id = self.next_id;
             self.next_id += 1;
             let sampled = self.sampler.take();
+            let (kind, key, value) = if self.keyed { self.gen.next() } else { (OpKind::Get, &b""[..], &b""[..]) };
             let c = &mut self.conns[i];
-            c.codec.encode(&Request { id, kind: OpKind::Get, key: b"", value: b"" }, &mut c.wbuf);
-            c.inflight.push_back(Flight { id, intended, sent: 0, sampled });
+            c.codec.encode(&Request { id, kind, key, value }, &mut c.wbuf);
+            if self.datagram {
+                c.dgram_ends.push_back(c.wbuf.len());
+            }
+            c.inflight.push_back(Flight { id, kind, intended, sent: 0, sampled });
             c.unsent += 1;
             if !c.dirty {
                 c.dirty = true;
@@ -347,6 +372,10 @@ impl Worker {
                 if lag > late_ns {
                     self.c.late += 1;
                 }
+                match f.kind {
+                    OpKind::Get => self.c.gets += 1,
+                    OpKind::Set => self.c.sets += 1,
+                }
             }
             self.c.sent += c.unsent as u64;
             c.unsent = 0;
@@ -359,9 +388,17 @@ impl Worker {
     }
 
     fn write_conn(&mut self, i: usize) -> io::Result<()> {
+        let datagram = self.datagram;
         let c = &mut self.conns[i];
         while c.wpos < c.wbuf.len() {
-            match net::write(c.fd, &c.wbuf[c.wpos..]) {
+            // A datagram goes whole, one per request; a stream takes what fits.
+            let end = if datagram { c.dgram_ends.front().copied().unwrap_or(c.wbuf.len()) } else { c.wbuf.len() };
+            match net::write(c.fd, &c.wbuf[c.wpos..end]) {
+                Ok(n) if datagram => {
+                    debug_assert_eq!(n, end - c.wpos);
+                    c.wpos = end;
+                    c.dgram_ends.pop_front();
+                }
                 Ok(n) => c.wpos += n,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
@@ -372,6 +409,14 @@ impl Worker {
         if !pending {
             c.wbuf.clear();
             c.wpos = 0;
+        } else if datagram && c.wpos > 0 {
+            // Keep offsets valid: drop what was sent.
+            let sent = c.wpos;
+            c.wbuf.drain(..sent);
+            c.wpos = 0;
+            for e in c.dgram_ends.iter_mut() {
+                *e -= sent;
+            }
         }
         if pending != c.want_write {
             c.want_write = pending;
@@ -419,6 +464,9 @@ impl Worker {
     }
 
     fn read_conn(&mut self, i: usize) {
+        if self.datagram {
+            return self.read_datagrams(i);
+        }
         loop {
             let c = &mut self.conns[i];
             if c.rpos > 0 && (c.rpos == c.rbuf.len() || c.rbuf.capacity() - c.rbuf.len() < READ_CHUNK / 4) {
@@ -472,39 +520,110 @@ impl Worker {
         }
     }
 
+    /// Datagram protocols: one reply per datagram, matched by id; a lost one times out.
+    fn read_datagrams(&mut self, i: usize) {
+        loop {
+            let c = &mut self.conns[i];
+            c.rbuf.clear();
+            c.rbuf.reserve(MAX_DATAGRAM);
+            let cap = c.rbuf.capacity();
+            // SAFETY: read into spare capacity, then set the length to what the kernel wrote.
+            let spare = unsafe { std::slice::from_raw_parts_mut(c.rbuf.as_mut_ptr(), cap) };
+            let got = net::read(c.fd, spare);
+            let t_rx = now_ns();
+            match got {
+                Ok(n) => {
+                    // SAFETY: the kernel initialised n bytes.
+                    unsafe { c.rbuf.set_len(n) };
+                    let parsed = c.codec.parse(&c.rbuf);
+                    match parsed {
+                        Parsed::Incomplete => {}
+                        Parsed::Reply { id, outcome, .. } => {
+                            let mask = c.id_mask;
+                            let pos = id.and_then(|id| c.inflight.iter().position(|f| f.sent > 0 && f.id & mask == id));
+                            match pos.and_then(|p| c.inflight.remove(p)) {
+                                Some(f) => self.complete(f, outcome, t_rx),
+                                // A reply to a request already timed out, or a duplicate.
+                                None => self.note("reply to no request in flight (after its timeout, or duplicated)".into()),
+                            }
+                        }
+                        Parsed::Malformed { reason } => self.note(format!("malformed datagram dropped: {reason}")),
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => {
+                    let hint = if e.kind() == io::ErrorKind::ConnectionRefused {
+                        " — nothing listens on that UDP port: start the server or fix the port"
+                    } else {
+                        ""
+                    };
+                    self.fail_conn(i, format!("receive failed: {e}{hint}"));
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Record a reply to `f`.
+    fn complete(&mut self, f: Flight, outcome: Outcome, t_rx: u64) {
+        match outcome {
+            Outcome::Error(reason) => {
+                self.c.errors += 1;
+                self.note(format!("error reply: {reason}"));
+                return;
+            }
+            Outcome::Hit => self.c.hits += 1,
+            Outcome::Miss => self.c.misses += 1,
+            Outcome::Stored => self.c.stored += 1,
+            Outcome::Done => {}
+        }
+        let latency = t_rx.saturating_sub(f.intended);
+        self.hist.latency.saturating_record(latency.max(1));
+        self.c.received += 1;
+        if f.intended < self.end {
+            self.received_in_window += 1;
+        }
+        if f.sampled {
+            self.samples.push(Sample { intended_ns: f.intended - self.t0, sent_ns: f.sent - self.t0, latency_ns: latency });
+        }
+    }
+
+    /// Count one occurrence of an error reason.
+    fn note(&mut self, reason: String) {
+        self.note_n(reason, 1);
+    }
+
+    fn note_n(&mut self, reason: String, n: u64) {
+        let full = self.reasons.len() >= MAX_REASONS;
+        let key = if full && !self.reasons.iter().any(|(r, _)| *r == reason) { OTHER_REASONS.to_string() } else { reason };
+        match self.reasons.iter_mut().find(|(r, _)| *r == key) {
+            Some(e) => e.1 += n,
+            None => self.reasons.push((key, n)),
+        }
+    }
+
     fn parse_replies(&mut self, i: usize, t_rx: u64) {
         loop {
             let c = &mut self.conns[i];
             let parsed = c.codec.parse(&c.rbuf[c.rpos..]);
             match parsed {
                 Parsed::Incomplete => return,
-                Parsed::Reply { len, id, outcome: _ } => {
+                Parsed::Reply { len, id, outcome } => {
                     c.rpos += len;
                     let Some(f) = c.inflight.pop_front() else {
                         self.fail_conn(i, "a reply arrived with no request outstanding".into());
                         return;
                     };
                     if let Some(id) = id {
-                        if id != f.id {
-                            let want = f.id;
+                        if id != f.id & c.id_mask {
+                            let want = f.id & c.id_mask;
                             c.inflight.push_front(f);
                             self.fail_conn(i, format!("reply id {id} does not match the oldest request {want}"));
                             return;
                         }
                     }
-                    let latency = t_rx.saturating_sub(f.intended);
-                    self.hist.latency.saturating_record(latency.max(1));
-                    self.c.received += 1;
-                    if f.intended < self.end {
-                        self.received_in_window += 1;
-                    }
-                    if f.sampled {
-                        self.samples.push(Sample {
-                            intended_ns: f.intended - self.t0,
-                            sent_ns: f.sent - self.t0,
-                            latency_ns: latency,
-                        });
-                    }
+                    self.complete(f, outcome, t_rx);
                 }
                 Parsed::Malformed { reason } => {
                     self.fail_conn(i, format!("malformed reply: {reason}"));
@@ -518,6 +637,20 @@ impl Worker {
         for i in 0..self.conns.len() {
             let c = &self.conns[i];
             if c.dead {
+                continue;
+            }
+            if self.datagram {
+                // A lost datagram costs its request only; the socket goes on.
+                let mut lost = 0;
+                let c = &mut self.conns[i];
+                while c.inflight.front().is_some_and(|f| f.sent > 0 && now.saturating_sub(f.sent) > self.cfg.timeout_ns) {
+                    c.inflight.pop_front();
+                    lost += 1;
+                }
+                if lost > 0 {
+                    self.c.timeouts += lost;
+                    self.note_n(format!("no reply within {} ms (datagram lost)", self.cfg.timeout_ns / 1_000_000), lost);
+                }
                 continue;
             }
             if let Some(f) = c.inflight.front() {
@@ -543,11 +676,8 @@ impl Worker {
         c.inflight.clear();
         c.unsent = 0;
         let _ = self.ep.delete(c.fd);
-        let _ = c.stream.shutdown(std::net::Shutdown::Both);
-        match self.reasons.iter_mut().find(|(r, _)| *r == reason) {
-            Some(e) => e.1 += 1,
-            None => self.reasons.push((reason.clone(), 1)),
-        }
+        c.sock.shutdown();
+        self.note(reason.clone());
         if self.conns.iter().all(|c| c.dead) {
             self.shared.abort(format!("every connection of engine thread {} failed; last: {reason}", self.index));
         }

@@ -1,0 +1,143 @@
+//! `tailwise load`: store every key of a workload once, so that a measured run's gets hit.
+//!
+//! Not a timed path: blocking sockets, one thread per connection, each storing its own range of
+//! key indices with `depth` sets pipelined per round trip. memcached over UDP is preloaded over
+//! TCP on the same port (memcached listens on both), since UDP sets could be lost silently.
+
+use crate::protocol::{OpKind, Outcome, Parsed, Protocol, Request};
+use crate::workload::Workload;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::time::{Duration, Instant};
+
+#[derive(Clone, Debug)]
+pub struct PreloadConfig {
+    pub target: SocketAddr,
+    pub protocol: Protocol,
+    pub workload: Workload,
+    pub conns: usize,
+    /// Sets in flight per connection.
+    pub depth: usize,
+    pub timeout_ns: u64,
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct PreloadResult {
+    pub stored: u64,
+    pub errors: u64,
+    pub error_reasons: Vec<(String, u64)>,
+    pub elapsed_ns: u64,
+    pub bytes: u64,
+}
+
+/// The protocol used to store keys for `protocol`, or why there is nothing to store.
+fn store_protocol(protocol: &Protocol) -> Result<Protocol, String> {
+    match protocol {
+        Protocol::MemcachedUdp => Ok(Protocol::MemcachedAscii),
+        p if p.has_keys() => Ok(p.clone()),
+        p => Err(format!("{}:// has no keys to preload: `tailwise load` is for memcached and redis targets", p.name())),
+    }
+}
+
+pub fn preload(cfg: &PreloadConfig) -> Result<PreloadResult, String> {
+    let protocol = store_protocol(&cfg.protocol)?;
+    cfg.workload.validate()?;
+    let conns = cfg.conns.clamp(1, 64).min(cfg.workload.keys as usize);
+    let depth = cfg.depth.max(1);
+    let t0 = Instant::now();
+    let keys = cfg.workload.keys;
+    let results: Vec<Result<PreloadResult, String>> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..conns as u64)
+            .map(|k| {
+                let (lo, hi) = (k * keys / conns as u64, (k + 1) * keys / conns as u64);
+                let protocol = &protocol;
+                s.spawn(move || store_range(cfg, protocol, lo..hi, depth))
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap_or_else(|_| Err("preload thread panicked".into()))).collect()
+    });
+    let mut out = PreloadResult::default();
+    for r in results {
+        let r = r?;
+        out.stored += r.stored;
+        out.errors += r.errors;
+        out.bytes += r.bytes;
+        for (reason, n) in r.error_reasons {
+            match out.error_reasons.iter_mut().find(|(x, _)| *x == reason) {
+                Some(e) => e.1 += n,
+                None => out.error_reasons.push((reason, n)),
+            }
+        }
+    }
+    out.elapsed_ns = t0.elapsed().as_nanos() as u64;
+    Ok(out)
+}
+
+fn store_range(cfg: &PreloadConfig, protocol: &Protocol, range: std::ops::Range<u64>, depth: usize) -> Result<PreloadResult, String> {
+    let timeout = Duration::from_nanos(cfg.timeout_ns.max(1_000_000));
+    let addr = cfg.target;
+    let mut s = TcpStream::connect_timeout(&addr, timeout).map_err(|e| format!("cannot connect to {addr}: {e}"))?;
+    s.set_nodelay(true).ok();
+    s.set_read_timeout(Some(timeout)).ok();
+    s.set_write_timeout(Some(timeout)).ok();
+    let mut codec = protocol.codec();
+    let mut out = PreloadResult::default();
+    let (mut wbuf, mut rbuf, mut key) = (Vec::new(), Vec::new(), Vec::new());
+    let mut chunk = vec![0u8; 64 << 10];
+    let mut next = range.start;
+    while next < range.end {
+        let batch_end = (next + depth as u64).min(range.end);
+        wbuf.clear();
+        for index in next..batch_end {
+            cfg.workload.write_key(index, &mut key);
+            let value = cfg.workload.value_for_key(index);
+            out.bytes += value.len() as u64;
+            codec.encode(&Request { id: index, kind: OpKind::Set, key: &key, value }, &mut wbuf);
+        }
+        s.write_all(&wbuf).map_err(|e| format!("sending sets to {addr} failed: {e}"))?;
+        let mut want = batch_end - next;
+        rbuf.clear();
+        let mut pos = 0;
+        while want > 0 {
+            match codec.parse(&rbuf[pos..]) {
+                Parsed::Reply { len, outcome, .. } => {
+                    pos += len;
+                    want -= 1;
+                    match outcome {
+                        Outcome::Stored | Outcome::Done => out.stored += 1,
+                        Outcome::Error(reason) => {
+                            out.errors += 1;
+                            match out.error_reasons.iter_mut().find(|(x, _)| *x == reason) {
+                                Some(e) => e.1 += 1,
+                                None => out.error_reasons.push((reason, 1)),
+                            }
+                        }
+                        other => return Err(format!("unexpected reply to a set from {addr}: {other:?}")),
+                    }
+                }
+                Parsed::Malformed { reason } => return Err(format!("malformed reply from {addr}: {reason}")),
+                Parsed::Incomplete => {
+                    let n = s.read(&mut chunk).map_err(|e| format!("no reply from {addr} to a set: {e}"))?;
+                    if n == 0 {
+                        return Err(format!("{addr} closed the connection during the preload"));
+                    }
+                    rbuf.extend_from_slice(&chunk[..n]);
+                }
+            }
+        }
+        next = batch_end;
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keyless_protocols_are_refused_with_the_reason() {
+        let e = store_protocol(&Protocol::Http { host: "h".into(), path: "/".into() }).unwrap_err();
+        assert!(e.contains("memcached and redis"), "{e}");
+        assert_eq!(store_protocol(&Protocol::MemcachedUdp).unwrap(), Protocol::MemcachedAscii);
+    }
+}

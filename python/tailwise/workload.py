@@ -1,0 +1,144 @@
+"""Workload and experiment specs: command-line flags over a TOML workload file over defaults.
+
+A workload file (``--workload FILE``, see ``examples/workload.toml``) holds the same settings as
+the flags of ``tailwise run``, with ``_`` for ``-``: ``targets``, ``rate``, ``keys``,
+``key_size``, ``value_size``, ``popularity``, ``mix``, ``conns``, … A flag given on the command
+line wins over the file; what neither gives takes the default below. Unknown names in the file are
+an error (a typo must not silently measure another workload).
+"""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tailwise.errors import InputError
+
+#: Every setting a workload file may hold, with its default (None: no default, or computed).
+DEFAULTS: dict[str, Any] = {
+    "targets": None,
+    "rate": "10k",
+    "arrival": "exp",
+    "threads": 1,
+    "conns": 8,
+    "outstanding": 4,
+    # mutilate's defaults: 10k keys of 30 bytes, 200-byte values, uniform popularity, gets only.
+    "keys": 10_000,
+    "key_size": "30",
+    "value_size": "200",
+    "popularity": "uniform",
+    "mix": "1:0",
+    "percentile": 99.0,
+    "ci": None,
+    "confidence": 0.95,
+    "max_time": "60s",
+    "duration": None,
+    "timeout": "1s",
+    "late": "50us",
+    "poll": "spin",
+    "sample_every": None,
+    "seed": None,
+    "service": None,
+    "workers": 1,
+}
+
+_TYPES: dict[str, tuple[type, ...]] = {
+    "targets": (list, str),
+    "rate": (str, int, float),
+    "threads": (int,),
+    "conns": (int,),
+    "outstanding": (int,),
+    "keys": (int,),
+    "percentile": (int, float),
+    "confidence": (float,),
+    "sample_every": (int,),
+    "seed": (int,),
+    "workers": (int,),
+    "key_size": (str, int),
+    "value_size": (str, int),
+}
+
+
+def load_file(path: str | None) -> dict[str, Any]:
+    """Read a workload file; every problem is one InputError naming the file and the fix."""
+    if path is None:
+        return {}
+    p = Path(path)
+    try:
+        data = tomllib.loads(p.read_text())
+    except FileNotFoundError:
+        raise InputError(f"workload file {path} does not exist", "give the path of a TOML file, e.g. examples/workload.toml") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise InputError(f"cannot read workload file {path} ({e})", "check the path and its permissions") from None
+    except tomllib.TOMLDecodeError as e:
+        raise InputError(f"workload file {path} is not valid TOML ({e})", "fix the line it names") from None
+    unknown = sorted(set(data) - set(DEFAULTS))
+    if unknown:
+        raise InputError(f"workload file {path} has unknown setting(s) {', '.join(unknown)}",
+                         f"use only: {', '.join(DEFAULTS)}")
+    for name, value in data.items():
+        kinds = _TYPES.get(name, (str,))
+        if not isinstance(value, kinds) or isinstance(value, bool) and bool not in kinds:
+            want = " or ".join(k.__name__ for k in kinds)
+            raise InputError(f"workload file {path}: {name} = {value!r} is not a {want}", f"write e.g. {name} = {DEFAULTS[name]!r}")
+    if isinstance(data.get("targets"), str):
+        data["targets"] = [data["targets"]]
+    return data
+
+
+def resolve(flags: dict[str, Any], file: dict[str, Any]) -> dict[str, Any]:
+    """Flag (not None) over file over default, for every setting."""
+    out = {}
+    for name, default in DEFAULTS.items():
+        flag = flags.get(name)
+        out[name] = flag if flag not in (None, []) else file.get(name, default)
+    return out
+
+
+def parse_mix(text: str) -> float:
+    """``GET:SET`` (e.g. ``9:1``) → the fraction of sets (0.1)."""
+    try:
+        gets, sets = (float(x) for x in str(text).split(":"))
+    except ValueError:
+        raise InputError(f"--mix {text} is not GET:SET", "write e.g. --mix 9:1 (nine gets per set) or --mix 1:0 (gets only)") from None
+    if gets < 0 or sets < 0 or gets + sets <= 0:
+        raise InputError(f"--mix {text} needs non-negative parts, not both zero", "write e.g. --mix 9:1")
+    return sets / (gets + sets)
+
+
+@dataclass(frozen=True)
+class Workload:
+    """The key/value shape of requests (memcached and Redis targets)."""
+
+    keys: int = DEFAULTS["keys"]
+    key_size: str = DEFAULTS["key_size"]
+    value_size: str = DEFAULTS["value_size"]
+    popularity: str = DEFAULTS["popularity"]
+    set_fraction: float = 0.0
+
+    @classmethod
+    def from_settings(cls, s: dict[str, Any]) -> Workload:
+        w = cls(keys=int(s["keys"]), key_size=str(s["key_size"]), value_size=str(s["value_size"]),
+                popularity=str(s["popularity"]), set_fraction=parse_mix(s["mix"]))
+        w.check()
+        return w
+
+    def check(self) -> tuple[float, float]:
+        """Validate in the data plane's own parser; returns mean key and value sizes (bytes)."""
+        from tailwise import _core
+
+        if self.keys < 1:
+            raise InputError(f"--keys {self.keys} must be at least 1", "give --keys 1 or more")
+        try:
+            return _core.check_workload(self.keys, self.key_size, self.value_size, self.popularity, self.set_fraction)
+        except ValueError as e:
+            problem, _, remedy = str(e).partition(": use ")
+            raise InputError(problem, f"use {remedy}" if remedy else "see examples/workload.toml") from None
+
+    def as_json(self) -> dict:
+        mean_key, mean_value = self.check()
+        return {"keys": self.keys, "key_size": self.key_size, "value_size": self.value_size,
+                "popularity": self.popularity, "set_fraction": self.set_fraction,
+                "mean_key_bytes": mean_key, "mean_value_bytes": mean_value}
