@@ -1,18 +1,545 @@
-//! STUB: to be written.
+//! HTTP/1.1 keep-alive GET, client side (RFC 9112, HTTP/1.1 message syntax; RFC 9110 for status
+//! codes).
+//!
+//! Every request is the same precomputed `GET <path> HTTP/1.1\r\nHost: <host>\r\n\r\n`. A reply is
+//!
+//! ```text
+//! HTTP/1.x <3-digit status>[ <reason>]\r\n (<name>:<value>\r\n)* \r\n <body>
+//! ```
+//!
+//! with header names matched case-insensitively and the head at most [`MAX_HEAD`] bytes. The body
+//! is framed as RFC 9112 §6.3 says: none for 1xx, 204 and 304; otherwise `Transfer-Encoding`
+//! ending in `chunked` (hex chunk sizes with optional `;extensions`, a `0` chunk, trailer fields
+//! and an empty line), else `Content-Length`. A reply framed by neither ends when the server
+//! closes, which cannot be measured on a keep-alive connection: malformed. Interim 1xx responses
+//! (100 Continue, 103 Early Hints) precede the final one and are consumed with it. Status 2xx and
+//! 3xx are `Done`, others `Error("HTTP <code> <reason>")`. `Connection: close` is not looked at:
+//! the engine sees the end of the connection itself.
+//!
+//! Lines end in CRLF only (a bare LF is not accepted, RFC 9112 §2.2 allows either choice).
 
-use super::{Codec, Parsed, Request};
+use super::wire::{self, line, Line};
+use super::{Codec, Outcome, Parsed, Request, MAX_REPLY};
 
-pub struct Client;
+/// Longest status line plus header section (and longest trailer section).
+pub const MAX_HEAD: usize = 16 * 1024;
+/// Longest chunk-size line, extensions included.
+const MAX_CHUNK_LINE: usize = 4096;
+
+/// Client codec. Keeps its progress through a reply between calls, so a reply arriving in many
+/// reads is scanned once; `parse` must be called again with the same bytes at the front of the
+/// buffer (plus more) after `Incomplete`, as the engine does.
+pub struct Client {
+    request: Vec<u8>,
+    st: State,
+}
+
+#[derive(Default)]
+struct State {
+    /// Buffer length at the last call: a shorter buffer means a new stream, and a fresh start.
+    seen: usize,
+    /// Start of the response being read (after interim 1xx responses).
+    base: usize,
+    /// Bytes from `base` searched for the end of the head so far.
+    scanned: usize,
+    head: Option<Head>,
+}
+
+struct Head {
+    outcome: Outcome,
+    body: Body,
+}
+
+enum Body {
+    /// The reply ends at this offset.
+    Fixed(usize),
+    /// Chunked: `pos` is the start of the next chunk-size line (or trailer line).
+    Chunked { start: usize, pos: usize, size: usize, trailers: Option<usize> },
+}
+
+/// What the head said about the body.
+enum Framing {
+    Interim,
+    Empty,
+    Length(usize),
+    Chunked,
+}
 
 impl Client {
-    pub fn new(_host: &str, _path: &str) -> Client {
-        Client
+    pub fn new(host: &str, path: &str) -> Client {
+        let path = if path.is_empty() { "/" } else { path };
+        let request = format!("GET {path} HTTP/1.1\r\nHost: {host}\r\n\r\n").into_bytes();
+        Client { request, st: State::default() }
+    }
+}
+
+fn malformed(reason: String) -> Parsed {
+    Parsed::Malformed { reason }
+}
+
+fn is_ows(b: u8) -> bool {
+    b == b' ' || b == b'\t'
+}
+
+fn trim_ows(mut s: &[u8]) -> &[u8] {
+    while let [first, rest @ ..] = s {
+        if !is_ows(*first) {
+            break;
+        }
+        s = rest;
+    }
+    while let [rest @ .., last] = s {
+        if !is_ows(*last) {
+            break;
+        }
+        s = rest;
+    }
+    s
+}
+
+/// `Content-Length`: digits, or a list of identical values (RFC 9110 §8.6).
+fn content_length(v: &[u8]) -> Option<u64> {
+    let mut n = None;
+    for item in v.split(|&b| b == b',') {
+        let m = wire::parse_decimal(trim_ows(item), u64::MAX)?;
+        if n.is_some_and(|n| n != m) {
+            return None;
+        }
+        n = Some(m);
+    }
+    n
+}
+
+/// Status line and header fields of `head` (which ends with the empty line).
+fn parse_head(head: &[u8]) -> Result<(Framing, Outcome), String> {
+    let mut lines = head[..head.len() - 4].split(|&b| b == b'\n').map(|l| l.strip_suffix(b"\r").unwrap_or(l));
+    let status_line = lines.next().unwrap_or_default();
+    let bad_status = || format!("bad HTTP status line {}", wire::show(status_line));
+    let rest = status_line.strip_prefix(b"HTTP/1.").ok_or_else(bad_status)?;
+    let (code, reason) = match rest {
+        [v, b' ', c0, c1, c2, tail @ ..] if v.is_ascii_digit() && (tail.is_empty() || tail[0] == b' ') => {
+            let code = wire::parse_decimal(&[*c0, *c1, *c2], 999).ok_or_else(bad_status)? as u16;
+            (code, tail.get(1..).unwrap_or_default())
+        }
+        _ => return Err(bad_status()),
+    };
+    if code < 100 {
+        return Err(bad_status());
+    }
+    let mut length: Option<u64> = None;
+    let mut chunked: Option<bool> = None;
+    let mut framing_field = false;
+    for l in lines {
+        if l.first().is_some_and(|&b| is_ows(b)) {
+            // obs-fold continues the previous field: harmless unless that field frames the body.
+            if framing_field {
+                return Err(format!("folded Content-Length or Transfer-Encoding line {}", wire::show(l)));
+            }
+            continue;
+        }
+        let colon = l.iter().position(|&b| b == b':').ok_or_else(|| format!("bad header line {}", wire::show(l)))?;
+        let (name, value) = (&l[..colon], trim_ows(&l[colon + 1..]));
+        if name.is_empty() || name.iter().any(|&b| is_ows(b)) {
+            return Err(format!("bad header line {}", wire::show(l)));
+        }
+        framing_field = false;
+        if name.eq_ignore_ascii_case(b"content-length") {
+            framing_field = true;
+            let n = content_length(value)
+                .filter(|&n| length.is_none_or(|m| m == n))
+                .ok_or_else(|| format!("bad or conflicting Content-Length {}", wire::show(value)))?;
+            length = Some(n);
+        } else if name.eq_ignore_ascii_case(b"transfer-encoding") {
+            framing_field = true;
+            let last = value.rsplit(|&b| b == b',').next().map(trim_ows).unwrap_or_default();
+            chunked = Some(last.eq_ignore_ascii_case(b"chunked"));
+        }
+    }
+    let outcome = if (200..400).contains(&code) {
+        Outcome::Done
+    } else {
+        Outcome::Error(format!("HTTP {code} {}", wire::text(trim_ows(reason))).trim_end().to_owned())
+    };
+    let framing = match (code, chunked, length) {
+        (101, ..) => return Err("101 Switching Protocols on a GET: not an HTTP/1.1 reply stream".into()),
+        (100..=199, ..) => Framing::Interim,
+        (204 | 304, ..) => Framing::Empty,
+        // Transfer-Encoding overrides Content-Length (RFC 9112 §6.3 rule 3).
+        (_, Some(true), _) => Framing::Chunked,
+        (_, None, Some(n)) if n > MAX_REPLY as u64 => {
+            return Err(format!("body of {n} bytes above the limit {MAX_REPLY}"))
+        }
+        (_, None, Some(n)) => Framing::Length(n as usize),
+        _ => {
+            return Err("reply without Content-Length or chunked encoding: keep-alive measurement impossible".into())
+        }
+    };
+    Ok((framing, outcome))
+}
+
+/// The size of a chunk-size line `<hex>[BWS][;ext...]` (RFC 9112 §7.1).
+fn chunk_size(l: &[u8]) -> Option<usize> {
+    let digits = l.iter().take_while(|b| b.is_ascii_hexdigit()).count();
+    if digits == 0 || digits > 8 {
+        return None;
+    }
+    let rest = trim_ows(&l[digits..]);
+    if !(rest.is_empty() || rest[0] == b';') {
+        return None;
+    }
+    let n = l[..digits].iter().fold(0usize, |n, &b| n * 16 + (b as char).to_digit(16).unwrap_or(0) as usize);
+    Some(n)
+}
+
+impl State {
+    /// Advance through a chunked body; `Ok(Some(end))` when the reply is complete.
+    fn chunks(&mut self, buf: &[u8]) -> Result<Option<usize>, String> {
+        let Some(Head { body: Body::Chunked { start, pos, size, trailers }, .. }) = &mut self.head else {
+            return Ok(None);
+        };
+        loop {
+            if *pos - *start > MAX_REPLY + MAX_HEAD {
+                return Err(format!("chunked body longer than {} bytes on the wire", MAX_REPLY + MAX_HEAD));
+            }
+            let max = if trailers.is_some() { MAX_HEAD } else { MAX_CHUNK_LINE };
+            let end = match line(&buf[*pos..], max) {
+                Line::Found { end } => *pos + end,
+                Line::Incomplete => return Ok(None),
+                Line::TooLong => return Err(format!("chunk line longer than {max} bytes: {}", wire::show(&buf[*pos..]))),
+                Line::BareLf { at } => {
+                    return Err(format!("chunk line ended by LF without CR: {}", wire::show(&buf[*pos..*pos + at + 1])))
+                }
+            };
+            if let Some(trailer_start) = *trailers {
+                if end == *pos {
+                    return Ok(Some(end + 2));
+                }
+                if end - trailer_start > MAX_HEAD {
+                    return Err(format!("trailer section longer than {MAX_HEAD} bytes"));
+                }
+                *pos = end + 2;
+                continue;
+            }
+            let l = &buf[*pos..end];
+            let n = chunk_size(l).ok_or_else(|| format!("bad chunk size line {}", wire::show(l)))?;
+            *size += n;
+            if *size > MAX_REPLY {
+                return Err(format!("chunked body above the limit {MAX_REPLY}"));
+            }
+            if n == 0 {
+                *pos = end + 2;
+                *trailers = Some(*pos);
+                continue;
+            }
+            let data_end = end + 2 + n;
+            if buf.len() < data_end + 2 {
+                *size -= n; // this line is read again with more bytes
+                return Ok(None);
+            }
+            if &buf[data_end..data_end + 2] != b"\r\n" {
+                return Err(format!(
+                    "chunk of {n} bytes not followed by CRLF: {}",
+                    wire::show(&buf[data_end..data_end + 2])
+                ));
+            }
+            *pos = data_end + 2;
+        }
     }
 }
 
 impl Codec for Client {
-    fn encode(&mut self, _req: &Request, _out: &mut Vec<u8>) {}
-    fn parse(&mut self, _buf: &[u8]) -> Parsed {
-        Parsed::Malformed { reason: "not implemented".into() }
+    #[inline]
+    fn encode(&mut self, _req: &Request, out: &mut Vec<u8>) {
+        out.extend_from_slice(&self.request);
+    }
+
+    fn parse(&mut self, buf: &[u8]) -> Parsed {
+        let st = &mut self.st;
+        if buf.len() < st.seen {
+            *st = State::default();
+        }
+        st.seen = buf.len();
+        loop {
+            if st.head.is_none() {
+                let resp = &buf[st.base..];
+                let from = st.scanned.saturating_sub(3);
+                let window = &resp[..resp.len().min(MAX_HEAD)];
+                let Some(i) = window.get(from..).and_then(|w| w.windows(4).position(|w| w == b"\r\n\r\n")) else {
+                    let n = resp.len().min(5);
+                    if resp[..n] != b"HTTP/"[..n] {
+                        return malformed(format!("not an HTTP reply: {}", wire::show(resp)));
+                    }
+                    if resp.len() >= MAX_HEAD {
+                        return malformed(format!("reply head longer than {MAX_HEAD} bytes: {}", wire::show(resp)));
+                    }
+                    st.scanned = resp.len();
+                    return Parsed::Incomplete;
+                };
+                let head_len = from + i + 4;
+                let (framing, outcome) = match parse_head(&resp[..head_len]) {
+                    Ok(h) => h,
+                    Err(reason) => return malformed(reason),
+                };
+                let body_start = st.base + head_len;
+                let body = match framing {
+                    Framing::Interim => {
+                        if body_start > MAX_HEAD {
+                            return malformed(format!("interim 1xx responses longer than {MAX_HEAD} bytes"));
+                        }
+                        st.base = body_start;
+                        st.scanned = 0;
+                        continue;
+                    }
+                    Framing::Empty => Body::Fixed(body_start),
+                    Framing::Length(n) => Body::Fixed(body_start + n),
+                    Framing::Chunked => Body::Chunked { start: body_start, pos: body_start, size: 0, trailers: None },
+                };
+                st.head = Some(Head { outcome, body });
+            }
+            let end = match &st.head {
+                Some(Head { body: Body::Fixed(end), .. }) => (buf.len() >= *end).then_some(*end),
+                _ => match st.chunks(buf) {
+                    Ok(end) => end,
+                    Err(reason) => return malformed(reason),
+                },
+            };
+            let Some(len) = end else {
+                return Parsed::Incomplete;
+            };
+            let head = st.head.take();
+            *st = State::default();
+            let outcome = head.map_or(Outcome::Done, |h| h.outcome);
+            return Parsed::Reply { len, id: None, outcome };
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::testutil::*;
+    use crate::protocol::OpKind;
+    use proptest::prelude::*;
+
+    fn make() -> Box<dyn Codec> {
+        Box::new(Client::new("h", "/"))
+    }
+
+    fn parse(buf: &[u8]) -> Parsed {
+        Client::new("h", "/").parse(buf)
+    }
+
+    fn reply(len: usize, outcome: Outcome) -> Parsed {
+        Parsed::Reply { len, id: None, outcome }
+    }
+
+    fn bad(p: Parsed, needle: &str) -> bool {
+        matches!(p, Parsed::Malformed { ref reason } if reason.contains(needle))
+    }
+
+    /// A chunked body cut into chunks of the given sizes (cycled), with optional extensions.
+    fn chunked(body: &[u8], sizes: &[usize], ext: bool, trailers: &[&str]) -> Vec<u8> {
+        let mut out = Vec::new();
+        let mut rest = body;
+        let mut i = 0;
+        while !rest.is_empty() {
+            let n = sizes[i % sizes.len()].clamp(1, rest.len());
+            i += 1;
+            out.extend_from_slice(format!("{n:x}{}\r\n", if ext { ";name=\"v\"" } else { "" }).as_bytes());
+            out.extend_from_slice(&rest[..n]);
+            out.extend_from_slice(b"\r\n");
+            rest = &rest[n..];
+        }
+        out.extend_from_slice(b"0\r\n");
+        for t in trailers {
+            out.extend_from_slice(t.as_bytes());
+            out.extend_from_slice(b"\r\n");
+        }
+        out.extend_from_slice(b"\r\n");
+        out
+    }
+
+    #[test]
+    fn request_bytes_are_exact() {
+        let mut out = Vec::new();
+        let mut c = Client::new("example.org:8080", "/index.html?q=1");
+        let req = Request { id: 1, kind: OpKind::Get, key: b"ignored", value: b"" };
+        c.encode(&req, &mut out);
+        c.encode(&req, &mut out);
+        let one = b"GET /index.html?q=1 HTTP/1.1\r\nHost: example.org:8080\r\n\r\n";
+        assert_eq!(out, [&one[..], one].concat());
+        out.clear();
+        Client::new("h", "").encode(&req, &mut out);
+        assert_eq!(out, b"GET / HTTP/1.1\r\nHost: h\r\n\r\n");
+    }
+
+    #[test]
+    fn replies_and_their_outcomes() {
+        let r = b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello";
+        assert_eq!(parse(r), reply(r.len(), Outcome::Done));
+        let r = b"HTTP/1.0 301 Moved\r\ncontent-LENGTH:0\r\nConnection: close\r\n\r\n";
+        assert_eq!(parse(r), reply(r.len(), Outcome::Done));
+        let r = b"HTTP/1.1 204 No Content\r\n\r\nHTTP/1.1";
+        assert_eq!(parse(r), reply(r.len() - 8, Outcome::Done));
+        let r = b"HTTP/1.1 304 Not Modified\r\nContent-Length: 99\r\n\r\n";
+        assert_eq!(parse(r), reply(r.len(), Outcome::Done));
+        let r = b"HTTP/1.1 404 Not Found\r\nContent-Length: 3\r\n\r\nno!";
+        assert_eq!(parse(r), reply(r.len(), Outcome::Error("HTTP 404 Not Found".into())));
+        let r = b"HTTP/1.1 503\r\nContent-Length: 0\r\n\r\n";
+        assert_eq!(parse(r), reply(r.len(), Outcome::Error("HTTP 503".into())));
+        let r = b"HTTP/1.1 500 \r\nContent-Length: 0\r\n\r\n";
+        assert_eq!(parse(r), reply(r.len(), Outcome::Error("HTTP 500".into())));
+        let mut r = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, Chunked\r\nContent-Length: 3\r\n\r\n".to_vec();
+        r.extend(chunked(b"hello world", &[4], true, &["X-Checksum: 1", "X-Other: 2"]));
+        assert_eq!(parse(&r), reply(r.len(), Outcome::Done));
+        let r = b"HTTP/1.1 200 OK\r\nContent-Length: 1, 1\r\nX-Folded: a\r\n  b\r\n\r\nx";
+        assert_eq!(parse(r), reply(r.len(), Outcome::Done));
+        // Interim responses go with the final one.
+        let r = b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 103 Early Hints\r\nLink: </s.css>\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok";
+        assert_eq!(parse(r), reply(r.len(), Outcome::Done));
+    }
+
+    #[test]
+    fn split_and_coalesced_replies() {
+        let mut s = b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\nServer: t\r\n\r\n0123456789".to_vec();
+        s.extend_from_slice(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n");
+        s.extend(chunked(&[b'c'; 40], &[7, 1, 16], false, &[]));
+        s.extend_from_slice(b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 500 Internal Server Error\r\nContent-Length: 2\r\n\r\n:(");
+        s.extend_from_slice(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n");
+        s.extend(chunked(b"ab", &[1], true, &["T: x"]));
+        s.extend_from_slice(b"HTTP/1.1 204 No Content\r\n\r\n");
+        check_all_splits(
+            &make,
+            &s,
+            &[
+                (None, Outcome::Done),
+                (None, Outcome::Done),
+                (None, Outcome::Error("HTTP 500 Internal Server Error".into())),
+                (None, Outcome::Done),
+                (None, Outcome::Done),
+            ],
+        );
+    }
+
+    #[test]
+    fn malformed_replies() {
+        assert!(bad(parse(b"HTTP/1.1 200 OK\r\n\r\n"), "keep-alive measurement impossible"));
+        assert!(bad(parse(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\nContent-Length: 3\r\n\r\n"), "keep-alive"));
+        assert!(bad(parse(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked, gzip\r\n\r\n"), "keep-alive"));
+        assert!(bad(parse(b"SSH-2.0"), "not an HTTP reply: \"SSH-2.0\""));
+        assert!(bad(parse(b"HTTP/2 200\r\n\r\n"), "bad HTTP status line \"HTTP/2 200\""));
+        assert!(bad(parse(b"HTTP/1.1 20 OK\r\n\r\n"), "bad HTTP status line"));
+        assert!(bad(parse(b"HTTP/1.1 2000 OK\r\n\r\n"), "bad HTTP status line"));
+        assert!(bad(parse(b"HTTP/1.1 099 OK\r\n\r\n"), "bad HTTP status line"));
+        assert!(bad(parse(b"HTTP/1.1 101 Switching Protocols\r\n\r\n"), "101 Switching Protocols"));
+        assert!(bad(parse(b"HTTP/1.1 200 OK\r\nContent-Length: x\r\n\r\n"), "bad or conflicting Content-Length \"x\""));
+        assert!(bad(parse(b"HTTP/1.1 200 OK\r\nContent-Length: 1, 2\r\n\r\n"), "conflicting Content-Length"));
+        assert!(bad(parse(b"HTTP/1.1 200 OK\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n"), "conflicting"));
+        assert!(bad(parse(b"HTTP/1.1 200 OK\r\nContent-Length: 4194305\r\n\r\n"), "above the limit"));
+        assert!(bad(parse(b"HTTP/1.1 200 OK\r\nContent-Length : 1\r\n\r\n"), "bad header line"));
+        assert!(bad(parse(b"HTTP/1.1 200 OK\r\nNoColon\r\n\r\n"), "bad header line \"NoColon\""));
+        assert!(bad(parse(b"HTTP/1.1 200 OK\r\nContent-Length: 1\r\n 2\r\n\r\n"), "folded"));
+        let te = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n";
+        let with = |body: &[u8]| [&te[..], body].concat();
+        assert!(bad(parse(&with(b"x\r\n")), "bad chunk size line \"x\""));
+        assert!(bad(parse(&with(b"\r\n")), "bad chunk size line"));
+        assert!(bad(parse(&with(b"1 x\r\n")), "bad chunk size line"));
+        assert!(bad(parse(&with(b"123456789\r\n")), "bad chunk size line"));
+        assert!(bad(parse(&with(b"400001\r\n")), "above the limit"));
+        assert!(bad(parse(&with(b"3\r\nabcd\r\n")), "not followed by CRLF"));
+        assert!(bad(parse(&with(b"3\nabc")), "LF without CR"));
+        assert!(bad(parse(&with(&[b'1'; MAX_CHUNK_LINE + 2])), "chunk line longer than 4096"));
+        let mut head = b"HTTP/1.1 200 OK\r\nX: ".to_vec();
+        head.resize(MAX_HEAD, b'x');
+        assert!(bad(parse(&head), "reply head longer than 16384 bytes"));
+        head.truncate(MAX_HEAD - 1);
+        assert_eq!(parse(&head), Parsed::Incomplete);
+        let interim = b"HTTP/1.1 100 Continue\r\n\r\n".repeat(MAX_HEAD / 25 + 1);
+        assert!(bad(parse(&interim), "interim 1xx responses longer than"));
+        // Many tiny chunks with long extensions cannot grow a reply without bound.
+        let mut many = te.to_vec();
+        let ext = format!("1;{}\r\nx\r\n", "e".repeat(4000));
+        while many.len() < MAX_REPLY + MAX_HEAD + 8192 {
+            many.extend_from_slice(ext.as_bytes());
+        }
+        assert!(bad(parse(&many), "on the wire"));
+    }
+
+    #[test]
+    fn state_is_kept_between_calls_and_reset_on_a_new_buffer() {
+        let mut c = Client::new("h", "/");
+        let mut r = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n".to_vec();
+        r.extend(chunked(&[b'z'; 1000], &[10], false, &[]));
+        assert_eq!(c.parse(&r[..600]), Parsed::Incomplete);
+        assert!(matches!(c.st.head, Some(Head { body: Body::Chunked { pos, .. }, .. }) if pos > 500));
+        // A shorter buffer is another stream: parsing starts over and stays correct.
+        let other = b"HTTP/1.1 404 Gone\r\nContent-Length: 0\r\n\r\n";
+        assert_eq!(c.parse(other), reply(other.len(), Outcome::Error("HTTP 404 Gone".into())));
+        assert_eq!(c.parse(&r), reply(r.len(), Outcome::Done));
+    }
+
+    /// A random response (test-side encoder of the server's format) and its outcome.
+    fn response() -> impl Strategy<Value = (Vec<u8>, Outcome)> {
+        (
+            prop_oneof![Just(200u16), Just(204), Just(302), Just(304), Just(404), Just(503), 100u16..600],
+            value(),
+            any::<bool>(),
+            proptest::collection::vec(1usize..300, 1..4),
+            any::<bool>(),
+            any::<bool>(),
+        )
+            .prop_map(|(code, body, chunk, sizes, ext, interim)| {
+                let code = if code < 200 { 200 } else { code };
+                let mut s = Vec::new();
+                if interim {
+                    s.extend_from_slice(b"HTTP/1.1 100 Continue\r\n\r\n");
+                }
+                s.extend_from_slice(format!("HTTP/1.1 {code} Reason Phrase\r\nServer: test\r\n").as_bytes());
+                let body_allowed = code != 204 && code != 304;
+                if chunk {
+                    s.extend_from_slice(b"transfer-encoding: chunked\r\n\r\n");
+                    if body_allowed {
+                        s.extend(chunked(&body, &sizes, ext, &["Trailer: t"]));
+                    }
+                } else {
+                    s.extend_from_slice(format!("Content-Length: {}\r\n\r\n", body.len()).as_bytes());
+                    if body_allowed {
+                        s.extend_from_slice(&body);
+                    }
+                }
+                let outcome = if (200..400).contains(&code) {
+                    Outcome::Done
+                } else {
+                    Outcome::Error(format!("HTTP {code} Reason Phrase"))
+                };
+                (s, outcome)
+            })
+    }
+
+    proptest! {
+        #[test]
+        fn arbitrary_bytes_never_panic((mut bytes, cuts) in bytes_and_cuts(), head in any::<bool>()) {
+            if head {
+                bytes.splice(0..0, b"HTTP/1.1 200 OK\r\n".iter().copied());
+            }
+            no_panic_stream(&mut Client::new("h", "/"), &bytes, &cuts);
+        }
+
+        #[test]
+        fn edited_replies_never_panic((s, _) in response(), e in edits(), cuts in proptest::collection::vec(any::<usize>(), 0..3)) {
+            let s = apply_edits(s, &e);
+            let cuts: Vec<usize> = cuts.iter().map(|c| c % (s.len() + 1)).collect();
+            no_panic_stream(&mut Client::new("h", "/"), &s, &cuts);
+        }
+
+        #[test]
+        fn round_trip((a, oa) in response(), (b, ob) in response(), cut in any::<usize>(), cut2 in any::<usize>()) {
+            let s = [&a[..], &b[..]].concat();
+            let want = vec![(a.len(), None, oa), (b.len(), None, ob)];
+            prop_assert_eq!(drive(&mut Client::new("h", "/"), &s, &[]), want.clone());
+            let mut cuts = [cut % (s.len() + 1), cut2 % (s.len() + 1)];
+            cuts.sort_unstable();
+            prop_assert_eq!(drive(&mut Client::new("h", "/"), &s, &cuts), want);
+        }
     }
 }

@@ -20,6 +20,9 @@ pub mod http;
 pub mod memcached;
 pub mod redis;
 pub mod synthetic;
+#[cfg(test)]
+mod testutil;
+mod wire;
 
 /// Longest reply a client codec accepts (memcached's item limit is 1 MiB): a longer one is
 /// malformed, which bounds a connection's read buffer whatever the server sends.
