@@ -97,3 +97,44 @@ def test_unwritable_out_dir_is_one_line(tmp_path):
     blocker.write_text("x")
     _one_line_error(run_cli("run", "--rate", "500", "--duration", "0.3", "--out", str(blocker / "sub")),
                     "cannot create output directory")
+
+
+@pytest.mark.parametrize("args,needles", [
+    (("--mix", "9-1"), ("--mix 9-1 is not GET:SET", "--mix 9:1")),
+    (("--key-size", "gev:1:0:1"), ("key size", "gev:1:0:1", "gpareto")),
+    (("--value", "fixed:0"), ("value size", "1 byte")),
+    (("--popularity", "hot"), ("unknown key popularity 'hot'", "zipf:0.99")),
+    (("--keys", "0"), ("--keys 0",)),
+    (("--arrival", "gamma"), ("unknown arrival process 'gamma'", "lognormal")),
+])
+def test_bad_workload_flags(args, needles):
+    _one_line_error(run_cli("run", "memcached://127.0.0.1:9", "--duration", "1", *args), *needles)
+
+
+def test_key_flags_with_a_keyless_protocol():
+    _one_line_error(run_cli("run", "http://127.0.0.1:9/", "--keys", "10", "--duration", "1"),
+                    "--keys does not apply to http://", "memcached and redis")
+
+
+@pytest.mark.parametrize("content,needles", [
+    (None, ("does not exist", "examples/workload.toml")),
+    ("rate = ", ("not valid TOML",)),
+    ('rat = "10k"', ("unknown setting(s) rat", "use only")),
+    ("conns = \"many\"", ("conns = 'many' is not an integer",)),
+])
+def test_bad_workload_file(tmp_path, content, needles):
+    path = tmp_path / "w.toml"
+    if content is not None:
+        path.write_text(content + "\n")
+    _one_line_error(run_cli("run", "--workload", str(path), "--duration", "1"), *needles)
+
+
+def test_every_example_workload_file_is_valid():
+    from pathlib import Path
+
+    from tailwise.workload import Workload, load_file, resolve
+
+    files = sorted((Path(__file__).parent.parent / "examples").glob("*.toml"))
+    assert files
+    for f in files:
+        Workload.from_settings(resolve({}, load_file(str(f))))

@@ -161,14 +161,14 @@ def test_memcached_stall_shows_in_the_tail(memcached):
     import time
 
     def stall():
-        time.sleep(0.6)
+        time.sleep(3.0)  # the CLI imports for ~1–2 s, then sends for 4 s
         os.kill(memcached.pid, signal.SIGSTOP)
         time.sleep(0.1)
         os.kill(memcached.pid, signal.SIGCONT)
 
     t = threading.Thread(target=stall)
     t.start()
-    s = run_json(memcached.url, *RUN)
+    s = run_json(memcached.url, *RUN, "--duration", "4s")
     t.join()
     assert_clean(s)
     assert s["latency"]["histogram"]["max_ns"] > 80e6

@@ -17,7 +17,8 @@ def _check_summary_shape(s: dict) -> None:
     assert [p["p"] for p in s["latency"]["percentiles"]] == [50, 90, 99, 99.9, 99.99]
     for p in s["latency"]["percentiles"]:
         assert set(p) == {"p", "value_ns", "low_ns", "high_ns"}
-    assert set(s["counters"]) == {"intended", "sent", "received", "late", "never_sent", "errors", "timeouts"}
+    assert set(s["counters"]) == {"intended", "sent", "received", "late", "never_sent", "errors", "timeouts",
+                                  "gets", "sets", "hits", "misses", "stored"}
     for ch in s["checks"]:
         assert set(ch) >= {"name", "ok", "detail", "remedy"}
     assert {"kernel", "cpu_model", "cores"} <= set(s["host"])

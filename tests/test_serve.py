@@ -38,6 +38,6 @@ def test_bad_service_is_refused_before_listening():
     import subprocess
     import sys
 
-    r = subprocess.run([sys.executable, "-m", "tailwise", "serve", "--service", "uniform:1us"],
+    r = subprocess.run([sys.executable, "-m", "tailwise", "serve", "--service", "pareto:1us"],
                        capture_output=True, text=True, timeout=30)
-    assert r.returncode == 2 and "unknown distribution 'uniform'" in r.stderr
+    assert r.returncode == 2 and "unknown distribution 'pareto'" in r.stderr

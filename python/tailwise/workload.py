@@ -81,8 +81,8 @@ def load_file(path: str | None) -> dict[str, Any]:
     for name, value in data.items():
         kinds = _TYPES.get(name, (str,))
         if not isinstance(value, kinds) or isinstance(value, bool) and bool not in kinds:
-            want = " or ".join(k.__name__ for k in kinds)
-            raise InputError(f"workload file {path}: {name} = {value!r} is not a {want}", f"write e.g. {name} = {DEFAULTS[name]!r}")
+            want = " or ".join({"int": "an integer", "str": "a string", "float": "a number", "list": "a list"}[k.__name__] for k in kinds)
+            raise InputError(f"workload file {path}: {name} = {value!r} is not {want}", f"write e.g. {name} = {DEFAULTS[name]!r}")
     if isinstance(data.get("targets"), str):
         data["targets"] = [data["targets"]]
     return data

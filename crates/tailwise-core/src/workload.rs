@@ -230,7 +230,7 @@ impl Workload {
 
     /// The value `tailwise load` stores for key `index`: its size from a hash of the index.
     pub fn value_for_key(&self, index: u64) -> &'static [u8] {
-        let u = (splitmix64(index ^ 0x5EED_0F_7A11) >> 11) as f64 / (1u64 << 53) as f64;
+        let u = (splitmix64(index ^ 0x5EED_0F7A_1100) >> 11) as f64 / (1u64 << 53) as f64;
         self.value(u)
     }
 
@@ -259,7 +259,7 @@ impl OpGen {
 
     /// The next request: its kind, key and (for sets) value.
     #[inline]
-    pub fn next(&mut self) -> (OpKind, &[u8], &'static [u8]) {
+    pub fn next_op(&mut self) -> (OpKind, &[u8], &'static [u8]) {
         let index = match &self.zipf {
             Some(z) => (z.sample(&mut self.rng) as u64).clamp(1, self.w.keys) - 1,
             None => self.rng.random_range(0..self.w.keys),
@@ -325,7 +325,7 @@ mod tests {
         let mut g = OpGen::new(w, 7);
         let (mut sets, mut hot) = (0, 0);
         for _ in 0..100_000 {
-            let (kind, key, value) = g.next();
+            let (kind, key, value) = g.next_op();
             if kind == OpKind::Set {
                 sets += 1;
                 assert_eq!(value.len(), 200);

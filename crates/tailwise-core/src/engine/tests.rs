@@ -1,6 +1,7 @@
 use super::*;
 use crate::dist::Dist;
 use crate::server::{Server, ServerConfig};
+use std::time::Duration;
 
 fn server(service: &str) -> Server {
     Server::start(ServerConfig {
@@ -156,4 +157,64 @@ fn samples_can_be_taken_while_the_run_goes_on() {
     assert_eq!(early.len() as u64 + r.samples.len() as u64, r.counters.received);
     let last_early = early.iter().map(|x| x.intended_ns).max().unwrap();
     assert!(r.samples.iter().all(|x| x.intended_ns > 0) && last_early > 0);
+}
+
+#[test]
+fn memcached_workload_counts_gets_sets_hits_and_misses() {
+    // `tailwise serve` speaks memcached's text protocol too.
+    let s = server("fixed:0");
+    let mut cfg = config(s.addr(), 3_000.0, 300);
+    cfg.protocol = Protocol::MemcachedAscii;
+    cfg.workload = crate::workload::Workload { keys: 50, set_fraction: 0.5, ..Default::default() };
+    let r = Engine::start(cfg).unwrap().join();
+    let c = r.counters;
+    assert!(r.error.is_none(), "{:?} {:?}", r.error, r.error_reasons);
+    assert_eq!(c.received, c.sent);
+    assert_eq!(c.gets + c.sets, c.sent);
+    assert_eq!(c.hits + c.misses, c.gets);
+    assert_eq!(c.stored, c.sets);
+    assert!((c.sets as f64 / c.sent as f64 - 0.5).abs() < 0.1, "{c:?}");
+    // 50 keys and hundreds of sets: after the first few, nearly every get hits.
+    assert!(c.hits > c.misses, "{c:?}");
+}
+
+/// A UDP echo server that drops every `drop_every`-th datagram.
+fn lossy_udp_echo(drop_every: u64) -> (SocketAddr, Arc<AtomicBool>, std::thread::JoinHandle<u64>) {
+    let sock = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    sock.set_read_timeout(Some(Duration::from_millis(20))).unwrap();
+    let addr = sock.local_addr().unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let stop2 = stop.clone();
+    let h = std::thread::spawn(move || {
+        let (mut buf, mut n) = ([0u8; 2048], 0u64);
+        while !stop2.load(Relaxed) {
+            if let Ok((len, from)) = sock.recv_from(&mut buf) {
+                n += 1;
+                if n % drop_every != 0 {
+                    sock.send_to(&buf[..len], from).unwrap();
+                }
+            }
+        }
+        n
+    });
+    (addr, stop, h)
+}
+
+#[test]
+fn lost_datagrams_are_timeouts_and_the_socket_goes_on() {
+    let (addr, stop, h) = lossy_udp_echo(4);
+    let mut cfg = config(addr, 2_000.0, 400);
+    cfg.protocol = Protocol::UdpEcho { size: 100 };
+    cfg.timeout_ns = 50_000_000;
+    cfg.outstanding = 16;
+    let r = Engine::start(cfg).unwrap().join();
+    stop.store(true, Relaxed);
+    let seen = h.join().unwrap();
+    let c = r.counters;
+    assert!(r.error.is_none(), "{:?}", r.error);
+    assert_eq!(seen, c.sent, "every request is one datagram");
+    assert_eq!(c.sent, c.received + c.timeouts + c.errors);
+    assert_eq!(c.errors, 0);
+    assert_eq!(c.timeouts, c.sent / 4, "every fourth datagram dropped");
+    assert!(r.error_reasons.iter().any(|(why, _)| why.contains("datagram lost")), "{:?}", r.error_reasons);
 }

@@ -337,7 +337,7 @@ impl Worker {
             let id = self.next_id;
             self.next_id += 1;
             let sampled = self.sampler.take();
-            let (kind, key, value) = if self.keyed { self.gen.next() } else { (OpKind::Get, &b""[..], &b""[..]) };
+            let (kind, key, value) = if self.keyed { self.gen.next_op() } else { (OpKind::Get, &b""[..], &b""[..]) };
             let c = &mut self.conns[i];
             c.codec.encode(&Request { id, kind, key, value }, &mut c.wbuf);
             if self.datagram {
