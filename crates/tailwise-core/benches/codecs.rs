@@ -83,7 +83,9 @@ fn codecs(c: &mut Criterion) {
     bench_stream(
         c,
         "memcached+binary",
-        stream(Protocol::MemcachedBinary, |i, s| binary::encode_reply(binary::OP_GETK, 0, i as u32, &key(i), &value, s)),
+        stream(Protocol::MemcachedBinary, |i, s| {
+            binary::encode_reply(binary::OP_GETK, 0, i as u32, &key(i), &value, s)
+        }),
     );
     bench_stream(
         c,

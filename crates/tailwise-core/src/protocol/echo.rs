@@ -91,7 +91,9 @@ mod tests {
     fn malformed_datagrams() {
         let mut c = Client::new(8);
         for d in [&b""[..], b"\x01", b"1234567"] {
-            assert!(matches!(c.parse(d), Parsed::Malformed { ref reason } if reason.contains("shorter than its 8-byte id")));
+            assert!(
+                matches!(c.parse(d), Parsed::Malformed { ref reason } if reason.contains("shorter than its 8-byte id"))
+            );
         }
     }
 

@@ -170,9 +170,7 @@ fn parse_head(head: &[u8]) -> Result<(Framing, Outcome), String> {
             return Err(format!("body of {n} bytes above the limit {MAX_REPLY}"))
         }
         (_, None, Some(n)) => Framing::Length(n as usize),
-        _ => {
-            return Err("reply without Content-Length or chunked encoding: keep-alive measurement impossible".into())
-        }
+        _ => return Err("reply without Content-Length or chunked encoding: keep-alive measurement impossible".into()),
     };
     Ok((framing, outcome))
 }
@@ -205,7 +203,9 @@ impl State {
             let end = match line(&buf[*pos..], max) {
                 Line::Found { end } => *pos + end,
                 Line::Incomplete => return Ok(None),
-                Line::TooLong => return Err(format!("chunk line longer than {max} bytes: {}", wire::show(&buf[*pos..]))),
+                Line::TooLong => {
+                    return Err(format!("chunk line longer than {max} bytes: {}", wire::show(&buf[*pos..])))
+                }
                 Line::BareLf { at } => {
                     return Err(format!("chunk line ended by LF without CR: {}", wire::show(&buf[*pos..*pos + at + 1])))
                 }
@@ -404,7 +404,9 @@ mod tests {
         let mut s = b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\nServer: t\r\n\r\n0123456789".to_vec();
         s.extend_from_slice(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n");
         s.extend(chunked(&[b'c'; 40], &[7, 1, 16], false, &[]));
-        s.extend_from_slice(b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 500 Internal Server Error\r\nContent-Length: 2\r\n\r\n:(");
+        s.extend_from_slice(
+            b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 500 Internal Server Error\r\nContent-Length: 2\r\n\r\n:(",
+        );
         s.extend_from_slice(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n");
         s.extend(chunked(b"ab", &[1], true, &["T: x"]));
         s.extend_from_slice(b"HTTP/1.1 204 No Content\r\n\r\n");
