@@ -112,7 +112,13 @@ fn content_length(v: &[u8]) -> Option<u64> {
 
 /// Status line and header fields of `head` (which ends with the empty line).
 fn parse_head(head: &[u8]) -> Result<(Framing, Outcome), String> {
-    let mut lines = head[..head.len() - 4].split(|&b| b == b'\n').map(|l| l.strip_suffix(b"\r").unwrap_or(l));
+    let fields = &head[..head.len() - 4];
+    let mut start = 0;
+    let mut lines = memchr::memchr_iter(b'\n', fields).chain([fields.len()]).map(|end| {
+        let l = &fields[start..end];
+        start = end + 1;
+        l.strip_suffix(b"\r").unwrap_or(l)
+    });
     let status_line = lines.next().unwrap_or_default();
     let bad_status = || format!("bad HTTP status line {}", wire::show(status_line));
     let rest = status_line.strip_prefix(b"HTTP/1.").ok_or_else(bad_status)?;
@@ -173,6 +179,16 @@ fn parse_head(head: &[u8]) -> Result<(Framing, Outcome), String> {
         _ => return Err("reply without Content-Length or chunked encoding: keep-alive measurement impossible".into()),
     };
     Ok((framing, outcome))
+}
+
+/// The length of the head ending in the first CRLF CRLF of `buf`, looking at LFs from `from` on
+/// (those before were looked at by an earlier call).
+fn head_end(buf: &[u8], from: usize) -> Option<usize> {
+    let from = from.min(buf.len());
+    memchr::memchr_iter(b'\n', &buf[from..])
+        .map(|i| from + i)
+        .find(|&i| i >= 3 && &buf[i - 3..=i] == b"\r\n\r\n")
+        .map(|i| i + 1)
 }
 
 /// The size of a chunk-size line `<hex>[BWS][;ext...]` (RFC 9112 §7.1).
@@ -262,9 +278,8 @@ impl Codec for Client {
         loop {
             if st.head.is_none() {
                 let resp = &buf[st.base..];
-                let from = st.scanned.saturating_sub(3);
                 let window = &resp[..resp.len().min(MAX_HEAD)];
-                let Some(i) = window.get(from..).and_then(|w| w.windows(4).position(|w| w == b"\r\n\r\n")) else {
+                let Some(head_len) = head_end(window, st.scanned) else {
                     let n = resp.len().min(5);
                     if resp[..n] != b"HTTP/"[..n] {
                         return malformed(format!("not an HTTP reply: {}", wire::show(resp)));
@@ -275,7 +290,6 @@ impl Codec for Client {
                     st.scanned = resp.len();
                     return Parsed::Incomplete;
                 };
-                let head_len = from + i + 4;
                 let (framing, outcome) = match parse_head(&resp[..head_len]) {
                     Ok(h) => h,
                     Err(reason) => return malformed(reason),
