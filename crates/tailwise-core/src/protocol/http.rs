@@ -161,11 +161,6 @@ fn parse_head(head: &[u8]) -> Result<(Framing, Outcome), String> {
             chunked = Some(last.eq_ignore_ascii_case(b"chunked"));
         }
     }
-    let outcome = if (200..400).contains(&code) {
-        Outcome::Done
-    } else {
-        Outcome::Error(format!("HTTP {code} {}", wire::text(trim_ows(reason))).trim_end().to_owned())
-    };
     let framing = match (code, chunked, length) {
         (101, ..) => return Err("101 Switching Protocols on a GET: not an HTTP/1.1 reply stream".into()),
         (100..=199, ..) => Framing::Interim,
@@ -177,6 +172,11 @@ fn parse_head(head: &[u8]) -> Result<(Framing, Outcome), String> {
         }
         (_, None, Some(n)) => Framing::Length(n as usize),
         _ => return Err("reply without Content-Length or chunked encoding: keep-alive measurement impossible".into()),
+    };
+    let outcome = if (100..400).contains(&code) {
+        Outcome::Done
+    } else {
+        Outcome::Error(format!("HTTP {code} {}", wire::text(trim_ows(reason))).trim_end().to_owned())
     };
     Ok((framing, outcome))
 }
@@ -191,18 +191,16 @@ fn head_end(buf: &[u8], from: usize) -> Option<usize> {
         .map(|i| i + 1)
 }
 
-/// The size of a chunk-size line `<hex>[BWS][;ext...]` (RFC 9112 §7.1).
+/// The size of a chunk-size line `<hex>[BWS][;ext...]` (RFC 9112 §7.1); sizes above
+/// [`MAX_REPLY`] come out as `MAX_REPLY + 1`, whatever their digits.
 fn chunk_size(l: &[u8]) -> Option<usize> {
     let digits = l.iter().take_while(|b| b.is_ascii_hexdigit()).count();
-    if digits == 0 || digits > 8 {
-        return None;
-    }
     let rest = trim_ows(&l[digits..]);
-    if !(rest.is_empty() || rest[0] == b';') {
+    if digits == 0 || !(rest.is_empty() || rest[0] == b';') {
         return None;
     }
-    let n = l[..digits].iter().fold(0usize, |n, &b| n * 16 + (b as char).to_digit(16).unwrap_or(0) as usize);
-    Some(n)
+    let hex = |b: u8| (b as char).to_digit(16).unwrap_or(0) as usize;
+    Some(l[..digits].iter().fold(0, |n, &b| (n * 16 + hex(b)).min(MAX_REPLY + 1)))
 }
 
 impl State {
@@ -423,6 +421,9 @@ mod tests {
         );
         s.extend_from_slice(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n");
         s.extend(chunked(b"ab", &[1], true, &["T: x"]));
+        s.extend_from_slice(
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n0000000003 \t;e\r\nabc\r\n0\r\n\r\n",
+        );
         s.extend_from_slice(b"HTTP/1.1 204 No Content\r\n\r\n");
         check_all_splits(
             &make,
@@ -431,6 +432,7 @@ mod tests {
                 (None, Outcome::Done),
                 (None, Outcome::Done),
                 (None, Outcome::Error("HTTP 500 Internal Server Error".into())),
+                (None, Outcome::Done),
                 (None, Outcome::Done),
                 (None, Outcome::Done),
             ],
@@ -460,7 +462,8 @@ mod tests {
         assert!(bad(parse(&with(b"x\r\n")), "bad chunk size line \"x\""));
         assert!(bad(parse(&with(b"\r\n")), "bad chunk size line"));
         assert!(bad(parse(&with(b"1 x\r\n")), "bad chunk size line"));
-        assert!(bad(parse(&with(b"123456789\r\n")), "bad chunk size line"));
+        assert!(bad(parse(&with(b"123456789abcdef0123456789\r\n")), "above the limit"));
+        assert!(bad(parse(&with(b"-1\r\n")), "bad chunk size line"));
         assert!(bad(parse(&with(b"400001\r\n")), "above the limit"));
         assert!(bad(parse(&with(b"3\r\nabcd\r\n")), "not followed by CRLF"));
         assert!(bad(parse(&with(b"3\nabc")), "LF without CR"));
