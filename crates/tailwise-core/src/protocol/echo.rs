@@ -1,5 +1,5 @@
 //! UDP echo (as RFC 862's echo service, or any server that sends each datagram back): a datagram
-//! of `max(size, 8)` bytes,
+//! of `size` bytes, at least 8 and at most [`MAX_DATAGRAM`],
 //!
 //! ```text
 //! id u64 little-endian | filler: bytes 0x00, 0x01, … (mod 256) up to the size
@@ -12,6 +12,9 @@
 use super::wire::show;
 use super::{Codec, Outcome, Parsed, Request};
 
+/// The largest UDP payload over IPv4: a bigger size could never be sent.
+pub const MAX_DATAGRAM: usize = 65_507;
+
 /// Client codec.
 pub struct Client {
     size: usize,
@@ -20,9 +23,9 @@ pub struct Client {
 }
 
 impl Client {
-    /// Datagrams of `size` bytes, at least 8 (the id).
+    /// Datagrams of `size` bytes, clamped to 8 (the id) ..= [`MAX_DATAGRAM`].
     pub fn new(size: usize) -> Client {
-        let size = size.max(8);
+        let size = size.clamp(8, MAX_DATAGRAM);
         Client { size, filler: (0..size - 8).map(|i| i as u8).collect() }
     }
 }
@@ -71,6 +74,7 @@ mod tests {
         let d = encode(&mut Client::new(300), 5);
         assert_eq!((d.len(), d[8 + 255], d[8 + 256]), (300, 255, 0));
         assert_eq!(Client::new(8).id_mask(), u64::MAX);
+        assert_eq!(encode(&mut Client::new(usize::MAX), 0).len(), MAX_DATAGRAM);
     }
 
     #[test]
@@ -91,7 +95,9 @@ mod tests {
     fn malformed_datagrams() {
         let mut c = Client::new(8);
         for d in [&b""[..], b"\x01", b"1234567"] {
-            assert!(matches!(c.parse(d), Parsed::Malformed { ref reason } if reason.contains("shorter than its 8-byte id")));
+            assert!(
+                matches!(c.parse(d), Parsed::Malformed { ref reason } if reason.contains("shorter than its 8-byte id"))
+            );
         }
     }
 

@@ -112,7 +112,13 @@ fn content_length(v: &[u8]) -> Option<u64> {
 
 /// Status line and header fields of `head` (which ends with the empty line).
 fn parse_head(head: &[u8]) -> Result<(Framing, Outcome), String> {
-    let mut lines = head[..head.len() - 4].split(|&b| b == b'\n').map(|l| l.strip_suffix(b"\r").unwrap_or(l));
+    let fields = &head[..head.len() - 4];
+    let mut start = 0;
+    let mut lines = memchr::memchr_iter(b'\n', fields).chain([fields.len()]).map(|end| {
+        let l = &fields[start..end];
+        start = end + 1;
+        l.strip_suffix(b"\r").unwrap_or(l)
+    });
     let status_line = lines.next().unwrap_or_default();
     let bad_status = || format!("bad HTTP status line {}", wire::show(status_line));
     let rest = status_line.strip_prefix(b"HTTP/1.").ok_or_else(bad_status)?;
@@ -155,11 +161,6 @@ fn parse_head(head: &[u8]) -> Result<(Framing, Outcome), String> {
             chunked = Some(last.eq_ignore_ascii_case(b"chunked"));
         }
     }
-    let outcome = if (200..400).contains(&code) {
-        Outcome::Done
-    } else {
-        Outcome::Error(format!("HTTP {code} {}", wire::text(trim_ows(reason))).trim_end().to_owned())
-    };
     let framing = match (code, chunked, length) {
         (101, ..) => return Err("101 Switching Protocols on a GET: not an HTTP/1.1 reply stream".into()),
         (100..=199, ..) => Framing::Interim,
@@ -170,25 +171,36 @@ fn parse_head(head: &[u8]) -> Result<(Framing, Outcome), String> {
             return Err(format!("body of {n} bytes above the limit {MAX_REPLY}"))
         }
         (_, None, Some(n)) => Framing::Length(n as usize),
-        _ => {
-            return Err("reply without Content-Length or chunked encoding: keep-alive measurement impossible".into())
-        }
+        _ => return Err("reply without Content-Length or chunked encoding: keep-alive measurement impossible".into()),
+    };
+    let outcome = if (100..400).contains(&code) {
+        Outcome::Done
+    } else {
+        Outcome::Error(format!("HTTP {code} {}", wire::text(trim_ows(reason))).trim_end().to_owned())
     };
     Ok((framing, outcome))
 }
 
-/// The size of a chunk-size line `<hex>[BWS][;ext...]` (RFC 9112 §7.1).
+/// The length of the head ending in the first CRLF CRLF of `buf`, looking at LFs from `from` on
+/// (those before were looked at by an earlier call).
+fn head_end(buf: &[u8], from: usize) -> Option<usize> {
+    let from = from.min(buf.len());
+    memchr::memchr_iter(b'\n', &buf[from..])
+        .map(|i| from + i)
+        .find(|&i| i >= 3 && &buf[i - 3..=i] == b"\r\n\r\n")
+        .map(|i| i + 1)
+}
+
+/// The size of a chunk-size line `<hex>[BWS][;ext...]` (RFC 9112 §7.1); sizes above
+/// [`MAX_REPLY`] come out as `MAX_REPLY + 1`, whatever their digits.
 fn chunk_size(l: &[u8]) -> Option<usize> {
     let digits = l.iter().take_while(|b| b.is_ascii_hexdigit()).count();
-    if digits == 0 || digits > 8 {
-        return None;
-    }
     let rest = trim_ows(&l[digits..]);
-    if !(rest.is_empty() || rest[0] == b';') {
+    if digits == 0 || !(rest.is_empty() || rest[0] == b';') {
         return None;
     }
-    let n = l[..digits].iter().fold(0usize, |n, &b| n * 16 + (b as char).to_digit(16).unwrap_or(0) as usize);
-    Some(n)
+    let hex = |b: u8| (b as char).to_digit(16).unwrap_or(0) as usize;
+    Some(l[..digits].iter().fold(0, |n, &b| (n * 16 + hex(b)).min(MAX_REPLY + 1)))
 }
 
 impl State {
@@ -205,7 +217,9 @@ impl State {
             let end = match line(&buf[*pos..], max) {
                 Line::Found { end } => *pos + end,
                 Line::Incomplete => return Ok(None),
-                Line::TooLong => return Err(format!("chunk line longer than {max} bytes: {}", wire::show(&buf[*pos..]))),
+                Line::TooLong => {
+                    return Err(format!("chunk line longer than {max} bytes: {}", wire::show(&buf[*pos..])))
+                }
                 Line::BareLf { at } => {
                     return Err(format!("chunk line ended by LF without CR: {}", wire::show(&buf[*pos..*pos + at + 1])))
                 }
@@ -262,9 +276,8 @@ impl Codec for Client {
         loop {
             if st.head.is_none() {
                 let resp = &buf[st.base..];
-                let from = st.scanned.saturating_sub(3);
                 let window = &resp[..resp.len().min(MAX_HEAD)];
-                let Some(i) = window.get(from..).and_then(|w| w.windows(4).position(|w| w == b"\r\n\r\n")) else {
+                let Some(head_len) = head_end(window, st.scanned) else {
                     let n = resp.len().min(5);
                     if resp[..n] != b"HTTP/"[..n] {
                         return malformed(format!("not an HTTP reply: {}", wire::show(resp)));
@@ -275,7 +288,6 @@ impl Codec for Client {
                     st.scanned = resp.len();
                     return Parsed::Incomplete;
                 };
-                let head_len = from + i + 4;
                 let (framing, outcome) = match parse_head(&resp[..head_len]) {
                     Ok(h) => h,
                     Err(reason) => return malformed(reason),
@@ -404,9 +416,14 @@ mod tests {
         let mut s = b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\nServer: t\r\n\r\n0123456789".to_vec();
         s.extend_from_slice(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n");
         s.extend(chunked(&[b'c'; 40], &[7, 1, 16], false, &[]));
-        s.extend_from_slice(b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 500 Internal Server Error\r\nContent-Length: 2\r\n\r\n:(");
+        s.extend_from_slice(
+            b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 500 Internal Server Error\r\nContent-Length: 2\r\n\r\n:(",
+        );
         s.extend_from_slice(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n");
         s.extend(chunked(b"ab", &[1], true, &["T: x"]));
+        s.extend_from_slice(
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n0000000003 \t;e\r\nabc\r\n0\r\n\r\n",
+        );
         s.extend_from_slice(b"HTTP/1.1 204 No Content\r\n\r\n");
         check_all_splits(
             &make,
@@ -415,6 +432,7 @@ mod tests {
                 (None, Outcome::Done),
                 (None, Outcome::Done),
                 (None, Outcome::Error("HTTP 500 Internal Server Error".into())),
+                (None, Outcome::Done),
                 (None, Outcome::Done),
                 (None, Outcome::Done),
             ],
@@ -444,7 +462,8 @@ mod tests {
         assert!(bad(parse(&with(b"x\r\n")), "bad chunk size line \"x\""));
         assert!(bad(parse(&with(b"\r\n")), "bad chunk size line"));
         assert!(bad(parse(&with(b"1 x\r\n")), "bad chunk size line"));
-        assert!(bad(parse(&with(b"123456789\r\n")), "bad chunk size line"));
+        assert!(bad(parse(&with(b"123456789abcdef0123456789\r\n")), "above the limit"));
+        assert!(bad(parse(&with(b"-1\r\n")), "bad chunk size line"));
         assert!(bad(parse(&with(b"400001\r\n")), "above the limit"));
         assert!(bad(parse(&with(b"3\r\nabcd\r\n")), "not followed by CRLF"));
         assert!(bad(parse(&with(b"3\nabc")), "LF without CR"));

@@ -227,7 +227,10 @@ mod tests {
         assert_eq!(parse(b"+OK\r\n"), reply(5, Outcome::Stored));
         assert_eq!(parse(b"+PONG\r\n"), reply(7, Outcome::Done));
         assert_eq!(parse(b":-42\r\n"), reply(6, Outcome::Done));
-        assert_eq!(parse(b"-ERR unknown command 'FOO'\r\n"), reply(28, Outcome::Error("ERR unknown command 'FOO'".into())));
+        assert_eq!(
+            parse(b"-ERR unknown command 'FOO'\r\n"),
+            reply(28, Outcome::Error("ERR unknown command 'FOO'".into()))
+        );
         assert_eq!(parse(b"*0\r\n"), reply(4, Outcome::Done));
         let nested = b"*3\r\n$1\r\na\r\n*2\r\n:1\r\n-ERR x\r\n$-1\r\n";
         assert_eq!(parse(nested), reply(nested.len(), Outcome::Done));
@@ -296,7 +299,10 @@ mod tests {
             Just((b"$-1\r\n".to_vec(), Outcome::Miss)),
             Just((b"_\r\n".to_vec(), Outcome::Miss)),
             Just((b"+OK\r\n".to_vec(), Outcome::Stored)),
-            "[a-zA-Z ]{0,20}".prop_map(|s| (format!("+{s}\r\n").into_bytes(), if s == "OK" { Outcome::Stored } else { Outcome::Done })),
+            "[a-zA-Z ]{0,20}".prop_map(|s| (
+                format!("+{s}\r\n").into_bytes(),
+                if s == "OK" { Outcome::Stored } else { Outcome::Done }
+            )),
             "[a-zA-Z ]{0,40}".prop_map(|s| (format!("-{s}\r\n").into_bytes(), Outcome::Error(s))),
             any::<i64>().prop_map(|n| (format!(":{n}\r\n").into_bytes(), Outcome::Done)),
         ];

@@ -160,4 +160,31 @@ mod tests {
         huge[8..12].copy_from_slice(&u32::MAX.to_le_bytes());
         assert!(matches!(c.parse(&huge), Parsed::Malformed { .. }));
     }
+
+    mod props {
+        use super::*;
+        use crate::protocol::testutil::*;
+        use proptest::prelude::*;
+
+        proptest! {
+            #[test]
+            fn arbitrary_bytes_never_panic((mut bytes, cuts) in bytes_and_cuts(), magic in any::<bool>()) {
+                if magic {
+                    bytes.splice(0..0, MAGIC);
+                }
+                no_panic_stream(&mut Client::new(None, 0), &bytes, &cuts);
+            }
+
+            #[test]
+            fn round_trip(ids in proptest::collection::vec(any::<u64>(), 1..4), pad in 0u32..3000, cut in any::<usize>()) {
+                let mut s = Vec::new();
+                for &id in &ids {
+                    encode_reply(id, 7, pad, &mut s);
+                }
+                let want: Vec<_> = ids.iter().map(|&id| (24 + pad as usize, Some(id), Outcome::Done)).collect();
+                prop_assert_eq!(drive(&mut Client::new(None, 0), &s, &[]), want.clone());
+                prop_assert_eq!(drive(&mut Client::new(None, 0), &s, &[cut % (s.len() + 1)]), want);
+            }
+        }
+    }
 }

@@ -34,7 +34,9 @@ pub enum Line {
 #[inline]
 pub fn line(buf: &[u8], max: usize) -> Line {
     let window = &buf[..buf.len().min(max + 2)];
-    match window.iter().position(|&b| b == b'\n') {
+    // memchr pays off beyond a few dozen bytes; Redis length lines are shorter.
+    let lf = if window.len() <= 32 { window.iter().position(|&b| b == b'\n') } else { memchr::memchr(b'\n', window) };
+    match lf {
         Some(0) => Line::BareLf { at: 0 },
         Some(lf) if window[lf - 1] != b'\r' => Line::BareLf { at: lf },
         Some(lf) => Line::Found { end: lf - 1 },

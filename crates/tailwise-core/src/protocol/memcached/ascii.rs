@@ -149,9 +149,8 @@ use super::super::wire::{self, line, push_decimal, Line};
 use super::super::{Codec, OpKind, Outcome, Parsed, Request, MAX_REPLY};
 
 /// Reply lines a server may start with; anything else is not memcached.
-const REPLY_WORDS: [&[u8]; 9] = [
-    b"VALUE", b"END", b"STORED", b"NOT_STORED", b"EXISTS", b"NOT_FOUND", b"ERROR", b"CLIENT_ERROR", b"SERVER_ERROR",
-];
+const REPLY_WORDS: [&[u8]; 9] =
+    [b"VALUE", b"END", b"STORED", b"NOT_STORED", b"EXISTS", b"NOT_FOUND", b"ERROR", b"CLIENT_ERROR", b"SERVER_ERROR"];
 
 /// Append one text-protocol request (shared with the UDP codec).
 #[inline]

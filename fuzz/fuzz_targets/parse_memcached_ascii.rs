@@ -1,0 +1,8 @@
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+use tailwise_core::protocol::{self, Codec};
+
+fuzz_target!(|data: &[u8]| {
+    tailwise_fuzz::stream(|| Box::new(protocol::memcached::ascii::Client::new()) as Box<dyn Codec>, data);
+});
