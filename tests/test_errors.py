@@ -121,6 +121,7 @@ def test_key_flags_with_a_keyless_protocol():
     ("rate = ", ("not valid TOML",)),
     ('rat = "10k"', ("unknown setting(s) rat", "use only")),
     ("conns = \"many\"", ("conns = 'many' is not an integer",)),
+    ("targets = [1]", ("targets = [1] is not a list of URLs",)),
 ])
 def test_bad_workload_file(tmp_path, content, needles):
     path = tmp_path / "w.toml"

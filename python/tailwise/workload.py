@@ -85,6 +85,9 @@ def load_file(path: str | None) -> dict[str, Any]:
             raise InputError(f"workload file {path}: {name} = {value!r} is not {want}", f"write e.g. {name} = {DEFAULTS[name]!r}")
     if isinstance(data.get("targets"), str):
         data["targets"] = [data["targets"]]
+    if not all(isinstance(t, str) for t in data.get("targets") or []):
+        raise InputError(f"workload file {path}: targets = {data['targets']!r} is not a list of URLs",
+                         'write e.g. targets = ["memcached://127.0.0.1:11211"]')
     return data
 
 

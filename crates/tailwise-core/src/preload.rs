@@ -4,6 +4,7 @@
 //! key indices with `depth` sets pipelined per round trip. memcached over UDP is preloaded over
 //! TCP on the same port (memcached listens on both), since UDP sets could be lost silently.
 
+use crate::engine::count_reason;
 use crate::protocol::{OpKind, Outcome, Parsed, Protocol, Request};
 use crate::workload::Workload;
 use std::io::{Read, Write};
@@ -63,10 +64,7 @@ pub fn preload(cfg: &PreloadConfig) -> Result<PreloadResult, String> {
         out.errors += r.errors;
         out.bytes += r.bytes;
         for (reason, n) in r.error_reasons {
-            match out.error_reasons.iter_mut().find(|(x, _)| *x == reason) {
-                Some(e) => e.1 += n,
-                None => out.error_reasons.push((reason, n)),
-            }
+            count_reason(&mut out.error_reasons, reason, n);
         }
     }
     out.elapsed_ns = t0.elapsed().as_nanos() as u64;
@@ -107,10 +105,7 @@ fn store_range(cfg: &PreloadConfig, protocol: &Protocol, range: std::ops::Range<
                         Outcome::Stored | Outcome::Done => out.stored += 1,
                         Outcome::Error(reason) => {
                             out.errors += 1;
-                            match out.error_reasons.iter_mut().find(|(x, _)| *x == reason) {
-                                Some(e) => e.1 += 1,
-                                None => out.error_reasons.push((reason, 1)),
-                            }
+                            count_reason(&mut out.error_reasons, reason, 1);
                         }
                         other => return Err(format!("unexpected reply to a set from {addr}: {other:?}")),
                     }

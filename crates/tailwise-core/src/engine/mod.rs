@@ -205,6 +205,14 @@ fn validate(cfg: &EngineConfig) -> Result<(), String> {
     Ok(())
 }
 
+/// Add `n` occurrences of `reason` to a list of distinct reasons with their counts.
+pub fn count_reason(reasons: &mut Vec<(String, u64)>, reason: String, n: u64) {
+    match reasons.iter_mut().find(|(r, _)| *r == reason) {
+        Some(e) => e.1 += n,
+        None => reasons.push((reason, n)),
+    }
+}
+
 /// One connection's socket: a TCP stream, or a UDP socket connected to the target.
 pub(crate) enum Sock {
     Tcp(TcpStream),
@@ -360,10 +368,7 @@ impl Engine {
             out.cpu_ns += r.cpu_ns;
             out.preemptions += r.preemptions;
             for (reason, n) in r.error_reasons {
-                match out.error_reasons.iter_mut().find(|(r, _)| *r == reason) {
-                    Some(e) => e.1 += n,
-                    None => out.error_reasons.push((reason, n)),
-                }
+                count_reason(&mut out.error_reasons, reason, n);
             }
         }
         out.samples = self.take_samples();

@@ -597,10 +597,7 @@ impl Worker {
     fn note_n(&mut self, reason: String, n: u64) {
         let full = self.reasons.len() >= MAX_REASONS;
         let key = if full && !self.reasons.iter().any(|(r, _)| *r == reason) { OTHER_REASONS.to_string() } else { reason };
-        match self.reasons.iter_mut().find(|(r, _)| *r == key) {
-            Some(e) => e.1 += n,
-            None => self.reasons.push((key, n)),
-        }
+        super::count_reason(&mut self.reasons, key, n);
     }
 
     fn parse_replies(&mut self, i: usize, t_rx: u64) {
