@@ -172,3 +172,51 @@ def test_analysis_names_the_first_failing_step(rng):
     s["latency_ns"][n // 2:] += 8_000
     shifted = analyse(s, precision=Precision(ci_rel=0.2), **kw)
     assert shifted.state == "stationarity"
+
+
+# --- stalls of tailwise's own threads ---------------------------------------------------------
+
+def _run_with_stalls(rng, n=40_000, stalls=(), gap_ns=50_000):
+    """Samples of a steady M/M/1-like response, plus a ms-scale delay on every request intended
+    within each stall (as a stalled engine or server would add)."""
+    s = np.zeros(n, dtype=SAMPLE_DTYPE)
+    s["intended_ns"] = np.cumsum(rng.exponential(gap_ns, n)).astype(np.uint64)
+    s["sent_ns"] = s["intended_ns"] + 300
+    lat = 20_000 + rng.exponential(10_000, n)
+    t = s["intended_ns"].astype(np.int64)
+    for a, b in stalls:
+        hit = (t >= a - 30_000) & (t < b)
+        lat[hit] += (b - t[hit]).clip(0)  # waits out the rest of the stall
+    s["latency_ns"] = lat.astype(np.uint64)
+    c = {"intended": n, "sent": n, "received": n, "late": 0, "never_sent": 0, "errors": 0, "timeouts": 0}
+    kw = dict(counters=c, elapsed_s=n * gap_ns / 1e9, received_in_window=n, reasons=[], rate_rps=1e9 / gap_ns,
+              arrival="exp", conns=8, outstanding=4, sample_every=1, rng=rng, precision=Precision(ci_rel=0.2))
+    return s, kw
+
+
+def test_stalls_are_masked_and_reported(rng):
+    # 20 stalls of 3 ms, one every 100 ms: ~1.5 % of requests delayed by up to 3 ms.
+    stalls = [(int(k * 1e8), int(k * 1e8 + 3e6)) for k in range(1, 21)]
+    s, kw = _run_with_stalls(rng, stalls=stalls)
+    kept = analyse(s, stalls=stalls, mask_stalls=False, **kw)
+    masked = analyse(s, stalls=stalls, **kw)
+    clean = analyse(*_run_with_stalls(np.random.default_rng(RNG_SEED), stalls=())[:1], **kw)
+    p99 = {name: next(p for p in a.percentiles if p.p == 99.0).value for name, a in
+           (("kept", kept), ("masked", masked), ("clean", clean))}
+    # Kept, the stalls own the tail; masked, p99 is the undisturbed process's again.
+    assert p99["kept"] > 2 * p99["clean"]
+    assert abs(p99["masked"] - p99["clean"]) < 0.1 * p99["clean"], p99
+    chk = next(c for c in masked.checks if c.name == "stalls")
+    assert chk.ok and "20 stalls" in chk.detail and "left out" in chk.detail
+    assert masked.details["stalls"] == 20 and masked.details["stall_masked_samples"] > 0
+    # Each window: 1 ms before, 6 ms (twice the stall) after: ~10 ms of 100 ms.
+    assert 0.05 < masked.details["stall_masked_samples"] / len(s) < 0.15
+    assert "kept in the statistics" in next(c for c in kept.checks if c.name == "stalls").detail
+
+
+def test_a_machine_that_stalls_all_the_time_fails_the_stalls_check(rng):
+    stalls = [(int(k * 5e6), int(k * 5e6 + 1e6)) for k in range(1, 400)]
+    s, kw = _run_with_stalls(rng, stalls=stalls)
+    a = analyse(s, stalls=stalls, **kw)
+    chk = next(c for c in a.checks if c.name == "stalls")
+    assert not chk.ok and chk.remedy and a.state == "load"

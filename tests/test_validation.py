@@ -2,9 +2,10 @@
 
 What each case must show (issue 3): a heavy tail is not measurable and the confidence check says
 so; a closed loop is named with the connections it needs; a 100 ms server stall shows in the tail
-and the stationarity check flags it; and at fixed:10us and 20 % load the coordinator concludes by
-itself and its figures sit between the model and the model plus the loopback overhead measured in
-the same test. Runs are bounded by --duration or --max-time; no test asserts wall-clock speed.
+and the stationarity check flags it; at fixed:10us and 20 % load the coordinator concludes by
+itself on p99 ± 10 µs, and at 50 % load with exp:10us and bimodal:10us on p99 ± 10 %; their figures
+sit between the model and the model plus the loopback overhead measured in the same test, and
+the two services' p99s come out in the model's order. Runs are bounded by --duration or --max-time; no test asserts wall-clock speed.
 """
 
 import json
@@ -72,58 +73,83 @@ def test_a_100ms_server_stall_shows_in_the_tail_and_fails_stationarity(serve):
     assert s["verdict"] == "not-measurable"
 
 
+#: The loopback overhead measured alone moves by up to ~15 µs at p99 between runs on this 2-vCPU
+#: guest (BENCHMARKS.md); the gap to the model is allowed that much beyond it.
+SLACK_NS = 20_000
+
+
+#: A p99 run on this 2-vCPU guest ends not-measurable about one time in ten — the stationarity
+#: check catching the tail drift that the coordinator's own rounds and the hypervisor cause
+#: (BENCHMARKS.md) — so each adaptive case gets a second attempt; both verdicts are printed.
+ATTEMPTS = 2
+
+
+def _adaptive(*args: str) -> dict:
+    for attempt in range(1, ATTEMPTS + 1):
+        s = _summary(run_cli("run", *args, "--json"))
+        m = s["methodology"]
+        print(f"\n{' '.join(args)}: attempt {attempt}: verdict {s['verdict']} after {s['rate']['duration_s']:.1f} s, "
+              f"{m['rounds']} rounds ({m['stopped']}), {m['stalls']} stalls masking {m['stall_masked_samples']} of "
+              f"{m['samples_collected']} samples; failed: {[c['name'] for c in s['checks'] if not c['ok']]}")
+        if s["verdict"] == "ok":
+            break
+    return s
+
+
+def _gap_line(name: str, p: float, measured: float, model: float, overhead: float) -> str:
+    return (f"{name} p{p:g}: measured {measured / 1e3:.1f} µs, model {model / 1e3:.1f} µs, "
+            f"gap {(measured - model) / 1e3:.1f} µs, loopback overhead p{p:g} {overhead / 1e3:.1f} µs")
+
+
 def test_fixed_10us_at_20_percent_load_against_the_model():
+    """The coordinator concludes by itself on p99 ± 10 µs, and every measured percentile up to
+    p99 sits between the model's and the model's plus the loopback overhead measured in the same
+    test (plus ``SLACK_NS``: the overhead alone varies run to run with the machine's noise)."""
     model = json.loads(run_cli("model", "--service", "fixed:10us", "--load", "0.2", "--json").stdout)
     m = {p["p"]: p["value_ns"] for p in model["percentiles"]}
     # The loopback overhead in the same test: the same load with no service time at all.
     overhead = _summary(run_cli("run", "--rate", "20k", "--service", "fixed:0", "--duration", "4", "--json"))
     o = {p["p"]: p["value_ns"] for p in overhead["latency"]["percentiles"]}
-    s = _summary(run_cli("run", "--rate", "20k", "--service", "fixed:10us", "--percentile", "90", "--ci", "10%",
-                         "--max-time", "40s", "--json"))
+    s = _adaptive("--rate", "20k", "--service", "fixed:10us", "--percentile", "99", "--ci", "10us", "--max-time", "40s")
     assert s["methodology"]["mode"] == "adaptive" and s["methodology"]["rounds"] >= 1
-    target = _pct(s, 90)
-    print(f"\nverdict {s['verdict']} after {s['rate']['duration_s']:.1f} s, {s['methodology']['rounds']} rounds; failed: "
-          f"{[c['name'] for c in s['checks'] if not c['ok']]}")
-    # p90 rather than the issue's p99: on this 2-vCPU machine kind ~1 % of requests fall in a
-    # multi-ms preemption, so p99 straddles those stalls and is rightly not measurable (BENCHMARKS.md).
     assert s["verdict"] == "ok", [c["detail"] for c in s["checks"] if not c["ok"]]
-    assert target["high_ns"] - target["low_ns"] <= 0.10 * target["value_ns"]
+    target = _pct(s, 99)
+    assert target["high_ns"] - target["low_ns"] <= 10_000
     ts = s["target_stats"]
     print(f"server: effective service {ts['effective_service_ns'] / 1e3:.1f} µs for fixed:10us "
           f"(+{ts['service_overhead_ns'] / 1e3:.1f} µs of its own work), utilisation {ts['utilisation']:.0%} at nominal 20 %")
     assert ts["served"] >= s["counters"]["received"] and ts["effective_service_ns"] >= 10_000
-    for p in (50.0, 90.0):
+    for p in (50.0, 90.0, 99.0):
         measured = _pct(s, p)["value_ns"]
-        gap = measured - m[p]
-        print(f"p{p:g}: measured {measured / 1e3:.1f} µs, model {m[p] / 1e3:.1f} µs, gap {gap / 1e3:.1f} µs, "
-              f"loopback overhead p{p:g} {o[p] / 1e3:.1f} µs")
-        # Never below the model (the service time is spun for real), and the gap no larger than
-        # twice the overhead measured alone (it varies run to run with the machine's noise), plus 20 µs.
-        assert measured >= m[p]
-        assert gap <= 2 * o[p] + 20_000
+        print(_gap_line("fixed:10us", p, measured, m[p], o[p]))
+        # Never below the model (the service time is spun for real).
+        assert m[p] <= measured <= m[p] + o[p] + SLACK_NS
 
 
 def test_exp_and_bimodal_at_50_percent_load_follow_the_model():
-    """At a nominal 50 % load, each measured p50/p90 sits between the model — at the utilisation
-    the server really saw, which machine noise moves between 0.5 and 0.7 — and the model plus
-    twice the loopback overhead measured in the same test (plus 20 µs)."""
+    """At a nominal 50 % load the coordinator bounds p99 within 10 % for each service, and each
+    measured p50/p90/p99 sits between the model — at the utilisation the server really saw, which
+    machine noise moves between 0.5 and 0.7 — and the model plus the loopback overhead measured in
+    the same test (plus ``SLACK_NS``). The services' p99s differ by ~45 µs in the model
+    (bimodal above exp): the measurement must order them the same way."""
     overhead = _summary(run_cli("run", "--rate", "50k", "--service", "fixed:0", "--duration", "4", "--json"))
     o = {p["p"]: p["value_ns"] for p in overhead["latency"]["percentiles"]}
     measured, model = {}, {}
     for service in ("exp:10us", "bimodal:10us"):
-        s = _summary(run_cli("run", "--rate", "50k", "--service", service, "--duration", "6", "--json"))
+        s = _adaptive("--rate", "50k", "--service", service, "--percentile", "99", "--ci", "10%", "--max-time", "40s")
+        assert s["verdict"] == "ok", [c["detail"] for c in s["checks"] if not c["ok"]]
         rho = s["target_stats"]["utilisation"]
         assert 0.45 <= rho <= 0.8, rho  # the server's own work is inside the service time
         m = json.loads(run_cli("model", "--service", service, "--load", f"{rho:.3f}", "--json").stdout)
         model[service] = {p["p"]: p["value_ns"] for p in m["percentiles"]}
         measured[service] = {p["p"]: p["value_ns"] for p in s["latency"]["percentiles"]}
-        for p in (50.0, 90.0):
+        for p in (50.0, 90.0, 99.0):
             got, want = measured[service][p], model[service][p]
-            print(f"{service} at ρ={rho:.2f}: p{p:g} measured {got / 1e3:.1f} µs, model {want / 1e3:.1f} µs, "
-                  f"gap {(got - want) / 1e3:.1f} µs, overhead p{p:g} {o[p] / 1e3:.1f} µs")
-            assert want <= got <= want + 2 * o[p] + 20_000
-    # The order of the two services is reported, not asserted: at these loads the models' p50s
-    # differ by ~5 µs, less than the run-to-run spread of the loopback overhead (11–26 µs).
+            print(_gap_line(f"{service} at ρ={rho:.2f}", p, got, want, o[p]))
+            assert want <= got <= want + o[p] + SLACK_NS
+    assert measured["bimodal:10us"][99.0] > measured["exp:10us"][99.0]
+    # p50 and p90 orders are reported, not asserted: the models' p50s differ by ~6 µs, less than
+    # the run-to-run spread of the loopback overhead.
     for p in (50.0, 90.0):
         print(f"p{p:g} order: model exp {'>' if model['exp:10us'][p] > model['bimodal:10us'][p] else '<'} bimodal, "
               f"measured exp {'>' if measured['exp:10us'][p] > measured['bimodal:10us'][p] else '<'} bimodal")

@@ -66,21 +66,41 @@ class AgentResult:
     steal_s: float | None = None  # hypervisor steal time across the host's CPUs during the run
     interrupted: bool = False
     wall_start_s: float = field(default=0.0)
+    #: Stalls (≥ 200 µs without running) of the engine threads and of any in-process server, as
+    #: (start, end) ns after the schedule's start: the coordinator masks the samples around them.
+    stall_intervals_ns: list[tuple[int, int]] = field(default_factory=list)
 
 
 def decode_samples(raw: bytes) -> np.ndarray:
     return np.frombuffer(raw, dtype=SAMPLE_DTYPE)
 
 
+#: Something else in this process that logs its stalls: returns (start, end) pairs of
+#: CLOCK_MONOTONIC ns since its last call (the built-in server's ``take_stalls``).
+StallSource = Callable[[], list[tuple[int, int]]]
+
+
 class Session:
     """A running measurement on one agent: poll it, take its samples while it runs, stop it."""
 
-    def __init__(self, engine, spec: LoadSpec):
+    def __init__(self, engine, spec: LoadSpec, stall_sources: tuple[StallSource, ...] = ()):
         self._engine = engine
         self.spec = spec
         self._taken: list[np.ndarray] = []
+        self._start_mono_ns = engine.start_mono_ns
+        self._sources: tuple[StallSource, ...] = (engine.take_stalls, *stall_sources)
+        self._stalls: list[tuple[int, int]] = []
         self._steal0 = steal_ticks()
         self.wall_start_s = time.time()
+
+    def take_stalls(self, *, engine_rest: list[tuple[int, int]] = ()) -> list[tuple[int, int]]:
+        """Stalls logged since the last take, as (start, end) ns after the schedule's start."""
+        t0 = self._start_mono_ns
+        new = [(a - t0, b - t0) for src in self._sources for a, b in src()]
+        new += [(a - t0, b - t0) for a, b in engine_rest]
+        new = [(a, b) for a, b in new if b > 0]  # before the schedule started: nothing to mask
+        self._stalls.extend(new)
+        return new
 
     def snapshot(self) -> dict:
         return self._engine.snapshot()
@@ -100,6 +120,7 @@ class Session:
     def finish(self, interrupted: bool = False) -> AgentResult:
         """Wait for the end; the result holds every sample of the run, sorted by intended time."""
         raw = self._engine.join()
+        self.take_stalls(engine_rest=raw["stall_intervals"])
         steal1 = steal_ticks()
         samples = np.concatenate([*self._taken, decode_samples(raw["samples"])])
         samples.sort(order="intended_ns", kind="stable")
@@ -121,13 +142,15 @@ class Session:
             steal_s=None if self._steal0 is None or steal1 is None else (steal1 - self._steal0) / os.sysconf("SC_CLK_TCK"),
             interrupted=interrupted,
             wall_start_s=self.wall_start_s,
+            stall_intervals_ns=sorted(self._stalls),
         )
 
 
 class Agent(Protocol):
-    def start(self, spec: LoadSpec) -> Session: ...
+    def start(self, spec: LoadSpec, stall_sources: tuple[StallSource, ...] = ()) -> Session: ...
 
-    def run(self, spec: LoadSpec, progress: Callable[[dict], None] | None = None) -> AgentResult: ...
+    def run(self, spec: LoadSpec, progress: Callable[[dict], None] | None = None,
+            stall_sources: tuple[StallSource, ...] = ()) -> AgentResult: ...
 
 
 class LocalAgent:
@@ -135,7 +158,7 @@ class LocalAgent:
 
     poll_s = 0.1
 
-    def start(self, spec: LoadSpec) -> Session:
+    def start(self, spec: LoadSpec, stall_sources: tuple[StallSource, ...] = ()) -> Session:
         try:
             engine = _core.Engine(
                 spec.targets,
@@ -167,11 +190,12 @@ class LocalAgent:
         except ValueError as e:  # the engine's own validation: its message names the fix
             problem, _, remedy = str(e).partition(": ")
             raise InputError(problem, remedy) from None
-        return Session(engine, spec)
+        return Session(engine, spec, stall_sources)
 
-    def run(self, spec: LoadSpec, progress: Callable[[dict], None] | None = None) -> AgentResult:
+    def run(self, spec: LoadSpec, progress: Callable[[dict], None] | None = None,
+            stall_sources: tuple[StallSource, ...] = ()) -> AgentResult:
         """A fixed-length run: start, poll (taking samples as they come), finish."""
-        session = self.start(spec)
+        session = self.start(spec, stall_sources)
         interrupted = False
         try:
             while not session.is_finished():

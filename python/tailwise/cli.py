@@ -80,6 +80,7 @@ def run(
     late: Optional[str] = typer.Option(None, "--late", help="a request sent this long after its intended time counts as late [default: 50us]"),
     poll: Optional[Poll] = typer.Option(None, "--poll", help="spin: busy-poll (precise, one core per thread); block: sleep between sends [default: spin]"),
     pin: bool = typer.Option(True, "--pin/--no-pin", help="pin engine threads (and built-in server workers) to CPUs"),
+    keep_stalls: bool = typer.Option(False, "--keep-stalls", help="keep the samples around stalls (≥ 200 µs) of tailwise's own threads in the statistics instead of leaving them out"),
     seed: Optional[int] = typer.Option(None, "--seed", help="random seed of schedules, sampling and statistics (default: random, recorded)"),
     out: Optional[str] = typer.Option(None, "--out", help="write summary.json, samples and histograms to this directory"),
     samples_format: str = typer.Option("csv", "--samples-format", help="raw samples file format: csv or parquet"),
@@ -179,6 +180,7 @@ def run(
         "late_ns": late_ns,
         "poll": st["poll"],
         "pin": pin,
+        "keep_stalls": keep_stalls,
         "seed": seed,
     }
     host = host_info()
@@ -195,7 +197,7 @@ def run(
     elif busy > cores:
         warn(f"{busy} spinning engine threads on {cores} CPUs", f"use --threads {cores} or fewer, or --poll block")
 
-    def measure(addrs: list[str], target_url: str):
+    def measure(addrs: list[str], target_url: str, stall_sources=()):
         first = tgts[0] if tgts else None
         spec = LoadSpec(
             targets=addrs, rate_rps=rate_rps, duration_ns=duration_ns or max_time_ns, threads=threads, conns=conns,
@@ -206,19 +208,19 @@ def run(
         )
         agent = LocalAgent()
         if duration_ns:
-            result = _with_progress(agent, spec, quiet=json_out)
-            analysis, methodology = fixed_methodology(result, spec, precision, seed)
+            result = _with_progress(agent, spec, quiet=json_out, stall_sources=stall_sources)
+            analysis, methodology = fixed_methodology(result, spec, precision, seed, mask_stalls=not keep_stalls)
         else:
             with _round_progress(quiet=json_out) as show:
-                controller = Controller(spec, precision, seed=seed, progress=show)
-                result, analysis, methodology = controller.run(agent.start(controller.spec))
+                controller = Controller(spec, precision, seed=seed, progress=show, mask_stalls=not keep_stalls)
+                result, analysis, methodology = controller.run(agent.start(controller.spec, stall_sources))
         summary = build_summary(target=target_url, config=config, host=host, result=result, analysis=analysis,
                                 methodology=methodology)
         return summary, result, analysis
 
     if not tgts:
         with builtin_server(service=service, workers=workers, seed=seed, pin=pin, busy_poll=server_spin) as srv:
-            summary, result, analysis = measure([srv.addr], f"synthetic://{srv.addr}")
+            summary, result, analysis = measure([srv.addr], f"synthetic://{srv.addr}", (srv.take_stalls,))
             summary["target_stats"] = server_stats(srv, parse_dist(service)[1], result.elapsed_ns, workers)
     else:
         addrs = [t.socket_addr() for t in tgts]
@@ -263,9 +265,9 @@ def _parse_ci(text: str | None) -> tuple[float | None, float | None]:
     return float(parse_time_ns(t, default_unit="us", what="--ci")), None
 
 
-def _with_progress(agent: LocalAgent, spec: LoadSpec, quiet: bool):
+def _with_progress(agent: LocalAgent, spec: LoadSpec, quiet: bool, stall_sources=()):
     if quiet or not err_console.is_terminal:
-        return agent.run(spec)
+        return agent.run(spec, stall_sources=stall_sources)
     from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 
     with Progress(TextColumn("[bold]measuring[/]"), BarColumn(), TextColumn("{task.description}"),
@@ -277,7 +279,7 @@ def _with_progress(agent: LocalAgent, spec: LoadSpec, quiet: bool):
                        description=f"{snap.get('sent', 0):,} sent, {snap.get('received', 0):,} received, "
                                    f"{snap.get('errors', 0) + snap.get('timeouts', 0):,} failed")
 
-        return agent.run(spec, show)
+        return agent.run(spec, show, stall_sources)
 
 
 @contextmanager

@@ -7,6 +7,7 @@
 //! | module | what it holds |
 //! |---|---|
 //! | [`clock`] | the monotonic ns clock, spinning, precise sleeps (timer slack 1 ns) |
+//! | [`stall`] | stalls (≥ 200 µs) of the spinning engine and server threads, logged for masking |
 //! | [`dist`] | service-time / gap distributions parsed from `fixed:10us`, `exp:10us`, … |
 //! | [`schedule`] | precomputed open-loop arrival schedules (Poisson, fixed, uniform or log-normal gaps) |
 //! | [`workload`] | keys, key and value sizes (fixed, uniform, GEV, generalised Pareto, Facebook ETC/USR), Zipf popularity, get:set mix |
@@ -26,6 +27,8 @@
 //! * **Histograms and samples**: every reply goes into an HDR histogram (mergeable across threads
 //!   and agents); a random 1-in-k subset is kept raw (24 bytes each) for the statistics, which
 //!   need independent samples rather than bucketed counts.
+//! * **Stalls**: a spinning thread that sees a gap of ≥ 200 µs between two clock reads did not
+//!   run; it logs the interval so that the coordinator can leave out the requests it disturbed.
 
 pub mod clock;
 pub mod dist;
@@ -38,3 +41,4 @@ pub mod recorder;
 pub mod schedule;
 pub mod workload;
 pub mod server;
+pub mod stall;

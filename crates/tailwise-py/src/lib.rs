@@ -181,6 +181,12 @@ impl PyServer {
         self.inner.lock().unwrap().as_ref().map(|s| s.busy_ns()).unwrap_or(0)
     }
 
+    /// The workers' stalls (≥ 200 µs without running) since the last call: (start, end) pairs
+    /// of CLOCK_MONOTONIC ns.
+    fn take_stalls(&self) -> Vec<(u64, u64)> {
+        self.inner.lock().unwrap().as_ref().map(|s| s.take_stalls()).unwrap_or_default()
+    }
+
     fn stop(&self, py: Python<'_>) {
         let s = self.inner.lock().unwrap().take();
         if let Some(mut s) = s {
@@ -289,6 +295,18 @@ impl PyEngine {
         PyBytes::new(py, &bytes)
     }
 
+    /// The engine threads' stalls (≥ 200 µs without running) since the last call: (start, end)
+    /// pairs of CLOCK_MONOTONIC ns; `join` returns the rest.
+    fn take_stalls(&self) -> Vec<(u64, u64)> {
+        self.inner.lock().unwrap().as_ref().map(|e| e.take_stalls()).unwrap_or_default()
+    }
+
+    /// The schedule's time zero on CLOCK_MONOTONIC: sample times are ns after it.
+    #[getter]
+    fn start_mono_ns(&self) -> u64 {
+        self.inner.lock().unwrap().as_ref().map(|e| e.start_mono_ns()).unwrap_or(0)
+    }
+
     fn is_finished(&self) -> bool {
         self.inner.lock().unwrap().as_ref().map(|e| e.is_finished()).unwrap_or(true)
     }
@@ -339,6 +357,7 @@ impl PyEngine {
         d.set_item("send_lag_unstalled_hist", PyBytes::new(py, &lag_ok))?;
         d.set_item("stalls", r.stalls)?;
         d.set_item("stalled_ns", r.stalled_ns)?;
+        d.set_item("stall_intervals", r.stall_intervals)?;
         d.set_item("samples", PyBytes::new(py, &samples))?;
         d.set_item("error", r.error)?;
         d.set_item("error_reasons", r.error_reasons)?;

@@ -14,6 +14,7 @@ import numpy as np
 from tailwise.methodology.checks import (
     Check,
     arrivals_check,
+    stalls_check,
     confidence_check,
     errors_check,
     independence_check,
@@ -67,6 +68,20 @@ DRAIN_FACTOR = 2.0
 DRAIN_MAX_NS = 2_000_000_000
 
 
+#: Around a stall of tailwise's own threads (stall.rs: ≥ 200 µs without running), the samples
+#: intended from this long before it — the requests then in flight, which the stall caught — ...
+STALL_BEFORE_NS = 1_000_000
+#: ... to this long after it, or twice its length if longer — the backlog it left draining (at
+#: load ρ a stall of d leaves a backlog that takes ρd/(1−ρ) to clear: d at 50 %) — are left out,
+#: then ``extend_masks`` follows a longer drain.
+STALL_AFTER_NS = 1_000_000
+
+
+def stall_windows(stalls) -> list[tuple[int, int]]:
+    """The interval of intended times each stall disturbed (see STALL_*)."""
+    return [(a - STALL_BEFORE_NS, b + max(STALL_AFTER_NS, 2 * (b - a))) for a, b in stalls]
+
+
 def extend_masks(intended_ns: np.ndarray, latency_ns: np.ndarray, masked) -> list[tuple[int, int]]:
     """Extend each masked interval over the drain that follows it (see DRAIN_*)."""
     if not len(masked) or not len(latency_ns):
@@ -104,17 +119,26 @@ def estimate_percentile(lat_in_send_order: np.ndarray, p: float, confidence: flo
 def analyse(samples: np.ndarray, *, counters: dict, elapsed_s: float, received_in_window: int, reasons,
             rate_rps: float, arrival: str, conns: int, outstanding: int, sample_every: int,
             precision: Precision, rng: np.random.Generator, fixed_start_ns: int | None = None,
-            masked: list[tuple[int, int]] = (), late_ns: int | None = None) -> Analysis:
+            masked: list[tuple[int, int]] = (), late_ns: int | None = None,
+            stalls: list[tuple[int, int]] = (), mask_stalls: bool = True) -> Analysis:
     """``samples``: SAMPLE_DTYPE records sorted by intended send time. ``masked``: intervals of
     intended time (ns since the engine's start) whose samples the statistics leave out — the
-    coordinator's own rounds, which take CPU from a co-located engine or server (controller.py)."""
+    coordinator's own rounds, which take CPU from a co-located engine or server (controller.py).
+    ``stalls``: the (start, end) ns of stalls of tailwise's own threads (stall.rs); unless
+    ``mask_stalls`` is false, the samples they disturbed are left out too (``stall_windows``)."""
     segments = None
-    if len(masked):
+    stall_masked = 0
+    windows = stall_windows(stalls) if mask_stalls else []
+    if len(masked) or windows:
         t = samples["intended_ns"].astype(np.int64)
-        masked = extend_masks(t, samples["latency_ns"].astype(np.int64), masked)
+        lat_all = samples["latency_ns"].astype(np.int64)
+        masked = extend_masks(t, lat_all, [*masked, *windows])
         keep = np.ones(len(t), dtype=bool)
-        for a, b in masked:
-            keep &= ~((t >= a) & (t < b))
+        for i, (a, b) in enumerate(masked):
+            inside = (t >= a) & (t < b)
+            if i >= len(masked) - len(windows):
+                stall_masked += int(np.count_nonzero(inside & keep))
+            keep &= ~inside
         full_len, kept_idx = len(samples), np.nonzero(keep)[0]
         samples = samples[keep]
         # Which gap between masks each kept sample lies in (for the arrival gaps).
@@ -130,7 +154,8 @@ def analyse(samples: np.ndarray, *, counters: dict, elapsed_s: float, received_i
     completed = received_in_window / elapsed_s if elapsed_s > 0 else None
     checks = [rate_check(rate_rps, achieved, completed, elapsed_s, conns=conns, outstanding=outstanding,
                          response_ns=response_ns),
-              errors_check(counters, reasons)]
+              errors_check(counters, reasons),
+              stalls_check(stalls, stall_masked, full_len, masked=mask_stalls)]
     # Late sends among the samples analysed (outside masked rounds), else from the engine's count.
     late_fraction = (float(np.mean((sent - intended) > late_ns)) if late_ns is not None and len(sent)
                      else counters["late"] / max(counters["sent"], 1))
@@ -166,7 +191,7 @@ def analyse(samples: np.ndarray, *, counters: dict, elapsed_s: float, received_i
 
     by_name = {c.name: c for c in checks}
     state = "done"
-    for step_name, names in (("load", ("rate", "errors")), ("arrivals", ("arrivals",)),
+    for step_name, names in (("load", ("rate", "errors", "stalls")), ("arrivals", ("arrivals",)),
                              ("stationarity", ("stationarity",)), ("independence", ("independence",)),
                              ("confidence", ("confidence",))):
         if not all(by_name[n].ok for n in names):
@@ -176,6 +201,9 @@ def analyse(samples: np.ndarray, *, counters: dict, elapsed_s: float, received_i
         "warmup_trimmed_s": (st.warmup_ns - int(intended[0])) / 1e9 if len(intended) else 0.0,
         "warmup_trimmed_samples": int(len(lat) - len(post)),
         "masked_samples": int(full_len - len(lat)),
+        "stalls": len(stalls),
+        "stalls_longest_ns": max((b - a for a, b in stalls), default=0),
+        "stall_masked_samples": stall_masked,
         "thinning": step,
         "samples_collected": int(full_len),
         "samples_used": int(len(kept)),

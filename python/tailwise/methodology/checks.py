@@ -91,6 +91,30 @@ def errors_check(counters: dict, reasons: list[tuple[str, int]]) -> Check:
     )
 
 
+#: Stall masks may leave out at most this share of the samples; beyond, the run measured the
+#: machine's preemptions more than the target.
+MAX_STALL_MASKED = 0.2
+
+
+def stalls_check(stalls: list[tuple[int, int]], masked_samples: int, samples: int, *, masked: bool = True) -> Check:
+    """Stalls of tailwise's own threads (stall.rs: ≥ 200 µs without running) and the samples
+    left out around them."""
+    if not stalls:
+        return Check("stalls", True, "no stall of tailwise's threads (≥ 200 µs without running)", None, 0.0)
+    longest_ms = max(b - a for a, b in stalls) / 1e6
+    what = f"{len(stalls):,} stalls of tailwise's threads ≥ 200 µs (longest {longest_ms:.2f} ms)"
+    if not masked:
+        return Check("stalls", True, f"{what}, kept in the statistics (--keep-stalls)", None, 0.0)
+    share = masked_samples / max(samples, 1)
+    detail = f"{what}: the {masked_samples:,} samples they disturbed ({share:.1%}) left out"
+    if share <= MAX_STALL_MASKED:
+        return Check("stalls", True, detail, None, share)
+    return Check("stalls", False, detail,
+                 "the machine took the CPUs of tailwise's spinning threads too often: give them CPUs of their own "
+                 "(fewer --threads or --workers, no other load on the host), or measure the stalls with --keep-stalls",
+                 share)
+
+
 def arrivals_check(fit: ArrivalFit) -> Check:
     if fit.ok:
         return Check("arrivals", True, fit.detail, None, fit.statistic)

@@ -19,6 +19,13 @@ of the statistics. The rounds are fixed in time, whatever the
 system does, so leaving them out samples the undisturbed process without bias; they stay in the
 raw samples file with ``used = 0``.
 
+Stalls of tailwise's own threads — the engine's and the built-in server's, each a gap of ≥ 200 µs in
+a spinning thread's clock reads (stall.rs) — are masked the same way: the samples intended from
+1 ms before a stall to 1 ms (or twice its length) after it, and over the drain that follows. A
+stall is the hypervisor's or another task's doing, independent of the requests in flight, so what
+is left is the undisturbed process; ``--keep-stalls`` keeps them in. The ``stalls`` check reports
+how many samples this left out and fails beyond ``MAX_STALL_MASKED`` of them.
+
 Once a warm-up cut passes the stationarity tests it is frozen, so a later stall is judged rather
 than trimmed away. Nothing here averages percentiles: every round uses the pooled samples.
 """
@@ -64,7 +71,8 @@ class RoundInfo:
 
 class Controller:
     def __init__(self, spec: LoadSpec, precision: Precision, *, seed: int,
-                 progress: Callable[[RoundInfo], None] | None = None, round_s: float = ROUND_S):
+                 progress: Callable[[RoundInfo], None] | None = None, round_s: float = ROUND_S,
+                 mask_stalls: bool = True):
         self.spec = replace(spec, duration_ns=int(precision.max_time_s * 1e9))
         self.precision = precision
         self.rng = np.random.default_rng(seed)
@@ -73,13 +81,16 @@ class Controller:
         self.history: list[RoundInfo] = []
         self.frozen_start_ns: int | None = None
         self.masked: list[tuple[int, int]] = []
+        self.stalls: list[tuple[int, int]] = []
+        self.mask_stalls = mask_stalls
 
     def _analyse(self, samples, counters, elapsed_s, received, reasons) -> Analysis:
         return analyse(samples, counters=counters, elapsed_s=elapsed_s, received_in_window=received,
                        reasons=reasons, rate_rps=self.spec.rate_rps, arrival=self.spec.arrival,
                        conns=self.spec.conns, outstanding=self.spec.outstanding,
                        sample_every=self.spec.sample_every, precision=self.precision, rng=self.rng,
-                       fixed_start_ns=self.frozen_start_ns, masked=self.masked, late_ns=self.spec.late_ns)
+                       fixed_start_ns=self.frozen_start_ns, masked=self.masked, late_ns=self.spec.late_ns,
+                       stalls=self.stalls, mask_stalls=self.mask_stalls)
 
     def run(self, session: Session) -> tuple[AgentResult, Analysis, dict]:
         """Drive a started session to a verdict. Returns the result, the final analysis and the
@@ -106,6 +117,7 @@ class Controller:
                 engine_t0 = _core.now_ns() - snap["elapsed_ns"]
                 busy_from = snap["elapsed_ns"]
                 batches.append(session.take())
+                self.stalls.extend(session.take_stalls())
                 samples = np.concatenate(batches)
                 samples.sort(order="intended_ns", kind="stable")
                 counters = {k: snap[k] for k in ("intended", "sent", "late", "errors", "timeouts")}
@@ -144,6 +156,7 @@ class Controller:
             used_intended = seen["intended_ns"][final.used_mask]
             final.used_mask = np.isin(result.samples["intended_ns"], used_intended)
         else:
+            self.stalls = result.stall_intervals_ns
             final = self._analyse(result.samples, result.counters, result.elapsed_ns / 1e9,
                                   result.received_in_window, result.error_reasons)
         methodology = {
@@ -170,12 +183,14 @@ class Controller:
             self.progress(info)
 
 
-def fixed_methodology(result: AgentResult, spec: LoadSpec, precision: Precision, seed: int) -> tuple[Analysis, dict]:
-    """--duration mode: one analysis of the whole run, every check still reported."""
+def fixed_methodology(result: AgentResult, spec: LoadSpec, precision: Precision, seed: int,
+                      mask_stalls: bool = True) -> tuple[Analysis, dict]:
+    """--duration mode: one analysis of the whole run, every check still reported (and stalls of
+    tailwise's threads masked as in ``Controller``)."""
     a = analyse(result.samples, counters=result.counters, elapsed_s=result.elapsed_ns / 1e9,
                 received_in_window=result.received_in_window, reasons=result.error_reasons,
                 rate_rps=spec.rate_rps, arrival=spec.arrival, conns=spec.conns, outstanding=spec.outstanding,
                 sample_every=spec.sample_every, precision=precision, rng=np.random.default_rng(seed),
-                late_ns=spec.late_ns)
+                late_ns=spec.late_ns, stalls=result.stall_intervals_ns, mask_stalls=mask_stalls)
     return a, {"mode": "fixed", "rounds": 1, "stopped": "duration", "sample_every": spec.sample_every,
                "effective_sample_every": spec.sample_every * a.thinning} | a.details

@@ -20,6 +20,7 @@ use crate::net;
 use crate::protocol::Protocol;
 use crate::recorder::{Histograms, SampleStore};
 use crate::schedule::Arrival;
+use crate::stall::StallLog;
 use crate::workload::Workload;
 use std::net::{SocketAddr, TcpStream, UdpSocket};
 use std::os::fd::{AsRawFd, RawFd};
@@ -103,6 +104,8 @@ pub struct EngineResult {
     /// Iterations longer than 20 µs (preemption or a long syscall) and their total time.
     pub stalls: u64,
     pub stalled_ns: u64,
+    /// Stalls of ≥ `stall::MASK_STALL_NS` not yet taken, as (start, end) on CLOCK_MONOTONIC.
+    pub stall_intervals: Vec<(u64, u64)>,
     pub samples: SampleStore,
     /// Why the run ended early, if it did.
     pub error: Option<String>,
@@ -134,6 +137,8 @@ pub(crate) struct Shared {
     pub progress: Vec<Progress>,
     /// Samples handed over by the threads every `HARVEST_NS`, for `Engine::take_samples`.
     pub harvest: Mutex<Vec<SampleStore>>,
+    /// Stalls of the engine threads of at least `stall::MASK_STALL_NS`.
+    pub stall_log: StallLog,
 }
 
 impl Shared {
@@ -276,6 +281,7 @@ impl Engine {
             abort: Mutex::new(None),
             progress: (0..cfg.threads).map(|_| Progress::default()).collect(),
             harvest: Mutex::new(Vec::new()),
+            stall_log: StallLog::default(),
         });
         let start_ns = crate::clock::now_ns() + START_DELAY_NS;
         let cpus = net::allowed_cpus();
@@ -332,6 +338,17 @@ impl Engine {
         out
     }
 
+    /// Stalls of the engine threads (≥ `stall::MASK_STALL_NS`) logged since the last call, as
+    /// (start, end) on CLOCK_MONOTONIC; `join` returns the rest.
+    pub fn take_stalls(&self) -> Vec<(u64, u64)> {
+        self.shared.stall_log.take()
+    }
+
+    /// The schedule's time zero on CLOCK_MONOTONIC (sample times are relative to it).
+    pub fn start_mono_ns(&self) -> u64 {
+        self.start_ns
+    }
+
     /// Wait for the threads and merge their recorders. `samples` holds those not yet taken.
     pub fn join(mut self) -> EngineResult {
         let mut out = EngineResult {
@@ -342,6 +359,7 @@ impl Engine {
             hist: Histograms::new(),
             stalls: 0,
             stalled_ns: 0,
+            stall_intervals: Vec::new(),
             samples: SampleStore::default(),
             error: None,
             error_reasons: Vec::new(),
@@ -372,6 +390,7 @@ impl Engine {
             }
         }
         out.samples = self.take_samples();
+        out.stall_intervals = self.take_stalls();
         out.error = self.shared.abort.lock().unwrap().clone();
         out.sample_bytes = out.samples.allocated_bytes();
         out

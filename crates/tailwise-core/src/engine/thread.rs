@@ -6,6 +6,7 @@ use crate::net::{self, Epoll, EPOLLERR, EPOLLHUP, EPOLLIN, EPOLLOUT};
 use crate::protocol::{Codec, OpKind, Outcome, Parsed, Request};
 use crate::recorder::{Histograms, Sample, SampleStore, Sampler};
 use crate::schedule::Schedule;
+use crate::stall::StallWatch;
 use crate::workload::OpGen;
 use std::collections::VecDeque;
 use std::io;
@@ -112,6 +113,10 @@ struct Worker {
     last_stall_end: u64,
     /// The wait asked of epoll in the current iteration (blocking mode).
     planned_wait: u64,
+    /// Every clock read of the timing loop goes through it: a gap of ≥ 200 µs between two reads
+    /// (beyond a planned wait) is a time the thread did not run, logged for masking (stall.rs).
+    /// The loop-gap count above also includes the loop's own long iterations; this does not.
+    watch: StallWatch,
     samples: SampleStore,
     reasons: Vec<(String, u64)>,
     t0: u64,
@@ -143,6 +148,7 @@ pub(crate) fn run(ctx: ThreadCtx) -> ThreadResult {
     let cfg = ctx.cfg;
     let n = ctx.streams.len();
     let seed = cfg.seed ^ (ctx.index as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    let watch = StallWatch::new(ctx.shared.stall_log.clone());
     let mut w = Worker {
         ep: Epoll::new(n.max(1) * 2).expect("epoll_create1"),
         conns: ctx
@@ -185,6 +191,7 @@ pub(crate) fn run(ctx: ThreadCtx) -> ThreadResult {
         stalled_ns: 0,
         last_stall_end: 0,
         planned_wait: 0,
+        watch,
         samples: SampleStore::default(),
         reasons: Vec::new(),
         t0: ctx.start_ns,
@@ -222,9 +229,10 @@ impl Worker {
         let mut next_harvest = self.t0 + HARVEST_NS;
         // Wait for the common start, sleeping most of it.
         crate::clock::sleep_until(self.t0, SPIN_NS);
-        let mut prev = now_ns();
+        self.watch.reset();
+        let mut prev = self.watch.now();
         loop {
-            let now = now_ns();
+            let now = self.watch.now();
             if now >= self.end || self.shared.stop.load(Relaxed) {
                 break;
             }
@@ -247,7 +255,7 @@ impl Worker {
             let wait = if self.cfg.busy_poll || (!self.backlog.is_empty() && self.has_free_slot()) {
                 0
             } else {
-                next.saturating_sub(now_ns() + SPIN_NS).min(MAX_WAIT_NS)
+                next.saturating_sub(self.watch.now() + SPIN_NS).min(MAX_WAIT_NS)
             };
             self.planned_wait = wait;
             self.poll(wait, next);
@@ -357,7 +365,7 @@ impl Worker {
     fn flush_dirty(&mut self) {
         for d in 0..self.dirty.len() {
             let i = self.dirty[d];
-            let t = now_ns();
+            let t = self.watch.now();
             let late_ns = self.cfg.late_ns;
             let c = &mut self.conns[i];
             c.dirty = false;
@@ -433,7 +441,10 @@ impl Worker {
         // Reuse one buffer: no allocation in the timing loop.
         let mut ready = std::mem::take(&mut self.ready);
         ready.clear();
-        match self.ep.wait(wait_ns) {
+        self.watch.plan_wait(wait_ns);
+        let waited = self.ep.wait(wait_ns);
+        self.watch.now();
+        match waited {
             Ok(evs) => ready.extend(evs.iter().map(|e| (e.u64 as usize, e.events))),
             Err(e) => self.shared.abort(format!("epoll failed: {e}")),
         }
@@ -444,7 +455,7 @@ impl Worker {
         for (n, &(i, events)) in ready.iter().enumerate() {
             // At least one event is served per poll, or at high rates (a send due every µs) the
             // replies would never be read.
-            if n > 0 && now_ns() >= next_due {
+            if n > 0 && self.watch.now() >= next_due {
                 break;
             }
             if self.conns[i].dead {
@@ -485,7 +496,7 @@ impl Worker {
             // SAFETY: read into spare capacity, then set the length to what the kernel wrote.
             let spare = unsafe { std::slice::from_raw_parts_mut(c.rbuf.as_mut_ptr().add(len), cap - len) };
             let got = net::read(c.fd, spare);
-            let t_rx = now_ns();
+            let t_rx = self.watch.now();
             match got {
                 Ok(0) => {
                     let why = format!(
@@ -530,7 +541,7 @@ impl Worker {
             // SAFETY: read into spare capacity, then set the length to what the kernel wrote.
             let spare = unsafe { std::slice::from_raw_parts_mut(c.rbuf.as_mut_ptr(), cap) };
             let got = net::read(c.fd, spare);
-            let t_rx = now_ns();
+            let t_rx = self.watch.now();
             match got {
                 Ok(n) => {
                     // SAFETY: the kernel initialised n bytes.

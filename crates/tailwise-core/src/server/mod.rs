@@ -16,12 +16,16 @@
 //! compensation fixed:10us kept a worker busy ~16 µs a request and a nominal 50 % load was 80 %.
 //! With it the worker is busy max(S, its own work) per request: for S above that work the queue
 //! is the model's M/G/1. `Server::busy_ns` measures what it really was.
+//!
+//! Every clock read of a worker goes through a [`StallWatch`]: the times it did not run although
+//! it had not chosen to wait (preemption, the hypervisor) are logged for the coordinator to mask
+//! (`Server::take_stalls`, see `stall`).
 
-use crate::clock;
 use crate::dist::Dist;
 use crate::net::{self, Epoll, Waker, EPOLLIN, EPOLLOUT, EPOLLRDHUP};
 use crate::protocol::memcached::ascii::{self, Store};
 use crate::protocol::synthetic;
+use crate::stall::{StallLog, StallWatch};
 use rand::rngs::SmallRng;
 use rand::SeedableRng;
 use std::io;
@@ -49,8 +53,11 @@ struct Shared {
     inboxes: Vec<Mutex<Vec<TcpStream>>>,
     store: Store,
     served: AtomicU64,
-    /// Time the workers spent serving (reading, spinning, writing), not waiting for requests.
+    /// Time the workers spent serving (reading, spinning, writing), not waiting for requests,
+    /// and not stalled (stall.rs).
     busy_ns: AtomicU64,
+    /// Stalls of the workers (≥ `stall::MASK_STALL_NS` between two of their clock reads).
+    stall_log: StallLog,
 }
 
 pub struct Server {
@@ -81,6 +88,7 @@ impl Server {
             store: Store::default(),
             served: AtomicU64::new(0),
             busy_ns: AtomicU64::new(0),
+            stall_log: StallLog::default(),
         });
         let accept_waker = Arc::new(Waker::new()?);
         let cpus = net::allowed_cpus();
@@ -122,6 +130,12 @@ impl Server {
     /// utilisation the clients really offered.
     pub fn busy_ns(&self) -> u64 {
         self.shared.busy_ns.load(Relaxed)
+    }
+
+    /// The workers' stalls logged since the last call, as (start, end) on CLOCK_MONOTONIC: times
+    /// a worker did not run although it had not chosen to wait (preemption, the hypervisor).
+    pub fn take_stalls(&self) -> Vec<(u64, u64)> {
+        self.shared.stall_log.take()
     }
 
     pub fn stop(&mut self) {
@@ -191,9 +205,17 @@ fn worker(w: usize, sh: &Shared, cfg: &ServerConfig) -> io::Result<()> {
     let mut ready: Vec<(u64, u32)> = Vec::with_capacity(256);
     let timeout = if cfg.busy_poll { 0 } else { 100_000_000 };
     let mut write_est_ns = 0u64;
+    // Every clock read of the worker goes through the watch, so that a gap of ≥ 200 µs anywhere
+    // in its loop (in the service spin, a syscall, between polls) is logged as a stall.
+    let mut watch = StallWatch::new(sh.stall_log.clone());
     while !sh.stop.load(Relaxed) {
         ready.clear();
         ready.extend(ep.wait(timeout)?.iter().map(|e| (e.u64, e.events)));
+        if cfg.busy_poll {
+            watch.now();
+        } else {
+            watch.reset(); // the wait was chosen: not a stall
+        }
         for &(token, _events) in &ready {
             if token == WAKE {
                 sh.wakers[w].drain();
@@ -209,9 +231,10 @@ fn worker(w: usize, sh: &Shared, cfg: &ServerConfig) -> io::Result<()> {
             }
             let slot = token as usize;
             let Some(c) = conns.get_mut(slot).and_then(Option::as_mut) else { continue };
-            let t0 = clock::now_ns();
-            let outcome = serve_conn(c, sh, cfg, &mut rng, &mut write_est_ns);
-            sh.busy_ns.fetch_add(clock::now_ns() - t0, Relaxed);
+            let (t0, lost0) = (watch.now(), watch.stalled_ns);
+            let outcome = serve_conn(c, sh, cfg, &mut rng, &mut write_est_ns, &mut watch);
+            // Busy time is the worker's own: a stall while serving is the machine's, not service.
+            sh.busy_ns.fetch_add((watch.now() - t0).saturating_sub(watch.stalled_ns - lost0), Relaxed);
             if let Outcome::Close = outcome {
                 let _ = ep.delete(c.stream.as_raw_fd());
                 conns[slot] = None;
@@ -248,19 +271,19 @@ fn flush(c: &mut Conn) -> io::Result<()> {
 
 /// Spin until `start + service`, less the expected time of the reply's write, then write it and
 /// update that expectation. Returns the start of the next request's service (now).
-fn serve_for(c: &mut Conn, start_ns: u64, service_ns: u64, write_est_ns: &mut u64) -> std::io::Result<u64> {
+fn serve_for(c: &mut Conn, start_ns: u64, service_ns: u64, write_est_ns: &mut u64, watch: &mut StallWatch) -> std::io::Result<u64> {
     if service_ns == 0 {
         return Ok(start_ns); // no clock reads at all: pipelined fixed:0 runs at millions per second
     }
     if service_ns < 1_000 {
         // Sub-µs services are not worth a write each: replies go out with the batch.
-        clock::spin_until(start_ns + service_ns);
-        return Ok(clock::now_ns());
+        watch.spin_until(start_ns + service_ns);
+        return Ok(watch.now());
     }
-    clock::spin_until(start_ns + service_ns.saturating_sub(*write_est_ns));
-    let t = clock::now_ns();
+    watch.spin_until(start_ns + service_ns.saturating_sub(*write_est_ns));
+    let t = watch.now();
     flush(c)?;
-    let now = clock::now_ns();
+    let now = watch.now();
     // Exponential average over ~8 writes, each clamped to twice the estimate (+1 µs): it follows
     // the machine but a write stretched by preemption cannot shorten the next services.
     let sample = (now - t).min(2 * *write_est_ns + 1_000);
@@ -268,8 +291,9 @@ fn serve_for(c: &mut Conn, start_ns: u64, service_ns: u64, write_est_ns: &mut u6
     Ok(now)
 }
 
-fn serve_conn(c: &mut Conn, sh: &Shared, cfg: &ServerConfig, rng: &mut SmallRng, write_est_ns: &mut u64) -> Outcome {
-    let mut start = clock::now_ns();
+fn serve_conn(c: &mut Conn, sh: &Shared, cfg: &ServerConfig, rng: &mut SmallRng, write_est_ns: &mut u64,
+              watch: &mut StallWatch) -> Outcome {
+    let mut start = watch.now();
     if flush(c).is_err() {
         return Outcome::Close;
     }
@@ -314,7 +338,7 @@ fn serve_conn(c: &mut Conn, sh: &Shared, cfg: &ServerConfig, rng: &mut SmallRng,
                     synthetic::encode_reply(req.id, service_ns.min(u32::MAX as u64 - 1) as u32, req.reply_pad, &mut c.wbuf);
                     pos += len;
                     sh.served.fetch_add(1, Relaxed);
-                    match serve_for(c, start, service_ns, write_est_ns) {
+                    match serve_for(c, start, service_ns, write_est_ns, watch) {
                         Ok(next) => start = next,
                         Err(_) => return Outcome::Close,
                     }
@@ -335,7 +359,7 @@ fn serve_conn(c: &mut Conn, sh: &Shared, cfg: &ServerConfig, rng: &mut SmallRng,
                         close = true;
                         break;
                     }
-                    match serve_for(c, start, service_ns, write_est_ns) {
+                    match serve_for(c, start, service_ns, write_est_ns, watch) {
                         Ok(next) => start = next,
                         Err(_) => return Outcome::Close,
                     }
@@ -353,6 +377,7 @@ fn serve_conn(c: &mut Conn, sh: &Shared, cfg: &ServerConfig, rng: &mut SmallRng,
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::clock;
     use std::io::{Read, Write};
 
     fn server(service: &str) -> Server {
@@ -365,6 +390,36 @@ mod tests {
             busy_poll: false,
         })
         .unwrap()
+    }
+
+    #[test]
+    fn a_busy_worker_logs_the_time_its_cpu_was_taken_and_an_idle_sleeper_logs_nothing() {
+        let Some(&cpu) = net::allowed_cpus().first() else { return };
+        let mut s = Server::start(ServerConfig {
+            listen: "127.0.0.1:0".parse().unwrap(),
+            workers: 1,
+            service: Dist::parse("fixed:0").unwrap(),
+            seed: 1,
+            pin: true, // worker 0 on the first allowed CPU
+            busy_poll: true,
+        })
+        .unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        s.take_stalls();
+        std::thread::spawn(move || {
+            net::pin_to_cpu(cpu);
+            clock::spin_for(150_000_000);
+        })
+        .join()
+        .unwrap();
+        let stalls = s.take_stalls();
+        assert!(!stalls.is_empty(), "a CPU shared with a spinner for 150 ms shows as stalls");
+        assert!(stalls.iter().all(|&(a, b)| b - a >= crate::stall::MASK_STALL_NS));
+        s.stop();
+        // A sleeping worker's waits are its own choice, not stalls.
+        let s = server("fixed:0");
+        std::thread::sleep(std::time::Duration::from_millis(250));
+        assert!(s.take_stalls().is_empty());
     }
 
     #[test]

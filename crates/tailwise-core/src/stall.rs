@@ -1,0 +1,129 @@
+//! Stalls of tailwise's own spinning threads, as intervals the coordinator can leave out.
+//!
+//! A thread that busy-polls reads the clock every few µs; a gap of `MASK_STALL_NS` or more
+//! between two of its reads means the thread did not run — a preemption by another task or, on a
+//! virtual machine, by the hypervisor. On a 2-vCPU guest here a lone spinner loses its CPU for
+//! ≥ 100 µs a few times a second and for 1–7 ms about once a second (BENCHMARKS.md), whatever the
+//! load. Requests in flight across such a stall of the *engine* carry the client's pause, not the
+//! target's latency; across a stall of the *built-in server* they carry the machine's, which the
+//! queueing model it is checked against does not have. The threads log these stalls; the
+//! coordinator masks the samples intended around them (methodology/controller.py) and says how
+//! many it left out. Shorter gaps (20 µs, ~360/s here) are too frequent to mask without biasing
+//! the tail and stay in the statistics.
+
+use crate::clock::now_ns;
+use std::sync::{Arc, Mutex};
+
+/// A gap between two clock reads of a spinning thread at least this long is logged.
+pub const MASK_STALL_NS: u64 = 200_000;
+/// Intervals kept at most (16 bytes each); a machine stalling more often than this has bigger
+/// problems, which the masked share of the run reports.
+const MAX_STALLS: usize = 100_000;
+
+/// Stall intervals `(start_ns, end_ns)` on CLOCK_MONOTONIC, shared by the threads that log them
+/// and the caller that takes them.
+#[derive(Clone, Default)]
+pub struct StallLog(Arc<Mutex<Vec<(u64, u64)>>>);
+
+impl StallLog {
+    /// Log one stall. Called right after a stall, never in the steady timing path.
+    pub fn record(&self, start_ns: u64, end_ns: u64) {
+        let mut v = self.0.lock().unwrap();
+        if v.len() < MAX_STALLS {
+            v.push((start_ns, end_ns));
+        }
+    }
+
+    /// The intervals logged since the last call.
+    pub fn take(&self) -> Vec<(u64, u64)> {
+        std::mem::take(&mut *self.0.lock().unwrap())
+    }
+}
+
+/// A clock for one spinning thread that logs its own stalls: every read compares with the last.
+pub struct StallWatch {
+    last: u64,
+    /// How long the thread chose to wait before the next read (a blocking poll).
+    planned: u64,
+    log: StallLog,
+    /// Time lost to the stalls logged so far (for busy-time accounting that leaves them out).
+    pub stalled_ns: u64,
+}
+
+impl StallWatch {
+    pub fn new(log: StallLog) -> StallWatch {
+        StallWatch { last: now_ns(), planned: 0, log, stalled_ns: 0 }
+    }
+
+    /// The time, logging the gap since the previous read if it is a stall.
+    #[inline]
+    pub fn now(&mut self) -> u64 {
+        let t = now_ns();
+        if t - self.last >= MASK_STALL_NS + self.planned {
+            self.log.record(self.last + self.planned, t);
+            self.stalled_ns += t - self.last - self.planned;
+        }
+        self.last = t;
+        self.planned = 0;
+        t
+    }
+
+    /// The thread is about to wait up to `ns` on purpose: the next gap may be that much longer.
+    #[inline]
+    pub fn plan_wait(&mut self, ns: u64) {
+        self.planned = ns;
+    }
+
+    /// Forget the time before now: call after a wait the thread chose (a blocking epoll wait).
+    #[inline]
+    pub fn reset(&mut self) {
+        self.last = now_ns();
+    }
+
+    /// Spin until `deadline_ns`, watching for stalls while spinning.
+    #[inline]
+    pub fn spin_until(&mut self, deadline_ns: u64) {
+        while self.now() < deadline_ns {
+            std::hint::spin_loop();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_sleep_is_a_stall_and_a_reset_forgets_it() {
+        let log = StallLog::default();
+        let mut w = StallWatch::new(log.clone());
+        w.now();
+        std::thread::sleep(std::time::Duration::from_millis(2));
+        let t = w.now();
+        let s = log.take();
+        assert_eq!(s.len(), 1, "{s:?}");
+        assert!(s[0].1 == t && s[0].1 - s[0].0 >= 2_000_000, "{s:?}");
+        std::thread::sleep(std::time::Duration::from_millis(2));
+        w.reset();
+        w.now();
+        assert!(log.take().is_empty(), "a planned sleep after reset is not a stall");
+        w.plan_wait(3_000_000);
+        std::thread::sleep(std::time::Duration::from_millis(2));
+        w.now();
+        assert!(log.take().is_empty(), "a wait within the plan is not a stall");
+        w.plan_wait(1_000_000);
+        std::thread::sleep(std::time::Duration::from_millis(3));
+        w.now();
+        let s = log.take();
+        assert!(s.len() == 1 && s[0].1 - s[0].0 >= 1_000_000, "past the plan it is: {s:?}");
+    }
+
+    #[test]
+    fn the_log_is_bounded() {
+        let log = StallLog::default();
+        for i in 0..(MAX_STALLS as u64 + 10) {
+            log.record(i, i + 1);
+        }
+        assert_eq!(log.take().len(), MAX_STALLS);
+    }
+}
