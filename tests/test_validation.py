@@ -78,7 +78,7 @@ def test_a_100ms_server_stall_shows_in_the_tail_and_fails_stationarity(serve):
 SLACK_NS = 20_000
 
 
-#: A p99 run on this 2-vCPU guest ends not-measurable about one time in ten — the stationarity
+#: A p99 run on this 2-vCPU guest ends not-measurable one time in seven to ten — the stationarity
 #: check catching the tail drift that the coordinator's own rounds and the hypervisor cause
 #: (BENCHMARKS.md) — so each adaptive case gets a second attempt; both verdicts are printed.
 ATTEMPTS = 2

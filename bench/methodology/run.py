@@ -2,12 +2,12 @@
 
 Prints its figures and writes them as JSON (default bench/out/methodology.json). Not a test.
 
-    python bench/methodology/run.py [--quick] [--out FILE]
+    python bench/methodology/run.py [--quick | --reps N] [--out FILE]
 
 Figures (issue 3):
 * time to verdict of `tailwise run --percentile 99 --ci 10us --confidence 0.95` against the
-  built-in server with exp:10us at 50 % load (target ≤ 30 s), median of 3, with the verdict and
-  the reason it stopped; the same at p90 (which the machine's preemption noise does not reach);
+  built-in server with exp:10us at 50 % load (target ≤ 30 s), median of 3 (or --reps), with the
+  share of runs that reached ok, each run's verdict and the reason it stopped; the same at p90;
 * the coordinator's CPU time for one methodology round (`analyse`, every check) on 10k, 100k and
   1M samples (target ≤ 2 s at 1M).
 """
@@ -56,9 +56,10 @@ def time_to_verdict(percentile: str, ci: str) -> dict:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="one repetition")
+    ap.add_argument("--reps", type=int, default=3, help="repetitions of each time-to-verdict case [default: 3]")
     ap.add_argument("--out", default=str(Path(__file__).resolve().parents[1] / "out" / "methodology.json"))
     args = ap.parse_args()
-    reps = 1 if args.quick else 3
+    reps = 1 if args.quick else args.reps
     res: dict = {"host": host_info(), "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "reps": reps}
     rng = np.random.default_rng(1)
     res["round_cpu_s"] = {}
@@ -69,10 +70,13 @@ def main() -> int:
     for p, ci in (("99", "10us"), ("90", "10us")):
         runs = [time_to_verdict(p, ci) for _ in range(reps)]
         key = f"p{p}_ci_{ci}"
-        res[key] = {"median_measured_s": statistics.median(r["measured_s"] for r in runs), "runs": runs}
+        ok = sum(r["verdict"] == "ok" for r in runs)
+        res[key] = {"median_measured_s": statistics.median(r["measured_s"] for r in runs), "ok_runs": ok,
+                    "runs": runs}
         for r in runs:
             print(f"time to verdict, p{p} ± {ci} at 95 %, exp:10us at 50 % load: {r['measured_s']:.1f} s measuring "
                   f"({r['wall_s']:.1f} s wall), verdict {r['verdict']} ({r['stopped']}; failed: {', '.join(r['failed']) or 'none'})")
+        print(f"p{p} ± {ci}: {ok} of {len(runs)} runs ok; median {res[key]['median_measured_s']:.1f} s measuring")
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(res, indent=2) + "\n")
