@@ -87,6 +87,15 @@ def test_level_shift_is_not_stationary(rng):
     assert not st.ok and "level shifts" in st.detail
 
 
+def test_a_drift_too_small_to_matter_passes_with_its_size(rng):
+    # 400k samples: KPSS rejects a 2 % drift of the level, which no precision asked would notice.
+    n = 400_000
+    lat = 20_000 + rng.exponential(10_000, n) + np.linspace(0, 600, n)
+    st = stationarity(_times(n), lat)
+    assert st.kpss_p < 0.05 and st.ok, st.detail
+    assert "drifts by" in st.detail and "only" in st.detail
+
+
 def test_warm_up_is_trimmed_and_reported(rng):
     lat = 20_000 + rng.exponential(10_000, 40_000)
     lat[:3_000] += np.linspace(60_000, 0, 3_000)  # cold start

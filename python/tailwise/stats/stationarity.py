@@ -14,6 +14,15 @@ summarised by its mean latency. On that series (shared/notes/statistics.md):
   106 s here).
   Lancet used ADF alone; it passes on series with level shifts, hence KPSS beside it.
 
+Effect size: at tens of thousands of samples KPSS detects drifts far below any precision a
+user asks for — on this machine, with the stalls of tailwise's own threads masked, a drift of the
+median window mean by a few tenths of a µs over 3 s rejected it in 2 of 10 runs (BENCHMARKS.md).
+As for the arrivals (a KS distance beside the p-value), the level is therefore judged by its
+size too: the window means are cut into ``DRIFT_BLOCKS`` blocks in time, and a rejection (by KPSS,
+or ADF's failure to reject a unit root, which a slow drift also causes) with every block's median
+within ``LEVEL_DRIFT_MAX`` of the overall median passes, its figure reported. A level shift of
+practical size (more than 5 % of the level) still fails.
+
 Warm-up: drop leading windows in steps of 5 % (up to a quarter of the series) until both tests
 pass — the first prefix that makes the rest stationary is the warm-up (in the spirit of MSER
 truncation; White, Simulation 69, 1997). The cap keeps a stall in the middle of a run from being
@@ -47,6 +56,8 @@ ADF_MAXLAG = 10
 TRIM_STEP = 0.05
 TRIM_MAX = 0.25
 CONCENTRATION_MAX = 5.0
+DRIFT_BLOCKS = 5
+LEVEL_DRIFT_MAX = 0.05
 EXCEEDANCES_PER_BATCH = 100
 
 
@@ -88,6 +99,16 @@ def level_tests(series: np.ndarray) -> tuple[float, float, float, float]:
     return float(k.statistic), float(k.pvalue), float(a.statistic), float(a.pvalue)
 
 
+def level_drift(series: np.ndarray) -> float:
+    """Largest departure of a block's median window mean from the series' median, relative to it:
+    the practical size of a level change (``DRIFT_BLOCKS`` blocks in time)."""
+    centre = float(np.median(series))
+    if centre <= 0 or len(series) < DRIFT_BLOCKS:
+        return float("inf")
+    blocks = [float(np.median(b)) for b in np.array_split(series, DRIFT_BLOCKS)]
+    return max(abs(b - centre) for b in blocks) / centre
+
+
 def tail_concentration(intended_ns: np.ndarray, latency_ns: np.ndarray, p: float) -> tuple[float, float, int]:
     """(largest batch exceedance ratio, χ² p-value, batches) for exceedances of the p-th percentile."""
     n = len(latency_ns)
@@ -122,6 +143,7 @@ def stationarity(intended_ns: np.ndarray, latency_ns: np.ndarray, p: float = 99.
     span = intended_ns[-1] - intended_ns[0]
     best = None
     max_trim = 0 if fixed_start_ns is not None else int(len(means) * TRIM_MAX)
+    drift_note = ""
     for trim in range(0, max_trim + 1, max(1, int(len(means) * TRIM_STEP))):
         k_stat, k_p, a_stat, a_p = level_tests(means[trim:])
         best = best or (trim, k_stat, k_p, a_stat, a_p)
@@ -129,17 +151,28 @@ def stationarity(intended_ns: np.ndarray, latency_ns: np.ndarray, p: float = 99.
             best = (trim, k_stat, k_p, a_stat, a_p)
             break
     else:
-        trim, k_stat, k_p, a_stat, a_p = best
-        return Stationarity(False, 0, int(intended_ns[0]), len(means), k_stat, k_p, a_stat, a_p, None, None,
-                            f"window means not stationary even after dropping up to {TRIM_MAX:.0%} as warm-up "
-                            f"(KPSS {k_stat:.2f}, p = {k_p:.3f}; ADF p = {a_p:.3f}): the level shifts or drifts")
+        # No trim passes both tests: a drift too small to matter still passes (effect size).
+        for trim in range(0, max_trim + 1, max(1, int(len(means) * TRIM_STEP))):
+            k_stat, k_p, a_stat, a_p = level_tests(means[trim:])
+            drift = level_drift(means[trim:])
+            if drift <= LEVEL_DRIFT_MAX:
+                best = (trim, k_stat, k_p, a_stat, a_p)
+                drift_note = f"the level drifts by {drift:.1%} only (≤ {LEVEL_DRIFT_MAX:.0%} passes); "
+                break
+        else:
+            trim, k_stat, k_p, a_stat, a_p = best
+            drift = level_drift(means[trim:])
+            return Stationarity(False, 0, int(intended_ns[0]), len(means), k_stat, k_p, a_stat, a_p, None, None,
+                                f"window means not stationary even after dropping up to {TRIM_MAX:.0%} as warm-up "
+                                f"(KPSS {k_stat:.2f}, p = {k_p:.3f}; ADF p = {a_p:.3f}; the level moves by {drift:.1%}"
+                                f" between fifths of the run): the level shifts or drifts")
     trim, k_stat, k_p, a_stat, a_p = best
     start_ns = int(intended_ns[0] + span * trim / n_windows)
     keep = intended_ns >= start_ns
     ratio, chi_p, batches = tail_concentration(intended_ns[keep], latency_ns[keep], p)
     transient = ratio >= CONCENTRATION_MAX and chi_p < 1e-3
     warm = f"{trim} of {len(means)} windows dropped as warm-up ({(start_ns - intended_ns[0]) / 1e9:.2f} s); " if trim else ""
-    detail = (f"{warm}KPSS p = {k_p:.3f}, ADF p = {a_p:.3f} on {len(means) - trim} window means; "
+    detail = (f"{warm}{drift_note}KPSS p = {k_p:.3f}, ADF p = {a_p:.3f} on {len(means) - trim} window means; "
               f"p{p:g} exceedances: largest batch {ratio:.1f}× its share over {batches} batches")
     if transient:
         detail = (f"a transient holds the tail: one of {batches} time batches has {ratio:.1f}× its share of samples "
