@@ -80,8 +80,16 @@ def independence(latency_in_send_order: np.ndarray, p: float = 99.0, max_lag: in
                             f"(ρ = {rho[max_lag]:.3f} > {thr:.3f}) with {n:,} samples")
     step = first
     return Independence(True, step, float(rho[1]), float(rho[step]), thr, n, n_eff,
-                        f"p{p:g} indicator: lag-1 autocorrelation {rho[1]:.3f}; every {step}th sample kept "
+                        f"p{p:g} indicator: lag-1 autocorrelation {rho[1]:.3f}; {_kept(step)} "
                         f"(ρ at lag {step} = {rho[step]:.3f}, threshold {thr:.3f}); n_eff ≈ {n_eff:,.0f} of {n:,}")
+
+
+def _kept(step: int) -> str:
+    """'every sample kept', 'every 2nd sample kept', 'every 13th sample kept'."""
+    if step <= 1:
+        return "every sample kept"
+    suffix = "th" if 10 <= step % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(step % 10, "th")
+    return f"every {step}{suffix} sample kept"
 
 
 def thin(n: int, step: int, rng: np.random.Generator) -> np.ndarray:
