@@ -1,29 +1,45 @@
-"""Are the latency samples independent, and if not, how much thinning makes them so?
+"""How much information do autocorrelated latency samples carry about one percentile?
 
 Why: the order-statistic confidence interval of a percentile assumes i.i.d. samples. Requests
 queued back to back have dependent latencies (the later one includes the earlier one's service),
 so intervals from consecutive requests are too narrow (Lancet §4.3; Le Boudec 2010, §6).
 
-What must be independent: the interval for the p-quantile rests on one binomial count, the number
-of samples below it (quantiles.py). Its variance is that of a sum of the indicator series
-Iᵢ = 1{xᵢ ≤ q}, inflated by 1 + 2 Σₖ ρₖ where ρₖ is that series' autocorrelation (e.g. Le Boudec
-2010, §6.6; Geyer, Stat. Sci. 7, 1992). So the test is on the indicator of the percentile at hand,
-not on the raw latencies: a slow drift of the median (host noise) correlates the latencies for
-seconds yet leaves the p99 indicator nearly independent, and the reverse holds in a saturated
-queue. Each percentile therefore gets its own thinning.
+What must be independent: the interval for the p-quantile ``ξ`` rests on one binomial count, the
+number ``B = Σᵢ Iᵢ`` of samples below it, ``Iᵢ = 1{xᵢ ≤ ξ}`` (quantiles.py). For a stationary
+series the variance of that sum is, for large n,
 
-Method (Lancet's thinning, with an effect-size threshold): autocorrelation of the indicator series
-at lags 1…L by FFT (``statsmodels.tsa.stattools.acf``); the thinning step ℓ is the first lag whose
-|ρ| is below ``threshold(n) = max(RHO_MAX, z₀.₉₇₅/√n)`` — a p-value alone is useless at n ≥ 10⁵,
-where any tiny correlation is "significant" (statistics notes). Keeping every ℓ-th sample leaves a
-series whose lag-1 correlation is ρ(ℓ): with |ρ| ≤ 0.05 the variance of the count is inflated by at
-most ≈ 1 + 2·0.05/(1 − 0.05) ≈ 1.1.
+    Var B ≈ n·q(1 − q)·τ,   τ = 1 + 2 Σ_{k≥1} ρₖ,
 
-The effective sample size n/(1 + 2 Σ ρₖ) (summed while ρₖ > threshold) is reported alongside.
+with ``ρₖ`` the autocorrelation of the indicator series at lag k: ``τ`` is the integrated
+autocorrelation time, and ``n_eff = n/τ`` samples that were independent would give the same
+variance (Geyer, Stat. Sci. 7, 1992, §3; Le Boudec 2010, §6.6; Thiébaux & Zwiers, J. Clim. Appl.
+Meteor. 23, 1984). So the statistic is computed on the indicator of the percentile at hand, not on
+the raw latencies: a slow drift of the median (host noise) correlates the latencies for seconds
+yet leaves the p99 indicator nearly independent, and the reverse holds in a saturated queue. Every
+sample is kept; the binomial count is widened by ``τ`` (quantiles.percentile_ci with ``n_eff``).
+This replaces Lancet's thinning (keep every ℓ-th sample until lag-ℓ correlation vanishes), which
+at the median of a loaded queue kept one sample in ~1,000 and left no interval.
+
+Estimating τ: the sample ACF (``statsmodels.tsa.stattools.acf``, by FFT) is summed with Geyer's
+*initial positive sequence* truncation (Geyer 1992, §3.3): for a reversible stationary chain the
+pair sums ``Γₘ = ρ₂ₘ + ρ₂ₘ₊₁`` (``ρ₀ = 1``) are positive, so the sum stops at the first
+``Γₘ ≤ 0`` — where the estimated correlations have become noise — and
+``τ = −1 + 2 Σ_{m<M} Γₘ`` (lags 1 … 2M − 1). It needs no tuning constant, unlike cutting the
+sum where ``|ρₖ|`` first drops below ``max(0.05, 1.96/√n)`` (the previous rule), which stops early
+on correlations that decay slowly from just above it. On the coverage test's 200 seeds
+(tests/test_coverage.py: M/M/1 and bimodal M/G/1 at ρ = 0.5 and 0.8; p50, p90, p99) the threshold
+rule covered 89–96.5 %, Geyer's 90–97.5 %, at least as much in all 12 cells (e.g. p50 of M/M/1 at
+ρ = 0.5: 92 % against 94 %). The threshold is still computed and reported as the size of a
+correlation that is negligible at this n.
+
+``ok`` is False when ``n < MIN_SAMPLES`` or when the pair sums are still positive at ``max_lag``
+(default ``min(5000, n // 50)``: beyond n/50 lags each estimate rests on too few pairs): the
+correlation does not decay within reach, and ``τ`` (a lower bound then) cannot be trusted.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -31,69 +47,88 @@ from statsmodels.tsa.stattools import acf
 
 RHO_MAX = 0.05
 Z = 1.959963984540054
-#: Keep at least this many samples after thinning, or thinning cannot be judged.
-MIN_THINNED = 50
+#: Below this many samples the indicator's correlation cannot be judged.
+MIN_SAMPLES = 100
+#: Default largest lag: min(MAX_LAG, n // LAG_DIVISOR).
+MAX_LAG = 5_000
+LAG_DIVISOR = 50
 
 
 @dataclass(frozen=True)
 class Independence:
+    """The autocorrelation of the p-th percentile's indicator and the effective sample size."""
+
     ok: bool
-    step: int  # keep every step-th sample
-    rho_lag1: float  # before thinning
-    rho_at_step: float  # after thinning (the lag-`step` autocorrelation)
-    threshold: float
+    tau: float  # integrated autocorrelation time 1 + 2 Σ ρₖ (≥ 1; a lower bound when not ok)
     n: int
-    n_effective: float
+    n_effective: float  # n / τ
+    rho_lag1: float
+    lags: int  # lags summed into τ
+    threshold: float  # |ρ| negligible at this n: max(0.05, 1.96/√n)
     detail: str
+
+    @property
+    def step(self) -> int:
+        """The equivalent thinning (keep one sample in ``step``), for the old summary fields."""
+        return max(1, math.ceil(self.tau)) if math.isfinite(self.tau) else 1
 
 
 def threshold(n: int) -> float:
-    return max(RHO_MAX, Z / np.sqrt(max(n, 1)))
+    return float(max(RHO_MAX, Z / np.sqrt(max(n, 1))))
 
 
 def indicator_acf(x: np.ndarray, p: float, max_lag: int) -> np.ndarray:
     """Autocorrelation of 1{x ≤ q_p} at lags 0…max_lag (q_p the sample p-th percentile)."""
     q = np.percentile(x, p, method="inverted_cdf")
     ind = (x <= q).astype(float)
-    if ind.min() == ind.max():
+    if ind.min() == ind.max():  # every sample on one side (ties): nothing varies, nothing correlates
         return np.r_[1.0, np.zeros(max_lag)]
     return acf(ind, nlags=max_lag, fft=True)
 
 
+def geyer_tau(rho: np.ndarray) -> tuple[float, int, bool]:
+    """(τ, lags summed, truncated) from an ACF ``rho[0..L]`` by Geyer's initial positive sequence.
+
+    ``truncated`` is False when every pair sum up to ``L`` is positive (the sequence did not end).
+    """
+    pairs = (len(rho) // 2) * 2
+    gamma = rho[:pairs].reshape(-1, 2).sum(axis=1)  # Γₘ = ρ₂ₘ + ρ₂ₘ₊₁
+    nonpos = np.nonzero(gamma <= 0)[0]
+    m = int(nonpos[0]) if nonpos.size else len(gamma)
+    tau = -1.0 + 2.0 * float(np.sum(gamma[:m]))
+    return max(tau, 1.0), max(2 * m - 1, 0), bool(nonpos.size)
+
+
 def independence(latency_in_send_order: np.ndarray, p: float = 99.0, max_lag: int | None = None) -> Independence:
-    """Thinning that makes the indicator of the p-th percentile independent (see module doc)."""
+    """Integrated autocorrelation time and effective sample size of the p-th percentile's indicator
+    (see the module doc). Never raises on data: too few samples give ``ok=False``."""
     x = np.asarray(latency_in_send_order, dtype=float)
     n = len(x)
-    if n < 2 * MIN_THINNED:
-        return Independence(False, 1, float("nan"), float("nan"), threshold(n), n, float(n),
-                            f"only {n} samples: too few to judge independence")
-    max_lag = max(1, min(max_lag or 5_000, n // MIN_THINNED))
-    rho = indicator_acf(x, p, max_lag)
     thr = threshold(n)
-    below = np.nonzero(np.abs(rho[1:]) < thr)[0]
-    # Effective sample size: sum the correlations until they first drop below the threshold.
-    first = int(below[0]) + 1 if below.size else max_lag + 1
-    n_eff = n / max(1.0, 1.0 + 2.0 * float(np.sum(rho[1:first])))
-    if not below.size:
-        return Independence(False, max_lag, float(rho[1]), float(rho[max_lag]), thr, n, n_eff,
-                            f"whether a latency is above p{p:g} stays correlated up to lag {max_lag} "
-                            f"(ρ = {rho[max_lag]:.3f} > {thr:.3f}) with {n:,} samples")
-    step = first
-    return Independence(True, step, float(rho[1]), float(rho[step]), thr, n, n_eff,
-                        f"p{p:g} indicator: lag-1 autocorrelation {rho[1]:.3f}; {_kept(step)} "
-                        f"(ρ at lag {step} = {rho[step]:.3f}, threshold {thr:.3f}); n_eff ≈ {n_eff:,.0f} of {n:,}")
-
-
-def _kept(step: int) -> str:
-    """'every sample kept', 'every 2nd sample kept', 'every 13th sample kept'."""
-    if step <= 1:
-        return "every sample kept"
-    suffix = "th" if 10 <= step % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(step % 10, "th")
-    return f"every {step}{suffix} sample kept"
+    if n < MIN_SAMPLES:
+        return Independence(False, float("nan"), n, float(n), float("nan"), 0, thr,
+                            f"only {n:,} samples: too few to judge the independence of p{p:g} (needs {MIN_SAMPLES})")
+    max_lag = max(2, min(max_lag or MAX_LAG, n // LAG_DIVISOR, n - 1))
+    rho = indicator_acf(x, p, max_lag)
+    if not np.all(np.isfinite(rho)):
+        return Independence(False, float("nan"), n, float(n), float("nan"), 0, thr,
+                            f"the autocorrelation of the p{p:g} indicator could not be computed from {n:,} samples")
+    tau, lags, ended = geyer_tau(rho)
+    n_eff = n / tau
+    if not ended:
+        return Independence(False, tau, n, n_eff, float(rho[1]), lags, thr,
+                            f"whether a latency is above p{p:g} stays correlated up to lag {max_lag:,} "
+                            f"(ρ = {rho[max_lag]:.3f}, τ ≥ {tau:,.1f}) with {n:,} samples: "
+                            f"n_eff ≤ {n_eff:,.0f} cannot be trusted")
+    return Independence(True, tau, n, n_eff, float(rho[1]), lags, thr,
+                        f"p{p:g} indicator: lag-1 autocorrelation {rho[1]:.2f}, τ = {tau:,.1f} over {lags:,} "
+                        f"lag{'' if lags == 1 else 's'}: "
+                        f"n_eff ≈ {n_eff:,.0f} of {n:,}")
 
 
 def thin(n: int, step: int, rng: np.random.Generator) -> np.ndarray:
-    """Indices keeping every ``step``-th of ``n`` samples from a random offset."""
+    """Indices keeping every ``step``-th of ``n`` samples from a random offset (no longer used by
+    the estimate; kept for callers that still thin)."""
     if step <= 1:
         return np.arange(n)
     return np.arange(int(rng.integers(step)), n, step)
