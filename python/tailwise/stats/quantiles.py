@@ -16,26 +16,59 @@ Splitting ``α = 1 - confidence`` evenly between the tails gives the equal-taile
 With ``ppf(q) = min{m : F(m) >= q}`` (``scipy.stats.binom.ppf``), ``k = ppf(1 - α/2) + 1`` and
 ``j = ppf(α/2)``, raised by one when ``F(ppf(α/2)) == α/2`` exactly. A bound exists only if its
 rank lies in ``1..n``: the upper one needs ``p**n <= α/2``, i.e. ``n >= ln(α/2) / ln(p)`` — 368
-samples for p99, 3,688 for p99.9, 36,887 for p99.99 at 95 % — and is ``None`` below that, never a
-made-up number. This is the exact version of the normal approximation Lancet uses
-(``j ≈ ⌊np − η√(np(1−p))⌋``, ``k ≈ ⌈np + η√(np(1−p))⌉ + 1``; Lancet §2.3), and what
-``scipy.stats.quantile_test(...).confidence_interval()`` computes for raw samples.
+samples for p99, 3,688 for p99.9, 36,887 for p99.99 at 95 % — and the lower one
+``(1 - p)**n <= α/2`` (:func:`samples_needed`). This is the exact version of the normal
+approximation Lancet uses (``j ≈ ⌊np − η√(np(1−p))⌋``, ``k ≈ ⌈np + η√(np(1−p))⌉ + 1``; Lancet
+§2.3), and what ``scipy.stats.quantile_test(...).confidence_interval()`` computes for raw samples.
 
 References: J.-Y. Le Boudec, *Performance Evaluation of Computer and Communication Systems*,
 EPFL Press 2010, §2.4.2 and Annex A; H. A. David & H. N. Nagaraja, *Order Statistics*, 3rd ed.,
 Wiley 2003, §7.1.
 
-The point estimate is ``x(⌈np⌉)`` (numpy's ``inverted_cdf``), which always lies inside
-``[x(j), x(k)]``. The interval is only valid for independent samples: see the independence
-check of the methodology.
+The point estimate is ``x(⌈np⌉)`` (numpy's ``inverted_cdf``), which lies inside ``[x(j), x(k)]``.
+
+Autocorrelated samples: effective sample size
+---------------------------------------------
+Latencies of queued requests are correlated, and so is the indicator ``1{xᵢ <= ξ}`` whose sum is
+``B``: its variance is ``n p(1 − p) τ`` rather than ``n p(1 − p)``, ``τ`` the integrated
+autocorrelation time of the indicator (independence.py). Every sample is kept and the count is
+taken on the scale of ``n_eff = n/τ`` samples: the ranks ``j, k`` come from Binomial(m, p),
+``m = round(n_eff)``, and are carried to the full sample at the same quantile level — rank
+``j`` of ``m`` is the empirical ``j/m``-quantile, which in ``n`` samples is ``x(⌈j·n/m⌉)`` — the
+usual effective-sample-size adjustment (Thiébaux & Zwiers, J. Clim. Appl. Meteor. 23, 1984;
+Geyer, Stat. Sci. 7, 1992). With ``n_eff >= n`` it is exactly the i.i.d. interval. A bound that
+``m`` samples cannot give is missing; then the percentile is *unsupported*: value and bounds are
+None and ``samples_needed`` says how many effective samples would bound it — an unsupported
+percentile is never reported as a number.
+
+What may be left out, and censored values
+-----------------------------------------
+No sample leaves the statistics because of its value (shared/notes/statistics.md). A request that
+timed out, was never sent or is still in flight has a right-censored latency: the true value is at
+least the time it has been outstanding (its *bound*). Sort every sample at its value or bound
+(``y(1) <= … <= y(n)``); the true order statistics satisfy ``x(r) >= y(r)`` for every rank, since
+raising some values can only raise each order statistic. Hence:
+
+* the lower bound ``y(j)`` stays a valid lower bound (``x(j) >= y(j)``);
+* the upper bound ``y(k)`` is valid only if no censored bound is ``<= y(k)`` — then the ``k``
+  smallest values are all exact, and every censored value, known to be above ``y(k)``, stays
+  above it; otherwise it is unknown (None);
+* likewise the value ``y(⌈np⌉)`` is exact only if no censored bound is ``<= `` it; otherwise it is
+  reported as *at least* that (``at_least=True``).
+
+Below a censored bound the indicator ``1{x <= ξ}`` is known exactly (0), so counting the censored
+requests in keeps the binomial argument valid; dropping them would bias every percentile down.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
 from scipy.stats import binom
+
+from tailwise.stats.independence import Independence, independence
 
 #: The percentiles every summary reports.
 DEFAULT_PERCENTILES: tuple[float, ...] = (50.0, 90.0, 99.0, 99.9, 99.99)
@@ -43,18 +76,39 @@ DEFAULT_PERCENTILES: tuple[float, ...] = (50.0, 90.0, 99.0, 99.9, 99.99)
 
 @dataclass(frozen=True)
 class Percentile:
-    """A percentile ``p`` (0–100) of a latency, with its confidence bounds (None: not boundable)."""
+    """A percentile ``p`` (0–100) of a latency, with its confidence bounds (None: not boundable).
+
+    Unsupported (too few effective samples for both bounds): ``value``, ``low`` and ``high`` are
+    None and ``samples_needed`` is the effective sample count that would bound it. ``at_least``:
+    censored samples reach the value, which is then only a lower bound on the true percentile.
+    """
 
     p: float
     value: float | None
     low: float | None
     high: float | None
+    n_effective: float | None = None
+    samples_needed: int | None = None
+    at_least: bool = False
+
+    @property
+    def supported(self) -> bool:
+        """Both bounds exist: the data support an interval for this percentile."""
+        return self.low is not None and self.high is not None
 
     def as_json(self) -> dict:
         def ns(v: float | None) -> int | None:
             return None if v is None else int(v)
 
-        return {"p": self.p, "value_ns": ns(self.value), "low_ns": ns(self.low), "high_ns": ns(self.high)}
+        return {"p": self.p, "value_ns": ns(self.value), "low_ns": ns(self.low), "high_ns": ns(self.high),
+                "n_effective": self.n_effective, "samples_needed": self.samples_needed, "censored": self.at_least}
+
+
+def _check(q: float, confidence: float) -> None:
+    if not 0.0 < q < 1.0:
+        raise ValueError(f"quantile {q} must be strictly between 0 and 1")
+    if not 0.0 < confidence < 1.0:
+        raise ValueError(f"confidence {confidence} must be strictly between 0 and 1")
 
 
 def order_statistic_ranks(n: int, q: float, confidence: float = 0.95) -> tuple[int | None, int | None]:
@@ -62,10 +116,7 @@ def order_statistic_ranks(n: int, q: float, confidence: float = 0.95) -> tuple[i
 
     ``None`` for a bound that ``n`` samples cannot give at this confidence.
     """
-    if not 0.0 < q < 1.0:
-        raise ValueError(f"quantile {q} must be strictly between 0 and 1")
-    if not 0.0 < confidence < 1.0:
-        raise ValueError(f"confidence {confidence} must be strictly between 0 and 1")
+    _check(q, confidence)
     if n <= 0:
         return None, None
     half = (1.0 - confidence) / 2.0
@@ -76,20 +127,90 @@ def order_statistic_ranks(n: int, q: float, confidence: float = 0.95) -> tuple[i
     return (j if j >= 1 else None), (k if k <= n else None)
 
 
-def percentile_ci(sorted_x: np.ndarray, p: float, confidence: float = 0.95) -> Percentile:
-    """Percentile ``p`` (0–100) of *sorted* samples with its order-statistic confidence interval."""
-    n = len(sorted_x)
-    if n == 0:
-        return Percentile(p, None, None, None)
+def samples_needed(p: float, confidence: float = 0.95) -> int:
+    """The fewest independent samples for which both bounds of percentile ``p`` (0–100) exist:
+    ``q**n <= α/2`` (upper) and ``(1 − q)**n <= α/2`` (lower), ``q = p/100``. 368 for p99, 3,688
+    for p99.9, 36,887 for p99.99 at 95 %."""
     q = p / 100.0
-    value = float(sorted_x[max(int(np.ceil(q * n)), 1) - 1])
-    j, k = order_statistic_ranks(n, q, confidence)
-    low = None if j is None else float(sorted_x[j - 1])
-    high = None if k is None else float(sorted_x[k - 1])
-    return Percentile(p, value, low, high)
+    _check(q, confidence)
+    half = (1.0 - confidence) / 2.0
+    n = max(math.ceil(math.log(half) / math.log(max(q, 1.0 - q))), 1)
+    # Guard the floating-point ceiling against the exact rank condition.
+    while n > 1 and None not in order_statistic_ranks(n - 1, q, confidence):
+        n -= 1
+    while None in order_statistic_ranks(n, q, confidence):
+        n += 1
+    return n
+
+
+def _ranks(n: int, q: float, confidence: float, n_eff: float | None) -> tuple[int | None, int | None, float | None]:
+    """Ranks in ``1..n`` of the bounds, on the effective-sample scale when ``n_eff < n``."""
+    if n_eff is None or math.isnan(n_eff) or n_eff >= n:
+        j, k = order_statistic_ranks(n, q, confidence)
+        return j, k, None if n_eff is None or math.isnan(n_eff) else float(n)
+    m = int(round(n_eff))
+    j, k = order_statistic_ranks(m, q, confidence)
+    scale = n / m if m > 0 else 0.0
+
+    def carry(r: int | None) -> int | None:
+        return None if r is None else min(max(math.ceil(r * scale), 1), n)
+
+    return carry(j), carry(k), float(n_eff)
+
+
+def percentile_ci(sorted_x: np.ndarray, p: float, confidence: float = 0.95, n_eff: float | None = None) -> Percentile:
+    """Percentile ``p`` (0–100) of *sorted* samples with its order-statistic confidence interval,
+    the count widened to ``n_eff`` effective samples when given and below ``n`` (module doc).
+    Unsupported (value None, ``samples_needed`` set) when a bound is missing."""
+    n = len(sorted_x)
+    q = p / 100.0
+    need = samples_needed(p, confidence)
+    j, k, n_eff_used = _ranks(n, q, confidence, n_eff)
+    if j is None or k is None:
+        return Percentile(p, None, None, None, n_eff_used, need)
+    value = float(sorted_x[max(math.ceil(q * n), 1) - 1])
+    return Percentile(p, value, float(sorted_x[j - 1]), float(sorted_x[k - 1]), n_eff_used)
 
 
 def percentiles(x: np.ndarray, ps=DEFAULT_PERCENTILES, confidence: float = 0.95) -> list[Percentile]:
-    """Several percentiles of unsorted samples (sorted once)."""
+    """Several percentiles of unsorted samples (sorted once), as if independent."""
     s = np.sort(np.asarray(x))
     return [percentile_ci(s, p, confidence) for p in ps]
+
+
+def estimate_percentile(lat_in_send_order: np.ndarray, p: float, confidence: float = 0.95,
+                        censored: np.ndarray | None = None) -> tuple[Percentile, Independence]:
+    """Percentile ``p`` (0–100) of all samples with a CI widened by their autocorrelation.
+
+    ``lat_in_send_order``: latencies (ns) in the order the requests were sent; ``censored``: an
+    optional boolean mask of samples whose latency is only a lower bound (timed out, never sent,
+    still in flight), given at that bound. The independence of the percentile's indicator is
+    judged on the series in send order (independence.py); the interval is then taken on every
+    sample with its effective size. If the correlation cannot be judged (``ind.ok`` False) the
+    value stands but no interval is claimed (bounds None), unless there are too few samples for
+    the percentile at all (then unsupported). Censored samples: see the module doc (the value
+    becomes ``at_least``, the upper bound unknown when censored bounds reach them).
+    """
+    x = np.asarray(lat_in_send_order, dtype=float)
+    n = len(x)
+    ind = independence(x, p)
+    need = samples_needed(p, confidence)
+    if n < need:
+        n_eff = ind.n_effective if ind.ok else float(n)
+        return Percentile(p, None, None, None, n_eff, need), ind
+    sx = np.sort(x)
+    if ind.ok:
+        pc = percentile_ci(sx, p, confidence, ind.n_effective)
+    else:  # correlated beyond reach: the value stands, no interval can be claimed
+        pc = Percentile(p, float(sx[max(math.ceil(p / 100.0 * n), 1) - 1]), None, None, None)
+    if censored is None or pc.value is None:
+        return pc, ind
+    cens = np.asarray(censored, dtype=bool)
+    if cens.shape != x.shape:
+        raise ValueError(f"censored mask of shape {cens.shape} for {x.shape} latencies")
+    if not cens.any():
+        return pc, ind
+    lowest_bound = float(np.min(x[cens]))
+    at_least = lowest_bound <= pc.value
+    high = pc.high if pc.high is not None and lowest_bound > pc.high else None
+    return Percentile(p, pc.value, pc.low, high, pc.n_effective, pc.samples_needed, at_least), ind
