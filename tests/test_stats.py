@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as hst
 from scipy.signal import lfilter
 
+from tailwise.stats.arrivals import DISTANCE_MAX, arrival_fit
 from tailwise.stats.independence import independence
 from tailwise.stats.quantiles import (
     Percentile,
@@ -178,3 +179,156 @@ def test_censored_lower_bound_keeps_its_coverage():
         pc, _ = estimate_percentile(seen, 90, 0.95, censored=cens)
         below += pc.low <= truth
     assert below / reps >= 0.96
+
+
+# --- arrivals ---------------------------------------------------------------------------------
+
+def poisson(n: int, gap_ns: float, rng: np.random.Generator) -> np.ndarray:
+    return np.cumsum(rng.exponential(gap_ns, n))
+
+
+def late(sent, intended) -> float:
+    return float(np.mean((np.asarray(sent) - np.asarray(intended)) > LATE_NS))
+
+
+def fit(sent, intended, rng, process="exp", rate=20_000, late_fraction=None, **kw):
+    lf = late(sent, intended) if late_fraction is None else late_fraction
+    return arrival_fit(np.asarray(sent).astype(np.int64), np.asarray(intended).astype(np.int64), process=process,
+                       rate_rps=rate, late_fraction=lf, rng=rng, **kw)
+
+
+def _consistent(f) -> None:
+    """Every criterion's figure agrees with its mark (the old detail printed 'D = 0.121 (≤ 0.05
+    passes)' on a run that passed by the other test)."""
+    if f.distance is not None:
+        assert (f.distance <= DISTANCE_MAX) == (f"≤ {DISTANCE_MAX} passes" in f.detail)
+    assert f.ok == f.detail.startswith("arrivals follow the schedule")
+
+
+@pytest.mark.parametrize("jitter", ["uniform 0–10 µs", "15 % late by 5 µs"])
+@pytest.mark.parametrize("keep", [1.0, 0.2])
+def test_poisson_schedule_with_send_jitter_passes(rng, jitter, keep):
+    intended = poisson(50_000, 50_000, rng)
+    if jitter.startswith("uniform"):
+        sent = intended + rng.uniform(0, 10_000, len(intended))
+    else:
+        sent = intended + np.where(rng.random(len(intended)) < 0.15, 5_000, 300)
+    k = rng.random(len(intended)) < keep  # the engine's 1-in-k sampler
+    f = fit(sent[k], intended[k], rng)
+    assert f.ok, f.detail
+    assert f.distance < 0.05 and f.statistic == f.distance and f.pvalue > 0.01
+    assert abs(f.cv - 1) < 0.1 and f.send_lag_p99_ns <= 10_000
+    _consistent(f)
+
+
+def test_token_bucket_bursts_fail(rng):
+    # memtier-style: the requests of each 20 ms window leave back to back (1 µs apart) at the refill.
+    intended = poisson(50_000, 50_000, rng)
+    window = np.floor(intended / 20e6)
+    first = np.r_[0, np.nonzero(np.diff(window))[0] + 1]
+    rank = np.arange(len(intended)) - np.repeat(first, np.diff(np.r_[first, len(intended)]))
+    sent = window * 20e6 + rank * 1_000
+    f = fit(sent, intended, rng)
+    assert not f.ok and f.distance > 0.5 and "fail on the sent gaps" in f.detail
+    assert "intended gaps fit the exponential" in f.detail  # the schedule itself was fine
+    _consistent(f)
+
+
+def closed_loop(intended: np.ndarray, service, slots: int = 4) -> np.ndarray:
+    """Send times of a sender with ``slots`` requests in flight at most: each request leaves at its
+    intended time or when a slot frees (its previous request completed), whichever is later."""
+    free = [0.0] * slots
+    sent = np.empty(len(intended))
+    for i, due in enumerate(intended):
+        slot = min(range(slots), key=free.__getitem__)
+        sent[i] = max(due, free[slot])
+        free[slot] = sent[i] + service()
+    return sent
+
+
+def test_closed_loop_fails(rng):
+    # 4 slots, each sending when its previous request completes after an exponential 200 µs
+    # service: the loop reaches 20k/s, and the intended schedule is Poisson at that rate.
+    intended = poisson(50_000, 50_000, rng)
+    sent = closed_loop(intended, lambda: rng.exponential(200_000))
+    f = fit(sent, intended, rng)
+    assert not f.ok and "late sends" in f.detail and f.late_fraction > 0.05
+    assert f.send_lag_p99_ns > 1e6  # the backlog grows: ms behind the schedule
+    # With a memoryless service the sends still form a Poisson process (service starts of an
+    # M/M/4 queue), so the gaps alone cannot show the loop: only its lag behind the schedule does.
+    assert f.distance <= DISTANCE_MAX
+    # With a near-constant service the gaps give it away too, even with no late count.
+    sent_fixed = closed_loop(intended, lambda: 200_000 + rng.uniform(0, 2_000))
+    g = fit(sent_fixed, intended, rng, late_fraction=0.0)
+    assert not g.ok and g.distance > DISTANCE_MAX and "fail on the sent gaps" in g.detail
+    _consistent(f)
+    _consistent(g)
+
+
+def test_fixed_spacing_sender_against_a_poisson_schedule_fails(rng):
+    intended = poisson(50_000, 50_000, rng)
+    sent = intended[0] + np.arange(len(intended)) * 50_000.0
+    f = fit(sent, intended, rng, late_fraction=0.0)
+    assert not f.ok and f.distance == pytest.approx(2 / math.e, abs=0.05)  # E|X − mean|/mean, X ~ Exp
+    assert "fail on the sent gaps" in f.detail and "late sends" not in f.detail.split(":")[0]
+    _consistent(f)
+
+
+def test_a_client_that_falls_behind_fails(rng):
+    intended = poisson(20_000, 50_000, rng)
+    f = fit(intended + 300, intended, rng, late_fraction=0.2)
+    assert not f.ok and "20.0% of requests sent late (> 5% fails)" in f.detail
+    assert f.detail.startswith("arrivals fail on late sends")
+    _consistent(f)
+
+
+def test_one_engine_stall_passes(rng):
+    # A 4 ms stall: one long gap, then the ~80 requests due meanwhile leave at once (1 µs apart).
+    intended = poisson(50_000, 50_000, rng)
+    sent = intended + 300
+    a = intended[25_000]
+    hit = (intended >= a) & (intended < a + 4e6)
+    sent[hit] = a + 4e6 + np.arange(hit.sum()) * 1_000
+    assert 50 < hit.sum() < 120
+    f = fit(sent, intended, rng)
+    assert f.ok and f.distance < 0.01, f.detail
+    _consistent(f)
+
+
+def test_timer_granularity_at_large_n_passes(rng):
+    # 200k sends at 100k/s leaving on a 2.15 µs loop grid: two requests due in one loop iteration
+    # leave together, 1 − (1 − e^(−λr))/(λr) ≈ 10 % of the gaps between sends are 0.
+    intended = poisson(200_000, 10_000, rng)
+    grid = 2_150.0
+    sent = np.ceil(intended / grid) * grid
+    zero = np.mean(np.diff(sent) == 0)
+    assert 0.08 < zero < 0.12
+    f = fit(sent, intended, rng, rate=100_000)
+    assert f.ok, f.detail  # W₁ ≈ 0.05 of the 10 µs mean gap: a fifth-of-a-gap grid
+    _consistent(f)
+
+
+def test_non_poisson_processes_skip_the_schedule_test(rng):
+    intended = np.arange(10_000) * 100_000.0
+    keep = rng.random(len(intended)) < 0.5
+    f = fit(intended[keep] + rng.uniform(0, 1_000, keep.sum()), intended[keep], rng, process="fixed", rate=10_000)
+    assert f.ok and f.pvalue is None and "fixed schedule is not tested" in f.detail, f.detail
+    bad = fit(np.cumsum(rng.exponential(100_000, keep.sum())), intended[keep], rng, process="fixed", rate=10_000,
+              late_fraction=0.0)
+    assert not bad.ok and bad.distance > DISTANCE_MAX
+
+
+def test_gaps_across_masks_are_left_out(rng):
+    intended = poisson(20_000, 50_000, rng)
+    hole = (intended > 0.4e9) & (intended < 0.9e9)  # half a second masked
+    t = intended[~hole]
+    seg = (t >= 0.9e9).astype(int)
+    with_seg = fit(t + 300, t, rng, segments=seg)
+    assert with_seg.ok and with_seg.gaps == len(t) - 2, with_seg.detail
+
+
+def test_arrivals_with_too_few_sends_do_not_raise(rng):
+    f = fit(np.arange(10) * 1e5, np.arange(10) * 1e5, rng)
+    assert not f.ok and "too few" in f.detail and f.distance is None
+    same = fit(np.zeros(100), np.zeros(100), rng)
+    assert not same.ok and "too few" in same.detail
