@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as hst
 from scipy.signal import lfilter
 
+from tailwise.model import sojourn_sequence
 from tailwise.stats.arrivals import DISTANCE_MAX, arrival_fit
 from tailwise.stats.independence import independence
 from tailwise.stats.quantiles import (
@@ -21,6 +22,7 @@ from tailwise.stats.quantiles import (
     percentile_ci,
     samples_needed,
 )
+from tailwise.stats.stationarity import level_tests, stationarity, tail_concentration, window_means
 
 SEED = 20261123
 LATE_NS = 50_000  # the engine's default late threshold
@@ -332,3 +334,153 @@ def test_arrivals_with_too_few_sends_do_not_raise(rng):
     assert not f.ok and "too few" in f.detail and f.distance is None
     same = fit(np.zeros(100), np.zeros(100), rng)
     assert not same.ok and "too few" in same.detail
+
+
+# --- stationarity: level ----------------------------------------------------------------------
+
+def _times(n: int) -> np.ndarray:
+    return np.arange(n, dtype=np.int64) * 50_000
+
+
+def test_iid_latencies_are_stationary(rng):
+    st = stationarity(_times(40_000), 20_000 + rng.exponential(10_000, 40_000))
+    assert st.ok and st.warmup_windows == 0 and st.warmup_ns == 0 and not st.transient, st.detail
+
+
+def test_level_shift_is_not_stationary(rng):
+    lat = 20_000 + rng.exponential(10_000, 40_000)
+    lat[20_000:] += 5_000  # +25 % of the mean halfway
+    st = stationarity(_times(40_000), lat)
+    assert not st.ok and "level shifts" in st.detail and st.level_drift > 0.05
+
+
+def test_a_drift_too_small_to_matter_passes_with_its_size(rng):
+    n = 400_000
+    lat = 20_000 + rng.exponential(10_000, n) + np.linspace(0, 600, n)
+    st = stationarity(_times(n), lat)
+    assert st.kpss_p < 0.05 and st.ok, st.detail
+    assert "drifts by" in st.detail and "only" in st.detail
+
+
+def test_no_warm_up_is_trimmed(rng):
+    # The caller cuts the warm-up by the clock; a cold start left in the data is judged, not trimmed.
+    lat = 20_000 + rng.exponential(10_000, 40_000)
+    lat[:3_000] += np.linspace(60_000, 0, 3_000)
+    st = stationarity(_times(40_000) + 7, lat)
+    assert not st.ok and st.warmup_windows == 0 and st.warmup_ns == 7
+
+
+def test_constant_window_means_pass_as_level_stationary():
+    # statsmodels' kpss raised on this (NaN bandwidth); a constant level is stationary.
+    st = stationarity(_times(40_000), np.full(40_000, 20_000))
+    assert st.ok and "constant" in st.detail, st.detail
+
+
+@pytest.mark.filterwarnings("ignore:divide by zero:RuntimeWarning")
+def test_kpss_bandwidth_overflow_does_not_raise():
+    # Window means whose long-run variance estimate is exactly 0: kpss(nlags="auto") raised
+    # OverflowError ("cannot convert float infinity to integer").
+    pattern = np.array([2, 0, 2, 0, 0, 2, 0, 0, 1, 2, 0, 1, 1, 2, 0, 2, 1, 2, 0, 2], dtype=float)
+    with pytest.raises(OverflowError):
+        from statsmodels.tsa.stattools import kpss
+        kpss(pattern, regression="c", nlags="auto")
+    lv = level_tests(pattern)
+    assert lv.kpss_p is not None and any("Schwert" in note for note in lv.notes)
+    # The same through stationarity(): 20 windows of 10 samples with those means.
+    lat = np.repeat(20_000 + 1_000 * pattern, 10)
+    st = stationarity(_times(200), lat)
+    assert st.windows == 20 and "Schwert" in st.detail and st.kpss_p is not None, st.detail
+
+
+def test_short_window_series_does_not_raise():
+    # adfuller raised "maxlag must be less than (nobs/2 - 1 - ntrend)" on a short series.
+    lv = level_tests(np.array([1.0, 3.0, 2.0, 5.0, 4.0]))
+    assert lv.adf_p is None and any("ADF could not be computed" in note for note in lv.notes)
+    # Samples in only 12 of the 20 windows of the span: too few to test.
+    occupied = np.array([0, 1, 2, 3, 5, 7, 9, 11, 13, 15, 17, 19])
+    t = np.repeat(occupied * 1_000_000, 50) + np.tile(np.arange(50), 12)
+    t[-1] = 20_000_000 - 2  # the span ends in window 19
+    lat = np.random.default_rng(3).exponential(10_000, len(t))
+    assert len(window_means(t, lat, 20)) == 12
+    st = stationarity(t, lat)
+    assert not st.ok and st.detail == "only 12 windows with samples: too few to test stationarity (needs 20)"
+
+
+def test_too_few_samples_do_not_raise():
+    st = stationarity(_times(150), np.ones(150))
+    assert not st.ok and "too few" in st.detail
+    assert not stationarity(np.array([], dtype=np.int64), np.array([])).ok
+
+
+# --- stationarity: transients in the tail -----------------------------------------------------
+
+def run(rate: float, secs: float, seed: int, service_ns: float = 10_000.0):
+    """Poisson intended times and M/M/1 sojourn times at load rate × service (a single FIFO server)."""
+    r = np.random.default_rng(seed)
+    n = int(rate * secs)
+    t = np.cumsum(r.exponential(1e9 / rate, n))
+    rho = rate * service_ns / 1e9
+    lat = sojourn_sequence(f"exp:{service_ns / 1e3:g}us", rho, n=n, seed=seed + 1, warmup=20_000).copy()
+    return t, lat, rho
+
+
+def freeze(t, lat, start_ns, length_ns, rho) -> None:
+    """A server frozen for ``length_ns``: a request intended within it waits for the rest of the
+    freeze plus the work that arrived before it; afterwards the backlog (ρ·length) drains at
+    rate 1 − ρ (fluid approximation)."""
+    end = start_ns + length_ns
+    inside = (t >= start_ns) & (t < end)
+    lat[inside] += (end - t[inside]) + rho * (t[inside] - start_ns)
+    after = t >= end
+    lat[after] += np.maximum(0.0, rho * length_ns - (1 - rho) * (t[after] - end))
+
+
+def test_a_100ms_freeze_is_a_transient():
+    t, lat, rho = run(20_000, 6, 1)
+    freeze(t, lat, 3e9, 100e6, rho)
+    st = stationarity(t.astype(np.int64), lat)
+    assert not st.ok and st.transient and st.concentration >= 5 and st.transient_p < 1e-3
+    assert "a transient holds the tail" in st.detail
+
+
+def test_a_20ms_freeze_in_a_short_run_is_a_transient():
+    # 10k req/s for 3 s: 300 samples above p99, enough for the test to apply (it needs 36·τ).
+    t, lat, rho = run(10_000, 3, 2)
+    freeze(t, lat, 1.5e9, 20e6, rho)
+    st = stationarity(t.astype(np.int64), lat)
+    assert st.exceedances == 300 and st.concentration is not None
+    assert not st.ok and st.transient and st.concentration >= 5, st.detail
+
+
+@pytest.mark.parametrize("rate,secs,seed", [(20_000, 5, 1), (35_000, 7.5, 2), (50_000, 10, 3),
+                                            (20_000, 10, 4), (50_000, 5, 5)])
+def test_host_noise_is_not_a_transient(rate, secs, seed):
+    # 1–4 ms stalls about once a second at random times: each delays every request intended within it.
+    t, lat, rho = run(rate, secs, 100 + seed)
+    r = np.random.default_rng(seed)
+    k = r.poisson(secs)
+    for start, length in zip(r.uniform(0, secs * 1e9, k), r.uniform(1e6, 4e6, k)):
+        freeze(t, lat, start, length, rho)
+    st = stationarity(t.astype(np.int64), lat)
+    assert st.ok and not st.transient and st.concentration is not None, st.detail
+
+
+@pytest.mark.parametrize("n", [1_000, 10_000, 100_000])
+def test_iid_has_no_transient(n):
+    lat = np.random.default_rng(n).exponential(10_000, n)
+    st = stationarity(_times(n), lat)
+    assert st.ok and not st.transient, st.detail
+    if n == 1_000:  # 10 samples above p99: the test does not apply, and says so
+        assert st.concentration is None
+        assert "too few samples above p99 (10) to test for transients: needs 36" in st.detail
+    else:
+        assert st.concentration < 5
+
+
+def test_a_loaded_queue_s_own_clustering_defers_the_test():
+    # M/M/1 at ρ = 0.8: p99 exceedances come in busy periods (τ ≈ 20–60): not a transient, and at
+    # 30,000 samples too few effective exceedances to tell one from a busy period.
+    x = sojourn_sequence("exp:10us", 0.8, n=30_000, seed=3_001, warmup=50_000)
+    tr = tail_concentration(_times(30_000), x, 99.0)
+    assert not tr.applied and not tr.fired and tr.needed > tr.exceedances
+    assert "clustered" in tr.detail
