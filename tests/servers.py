@@ -241,16 +241,18 @@ class ProcessServer:
 def _start_process(name: str, make_argv: Callable[[int, str], list[str]], is_ours: Callable[[ProcessServer], bool],
                    make_url: Callable[[int], str], udp_too: bool = False,
                    prepare: Callable[[int, str], None] | None = None,
-                   stop_signal: int = signal.SIGTERM) -> ProcessServer:
+                   stop_signal: int = signal.SIGTERM, port: int | None = None) -> ProcessServer:
     """Start ``make_argv(port, tmpdir)`` on a free port until ``is_ours(server)``; retry on port clashes.
+    With ``port`` (a restart on the port of a server just stopped), that port only.
 
     ``is_ours`` returns True once the server answers *and* is the process we started; it may raise
     OSError/ValueError while the server is still starting.
     """
     deadline = time.monotonic() + STARTUP_DEADLINE_S
     last_log = ""
+    fixed_port = port
     for _attempt in range(PORT_ATTEMPTS):
-        port = free_port(udp_too=udp_too)
+        port = fixed_port or free_port(udp_too=udp_too)
         tmpdir = tempfile.mkdtemp(prefix=f"tailwise-{name}-")
         log_path = os.path.join(tmpdir, "output.log")
         argv = make_argv(port, tmpdir)
@@ -271,6 +273,8 @@ def _start_process(name: str, make_argv: Callable[[int, str], list[str]], is_our
         last_log = server.log_text()
         server.stop()
         if outcome == "port-taken" and time.monotonic() < deadline:
+            if fixed_port:
+                time.sleep(0.05)  # the old server's socket may linger a moment
             continue
         why = {"exited": f"exited with status {proc.returncode}",
                "timeout": f"did not answer within {STARTUP_DEADLINE_S:g} s",
@@ -331,8 +335,10 @@ def _memcached_stats(port: int) -> dict[str, str]:
 
 
 @contextmanager
-def memcached_server(udp: bool = False, threads: int = 1, memory_mb: int = 64) -> Iterator[ProcessServer]:
-    """memcached on a free port (TCP; UDP on the same port when ``udp``); ``.udp_url`` when ``udp``."""
+def memcached_server(udp: bool = False, threads: int = 1, memory_mb: int = 64,
+                     port: int | None = None) -> Iterator[ProcessServer]:
+    """memcached on a free port (TCP; UDP on the same port when ``udp``); ``.udp_url`` when ``udp``.
+    With ``port``, on that port (a restart)."""
     binary = _require("memcached")
     as_root = ["-u", "root"] if os.geteuid() == 0 else []  # memcached refuses to run as root without -u
 
@@ -348,7 +354,7 @@ def memcached_server(udp: bool = False, threads: int = 1, memory_mb: int = 64) -
 
     # SIGKILL: on SIGTERM memcached waits for its 1 s clock tick, and it has nothing to save.
     server = _start_process("memcached", argv, is_ours, lambda p: f"memcached://{HOST}:{p}", udp_too=udp,
-                            stop_signal=signal.SIGKILL)
+                            stop_signal=signal.SIGKILL, port=port)
     server.udp_url = f"memcached+udp://{HOST}:{server.port}" if udp else None
     try:
         yield server
@@ -394,9 +400,7 @@ events {{ worker_connections 1024; }}
 http {{
     access_log off;
     default_type text/plain;
-    keepalive_requests 1000000;
-    keepalive_timeout 60s;
-    client_body_temp_path {tmp}/client_body;
+{keepalive}    client_body_temp_path {tmp}/client_body;
     proxy_temp_path {tmp}/proxy;
     fastcgi_temp_path {tmp}/fastcgi;
     uwsgi_temp_path {tmp}/uwsgi;
@@ -419,11 +423,14 @@ def _body(body_bytes: int) -> bytes:
 
 
 @contextmanager
-def nginx_server(body_bytes: int = 200) -> Iterator[ProcessServer]:
+def nginx_server(body_bytes: int = 200, keepalive_requests: int | None = None) -> Iterator[ProcessServer]:
     """nginx in a temp prefix: ``/fixed`` (Content-Length) and ``/chunked`` (chunked) of ``body_bytes``.
 
     ``.url`` is the ``/fixed`` URL; ``.chunked_url`` and ``.base_url`` too; ``.body`` is the body.
+    Keep-alive is nginx's own default (a connection closes after 1000 requests) unless
+    ``keepalive_requests`` says otherwise: a load tool must cope with that.
     """
+    keepalive = f"    keepalive_requests {keepalive_requests};\n" if keepalive_requests else ""
     binary = _require("nginx")
     body = _body(body_bytes)
 
@@ -433,7 +440,7 @@ def nginx_server(body_bytes: int = 200) -> Iterator[ProcessServer]:
             with open(os.path.join(tmp, "html", name), "wb") as f:
                 f.write(body)
         with open(os.path.join(tmp, "nginx.conf"), "w") as f:
-            f.write(_NGINX_CONF.format(tmp=tmp, host=HOST, port=port))
+            f.write(_NGINX_CONF.format(tmp=tmp, host=HOST, port=port, keepalive=keepalive))
 
     def argv(_port: int, tmp: str) -> list[str]:
         # -e: the error log before the config is read (the default, /var/log/nginx, may not exist).

@@ -130,7 +130,11 @@ def test_faulty_servers_end_with_a_clear_error_and_keep_results(fixture, reason,
     s = json.loads((out / "summary.json").read_text())
     text = json.dumps(s["error_reasons"]) + (s["error"] or "")
     assert reason in text, text
-    assert s["counters"]["sent"] > 0 and s["counters"]["errors"] > 0
+    c = s["counters"]
+    assert c["sent"] > 0 and c["received"] == 0
+    # Every request is still accounted for, in the statistics at the time it waited.
+    assert c["sent"] == c["errors"] + c["timeouts"] + c["unfinished"]
+    assert s["latency"]["histogram"]["count"] == c["intended"]
 
 
 def test_silent_server_counts_timeouts(silent, tmp_path):
@@ -178,3 +182,71 @@ def test_load_refuses_keyless_targets(nginx):
     r = run_cli("load", nginx.url)
     assert r.returncode == 2
     assert r.stderr.count("\n") == 1 and "memcached and redis" in r.stderr
+
+
+# --- connections that close (issue 9) ---------------------------------------------------------
+
+def test_nginx_closing_keep_alive_connections_costs_nothing(nginx):
+    """nginx closes a keep-alive connection after 1000 requests (its default): the engine
+    reconnects, sends again what was unanswered on it, and loses no request."""
+    s = run_json(nginx.url, "--rate", "5000", "--conns", "8", "--outstanding", "4", "--duration", "10", "--json",
+                 "--seed", "3")
+    c = s["counters"]
+    assert s["error"] is None, s["error"]
+    # 50k requests over 8 connections of ≤ 1000 requests each: dozens of reconnections.
+    assert c["reconnects"] >= 40, c
+    assert c["received"] == c["sent"] == c["intended"], c
+    assert c["errors"] == c["timeouts"] == c["never_sent"] == c["unfinished"] == 0, c
+    errors = next(ch for ch in s["checks"] if ch["name"] == "errors")
+    assert errors["ok"], errors
+
+
+def test_memcached_restarted_mid_run_the_run_goes_on_and_the_gap_is_in_the_tail(memcached):
+    """memcached killed and started again on its port mid-run: the connections come back, the run
+    goes on, and the requests due while it was down are in the tail (from their intended time)."""
+    import threading
+    import time
+
+    from servers import memcached_server
+
+    port, restarted = memcached.port, {}
+    started = threading.Event()
+
+    def restart():
+        started.wait(60)
+        time.sleep(1.5)
+        memcached.stop()  # SIGKILL: the connections are reset
+        time.sleep(0.3)
+        ctx = memcached_server(port=port)
+        restarted["server"] = ctx.__enter__()
+        restarted["ctx"] = ctx
+
+    t = threading.Thread(target=restart)
+    t.start()
+    try:
+        from conftest import CLI
+        import subprocess
+        proc = subprocess.Popen([*CLI, "run", memcached.url, "--rate", "4k", "--conns", "4", "--duration", "4",
+                                 "--json", "--seed", "9"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        line = proc.stderr.readline()
+        assert line.startswith("measuring"), line
+        started.set()
+        out, err = proc.communicate(timeout=120)
+    finally:
+        t.join(30)
+        if "ctx" in restarted:
+            restarted["ctx"].__exit__(None, None, None)
+    assert proc.returncode in (0, 1), err
+    s = json.loads(out)
+    c = s["counters"]
+    assert s["error"] is None, s["error"]
+    assert c["reconnects"] >= 4, c  # every connection came back
+    # The requests due in the ~0.3 s down (plus the restart) waited: the gap is in the tail.
+    assert s["latency"]["histogram"]["max_ns"] >= 200_000_000, s["latency"]["histogram"]
+    every = {p["p"]: p["value_ns"] for p in s["latency"]["window"]["percentiles"]}
+    assert every[99.0] >= 50_000_000, every
+    reported = {p["p"]: p for p in s["latency"]["percentiles"]}
+    assert s["verdict"] == "not-measurable" or reported[99.0]["value_ns"] >= 25_000_000, (s["verdict"], reported)
+    # Everything is accounted for: answered, or in the statistics at the time it waited.
+    assert c["intended"] == c["sent"] + c["never_sent"]
+    assert c["sent"] == c["received"] + c["errors"] + c["timeouts"] + c["unfinished"]

@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import enum
 import os
 import time
 from dataclasses import dataclass, field
@@ -18,8 +19,25 @@ from tailwise.errors import InputError, TargetError
 from tailwise.host import steal_ticks
 from tailwise.workload import Workload
 
-#: One raw sample: times in ns since the schedule's start; latency from the intended send time.
-SAMPLE_DTYPE = np.dtype([("intended_ns", "<u8"), ("sent_ns", "<u8"), ("latency_ns", "<u8")])
+#: One raw sample: times in ns since the schedule's start; latency from the intended send time
+#: (for a censored sample, the time it had been outstanding: a lower bound); flags (``Flag``);
+#: for an ``INFLATED`` sample, how much of its latency may be its engine thread's own stall.
+SAMPLE_DTYPE = np.dtype([("intended_ns", "<u8"), ("sent_ns", "<u8"), ("latency_ns", "<u8"), ("flags", "<u4"),
+                         ("inflation_ns", "<u4")])
+
+
+class Flag(enum.IntFlag):
+    """A sample's flags, as the engine sets them (crates/tailwise-core/src/recorder.rs, ``flags``)."""
+
+    CENSORED = 1  # no reply: the latency is a lower bound
+    TIMEOUT = 1 << 1  # no reply within --timeout of the intended send time
+    NEVER_SENT = 1 << 2  # never sent (no free connection in time, or the run ended)
+    FAILED = 1 << 3  # lost with a connection that failed for good
+    PENDING = 1 << 4  # still outstanding at a snapshot, or when the run was stopped
+    ERROR_REPLY = 1 << 5  # the server answered with an error
+    RESENT = 1 << 6  # sent again on a new connection
+    ENGINE_STALL = 1 << 8  # intended while its engine thread could not run (or in the guard after)
+    INFLATED = 1 << 9  # outstanding across an engine stall: may include up to inflation_ns of it
 
 
 @dataclass(frozen=True)
@@ -39,6 +57,10 @@ class LoadSpec:
     seed: int = 1
     pin: bool = True
     busy_poll: bool = True
+    #: A target that stays unreachable this long (refused, or closing before replying) ends the run.
+    unreachable_ns: int = 2_000_000_000
+    #: Tests only: (at_ns, for_ns) — each engine thread stops once, as a preemption would.
+    test_stall_ns: tuple[int, int] | None = None
     service_ns: int | None = None  # carried in each synthetic request; None: the server chooses
     scheme: str = "synthetic"
     http_host: str = ""  # Host header of http:// requests
@@ -57,7 +79,7 @@ class AgentResult:
     send_lag_unstalled_hist: bytes  # send lag of requests no engine stall (> 20 µs iteration) delayed
     stalls: int
     stalled_ns: int
-    samples: np.ndarray  # SAMPLE_DTYPE, sorted by intended send time
+    samples: np.ndarray  # SAMPLE_DTYPE, sorted by intended send time: every sampled request
     error: str | None
     error_reasons: list[tuple[str, int]]
     pinned_cpus: list[int | None]
@@ -66,13 +88,36 @@ class AgentResult:
     steal_s: float | None = None  # hypervisor steal time across the host's CPUs during the run
     interrupted: bool = False
     wall_start_s: float = field(default=0.0)
-    #: Stalls (≥ 200 µs without running) of the engine threads and of any in-process server, as
-    #: (start, end) ns after the schedule's start: the coordinator masks the samples around them.
-    stall_intervals_ns: list[tuple[int, int]] = field(default_factory=list)
+    #: Stalls (≥ 200 µs without running) of the engine threads, as (start, end) ns after the
+    #: schedule's start (the requests they delayed are flagged ENGINE_STALL / INFLATED).
+    engine_stalls_ns: list[tuple[int, int]] = field(default_factory=list)
+    #: Stalls of an in-process target (the built-in server's workers): the target's own
+    #: behaviour, kept in the statistics and reported as host noise.
+    target_stalls_ns: list[tuple[int, int]] = field(default_factory=list)
+    #: The every-request histograms by 100 ms of intended time (``_core.Intervals``).
+    intervals: object = None
 
 
 def decode_samples(raw: bytes) -> np.ndarray:
     return np.frombuffer(raw, dtype=SAMPLE_DTYPE)
+
+
+@dataclass
+class Taken:
+    """A snapshot of a running session: ``finished`` holds every sampled request finished so far
+    (sorted by intended time), ``pending`` those outstanding at ``snap_ns``, censored."""
+
+    finished: np.ndarray
+    pending: np.ndarray
+    snap_ns: int
+    complete: bool
+    counters: dict
+
+    def samples(self) -> np.ndarray:
+        """Finished and pending together, sorted by intended time: what a round analyses."""
+        s = np.concatenate([self.finished, self.pending])
+        s.sort(order="intended_ns", kind="stable")
+        return s
 
 
 #: Something else in this process that logs its stalls: returns (start, end) pairs of
@@ -81,35 +126,67 @@ StallSource = Callable[[], list[tuple[int, int]]]
 
 
 class Session:
-    """A running measurement on one agent: poll it, take its samples while it runs, stop it."""
+    """A running measurement on one agent: poll it, take snapshots while it runs, stop it."""
 
     def __init__(self, engine, spec: LoadSpec, stall_sources: tuple[StallSource, ...] = ()):
         self._engine = engine
         self.spec = spec
-        self._taken: list[np.ndarray] = []
+        self._batches: list[np.ndarray] = []
         self._start_mono_ns = engine.start_mono_ns
-        self._sources: tuple[StallSource, ...] = (engine.take_stalls, *stall_sources)
-        self._stalls: list[tuple[int, int]] = []
+        self._target_sources: tuple[StallSource, ...] = stall_sources
+        self.engine_stalls: list[tuple[int, int]] = []
+        self.target_stalls: list[tuple[int, int]] = []
         self._steal0 = steal_ticks()
         self.wall_start_s = time.time()
+        self.intervals = engine.intervals()
 
-    def take_stalls(self, *, engine_rest: list[tuple[int, int]] = ()) -> list[tuple[int, int]]:
-        """Stalls logged since the last take, as (start, end) ns after the schedule's start."""
+    def _relative(self, pairs) -> list[tuple[int, int]]:
         t0 = self._start_mono_ns
-        new = [(a - t0, b - t0) for src in self._sources for a, b in src()]
-        new += [(a - t0, b - t0) for a, b in engine_rest]
-        new = [(a, b) for a, b in new if b > 0]  # before the schedule started: nothing to mask
-        self._stalls.extend(new)
-        return new
+        return [(a - t0, b - t0) for a, b in pairs if b > t0]  # before the schedule: nothing to say
+
+    def take_stalls(self, engine_rest=()) -> None:
+        """Collect the stalls logged since the last call (engine's and in-process target's)."""
+        self.engine_stalls.extend(self._relative([*self._engine.take_stalls(), *engine_rest]))
+        for src in self._target_sources:
+            self.target_stalls.extend(self._relative(src()))
 
     def snapshot(self) -> dict:
         return self._engine.snapshot()
 
-    def take(self) -> np.ndarray:
-        """Samples kept since the last take (unsorted across threads)."""
-        batch = decode_samples(self._engine.take()).copy()
-        self._taken.append(batch)
-        return batch
+    def pause(self) -> None:
+        """Hold the schedule (no request falls due) while replies are still read."""
+        self._engine.pause()
+
+    def resume(self) -> None:
+        self._engine.resume()
+
+    def in_flight(self) -> int:
+        return self._engine.in_flight()
+
+    def elapsed_ns(self) -> int:
+        """Now, on the engine's clock: ns since the schedule's start."""
+        return _core.now_ns() - self._start_mono_ns
+
+    def finished(self) -> np.ndarray:
+        """Every sampled request finished so far, sorted by intended time (merged on demand)."""
+        if len(self._batches) != 1:
+            merged = np.concatenate(self._batches) if self._batches else np.zeros(0, dtype=SAMPLE_DTYPE)
+            merged.sort(order="intended_ns", kind="stable")
+            self._batches = [merged]
+        return self._batches[0]
+
+    def take(self, merge: bool = True) -> Taken | None:
+        """A snapshot: every thread hands over what it finished and reports what is outstanding.
+        With ``merge`` false (a fixed-length run polling), only collect: returns None."""
+        raw = self._engine.take()
+        batch = decode_samples(raw["samples"]).copy()
+        if len(batch):
+            self._batches.append(batch)
+        self.take_stalls()
+        if not merge:
+            return None
+        pending = decode_samples(raw["pending"]).copy()
+        return Taken(self.finished(), pending, raw["snap_ns"], raw["complete"], dict(raw["counters"]))
 
     def is_finished(self) -> bool:
         return self._engine.is_finished()
@@ -122,7 +199,7 @@ class Session:
         raw = self._engine.join()
         self.take_stalls(engine_rest=raw["stall_intervals"])
         steal1 = steal_ticks()
-        samples = np.concatenate([*self._taken, decode_samples(raw["samples"])])
+        samples = np.concatenate([self.finished(), decode_samples(raw["samples"])])
         samples.sort(order="intended_ns", kind="stable")
         return AgentResult(
             counters=dict(raw["counters"]),
@@ -142,7 +219,9 @@ class Session:
             steal_s=None if self._steal0 is None or steal1 is None else (steal1 - self._steal0) / os.sysconf("SC_CLK_TCK"),
             interrupted=interrupted,
             wall_start_s=self.wall_start_s,
-            stall_intervals_ns=sorted(self._stalls),
+            engine_stalls_ns=sorted(self.engine_stalls),
+            target_stalls_ns=sorted(self.target_stalls),
+            intervals=self.intervals,
         )
 
 
@@ -150,7 +229,7 @@ class Agent(Protocol):
     def start(self, spec: LoadSpec, stall_sources: tuple[StallSource, ...] = ()) -> Session: ...
 
     def run(self, spec: LoadSpec, progress: Callable[[dict], None] | None = None,
-            stall_sources: tuple[StallSource, ...] = ()) -> AgentResult: ...
+            stall_sources: tuple[StallSource, ...] = (), on_start: Callable[[], None] | None = None) -> AgentResult: ...
 
 
 class LocalAgent:
@@ -171,6 +250,8 @@ class LocalAgent:
                 sample_every=spec.sample_every,
                 timeout_ns=spec.timeout_ns,
                 late_ns=spec.late_ns,
+                unreachable_ns=spec.unreachable_ns,
+                test_stall_ns=spec.test_stall_ns,
                 seed=spec.seed,
                 pin=spec.pin,
                 busy_poll=spec.busy_poll,
@@ -193,14 +274,16 @@ class LocalAgent:
         return Session(engine, spec, stall_sources)
 
     def run(self, spec: LoadSpec, progress: Callable[[dict], None] | None = None,
-            stall_sources: tuple[StallSource, ...] = ()) -> AgentResult:
-        """A fixed-length run: start, poll (taking samples as they come), finish."""
+            stall_sources: tuple[StallSource, ...] = (), on_start: Callable[[], None] | None = None) -> AgentResult:
+        """A fixed-length run: start, poll (taking a snapshot each time), finish."""
         session = self.start(spec, stall_sources)
+        if on_start is not None:
+            on_start()
         interrupted = False
         try:
             while not session.is_finished():
                 time.sleep(self.poll_s)
-                session.take()
+                session.take(merge=False)
                 if progress is not None:
                     progress(session.snapshot())
         except KeyboardInterrupt:

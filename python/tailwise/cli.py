@@ -4,6 +4,7 @@ agent, the statistics and the output modules. Every user error ends as one line 
 from __future__ import annotations
 
 import math
+import os
 import random
 import shlex
 import signal
@@ -80,7 +81,8 @@ def run(
     late: Optional[str] = typer.Option(None, "--late", help="a request sent this long after its intended time counts as late [default: 50us]"),
     poll: Optional[Poll] = typer.Option(None, "--poll", help="spin: busy-poll (precise, one core per thread); block: sleep between sends [default: spin]"),
     pin: bool = typer.Option(True, "--pin/--no-pin", help="pin engine threads (and built-in server workers) to CPUs"),
-    keep_stalls: bool = typer.Option(False, "--keep-stalls", help="keep the samples around stalls (≥ 200 µs) of tailwise's own threads in the statistics instead of leaving them out"),
+    warmup: Optional[str] = typer.Option(None, "--warmup", help="leading span left out of the statistics (reported with its own p99); whole 100 ms intervals, at most 10% of the run [default: 100ms]"),
+    keep_stalls: bool = typer.Option(False, "--keep-stalls", help="keep the requests that stalls (≥ 200 µs) of tailwise's own threads delayed in the statistics instead of leaving them out"),
     seed: Optional[int] = typer.Option(None, "--seed", help="random seed of schedules, sampling and statistics (default: random, recorded)"),
     out: Optional[str] = typer.Option(None, "--out", help="write summary.json, samples and histograms to this directory"),
     samples_format: str = typer.Option("csv", "--samples-format", help="raw samples file format: csv or parquet"),
@@ -90,7 +92,7 @@ def run(
     # The statistics stack (scipy, statsmodels) loads in ~1 s: only the commands that use it pay.
     from tailwise.methodology import Controller, Precision
     from tailwise.methodology.controller import fixed_methodology
-    from tailwise.results import SAMPLE_FORMATS, build_summary, dumps, write_out
+    from tailwise.results import SAMPLE_FORMATS, build_summary, check_out_dir, dumps, write_out
     from tailwise import serverstats
     from tailwise.workload import Workload, load_file, resolve
 
@@ -98,7 +100,7 @@ def run(
              "max_time": max_time, "duration": duration, "threads": threads, "conns": conns,
              "outstanding": outstanding, "arrival": arrival, "keys": keys, "key_size": key_size,
              "value_size": value, "popularity": popularity, "mix": mix, "service": service, "workers": workers,
-             "sample_every": sample_every, "timeout": timeout, "late": late,
+             "sample_every": sample_every, "timeout": timeout, "late": late, "warmup": warmup,
              "poll": poll.value if poll else None, "seed": seed}
     st = resolve(flags, load_file(workload))
     rate_rps = parse_rate(str(st["rate"]))
@@ -107,6 +109,7 @@ def run(
     max_time_ns = parse_time_ns(str(st["max_time"]), what="--max-time")
     timeout_ns = parse_time_ns(str(st["timeout"]), what="--timeout")
     late_ns = parse_time_ns(str(st["late"]), default_unit="us", what="--late")
+    warmup_ns = parse_time_ns(str(st["warmup"]), default_unit="ms", what="--warmup", allow_zero=True)
     ci = st["ci"]
     ci_ns, ci_rel = _parse_ci(str(ci) if ci is not None else ("10%" if duration is None else None))
     percentile, confidence = float(st["percentile"]), float(st["confidence"])
@@ -152,7 +155,9 @@ def run(
     parse_dist(service)
     seed = st["seed"] if st["seed"] is not None else random.SystemRandom().randrange(1, 2**63)
     precision = Precision(percentile=percentile, ci_ns=ci_ns, ci_rel=ci_rel, confidence=confidence,
-                          max_time_s=max_time_ns / 1e9)
+                          max_time_s=max_time_ns / 1e9, warmup_ns=warmup_ns)
+    if out:
+        check_out_dir(out)  # before the first request: a bad --out must not lose a measured run
 
     config = {
         "command": shlex.join(["tailwise", *sys.argv[1:]]),
@@ -178,6 +183,7 @@ def run(
         "sample_every": sample_every,
         "timeout_ns": timeout_ns,
         "late_ns": late_ns,
+        "warmup_ns": warmup_ns,
         "poll": st["poll"],
         "pin": pin,
         "keep_stalls": keep_stalls,
@@ -197,6 +203,8 @@ def run(
     elif busy > cores:
         warn(f"{busy} spinning engine threads on {cores} CPUs", f"use --threads {cores} or fewer, or --poll block")
 
+    busy_cpus = _busy_cpus(threads, 0 if tgts else workers) if pin else None
+
     def measure(addrs: list[str], target_url: str, stall_sources=()):
         first = tgts[0] if tgts else None
         spec = LoadSpec(
@@ -205,15 +213,30 @@ def run(
             late_ns=late_ns, seed=seed, pin=pin, busy_poll=busy_poll, service_ns=service_ns, scheme=scheme,
             http_host=first.netloc if first else "", http_path=first.path if first and first.path else "/",
             udp_size=first.udp_size if first else UDP_SIZE, workload=work,
+            unreachable_ns=max(UNREACHABLE_NS, 2 * timeout_ns), test_stall_ns=_test_stall(),
         )
         agent = LocalAgent()
+        span_s = (duration_ns or max_time_ns) / 1e9
+        # What comes after the schedule, bounded: the drain (≤ --timeout) and the analyses (the last
+        # round's, which may be running when the schedule ends, and the final one).
+        analyses = 1 if duration_ns else 2
+        conclude_s = timeout_ns / 1e9 + 2.0 + analyses * ANALYSIS_S_PER_MILLION * rate_rps / sample_every * span_s / 1e6
+        goal = (f"for {span_s:g} s" if duration_ns else
+                f"until p{percentile:g} ± {fmt_ns(ci_ns) if ci_ns else f'{ci_rel:.0%}'}, at most {span_s:g} s")
+        goal += f" (+ {conclude_s:.1f} s to conclude)"
+
+        def started() -> None:
+            print(f"measuring {target_url} at {rate_rps:,.0f} req/s {goal}", file=sys.stderr, flush=True)
+
         if duration_ns:
-            result = _with_progress(agent, spec, quiet=json_out, stall_sources=stall_sources)
-            analysis, methodology = fixed_methodology(result, spec, precision, seed, mask_stalls=not keep_stalls)
+            result = _with_progress(agent, spec, quiet=json_out, stall_sources=stall_sources, on_start=started)
+            analysis, methodology = fixed_methodology(result, spec, precision, seed, exclude_stalls=not keep_stalls)
         else:
-            with _round_progress(quiet=json_out) as show:
-                controller = Controller(spec, precision, seed=seed, progress=show, mask_stalls=not keep_stalls)
-                result, analysis, methodology = controller.run(agent.start(controller.spec, stall_sources))
+            controller = Controller(spec, precision, seed=seed, progress=_round_line, exclude_stalls=not keep_stalls,
+                                    busy_cpus=busy_cpus)
+            session = agent.start(controller.spec, stall_sources)
+            started()
+            result, analysis, methodology = controller.run(session)
         summary = build_summary(target=target_url, config=config, host=host, result=result, analysis=analysis,
                                 methodology=methodology)
         return summary, result, analysis
@@ -247,6 +270,38 @@ def run(
 #: Without --sample-every, the engine keeps at most this many raw samples per second, so that a
 #: methodology round on everything collected stays around a second.
 AUTO_SAMPLES_PER_S = 20_000
+#: CPU seconds one analysis takes per million samples kept, with room for a busy machine
+#: (BENCHMARKS.md: ~2 s per million on this machine kind), for the stated time budget.
+ANALYSIS_S_PER_MILLION = 4.0
+#: A target refusing connections (or closing them before any reply) this long, or twice
+#: --timeout if longer, ends the run: a restart takes less, a dead server more.
+UNREACHABLE_NS = 2_000_000_000
+
+
+def _busy_cpus(threads: int, workers: int) -> set[int]:
+    """The CPUs the engine threads (from the highest allowed CPU down) and the built-in server's
+    workers (from the lowest up) pin themselves to (engine/mod.rs, server/mod.rs)."""
+    cpus = sorted(os.sched_getaffinity(0))
+    return {cpus[len(cpus) - 1 - (t % len(cpus))] for t in range(threads)} | {cpus[w % len(cpus)] for w in range(workers)}
+
+
+def _test_stall() -> tuple[int, int] | None:
+    """Tests only: TAILWISE_TEST_ENGINE_STALL=AT:FOR (e.g. 1.5s:2ms) stops each engine thread once."""
+    hook = os.environ.get("TAILWISE_TEST_ENGINE_STALL")
+    if not hook:
+        return None
+    at, _, dur = hook.partition(":")
+    return parse_time_ns(at, what="TAILWISE_TEST_ENGINE_STALL"), parse_time_ns(dur, what="TAILWISE_TEST_ENGINE_STALL")
+
+
+def _round_line(r) -> None:
+    """One line per methodology round on stderr, on a terminal or not."""
+    width = fmt_ns(r.ci_width_ns) if r.ci_width_ns is not None else "unbounded"
+    target = fmt_ns(r.ci_target_ns) if r.ci_target_ns is not None else "—"
+    failing = ", ".join(r.failed) if r.failed else "none"
+    line = (f"round {r.round} · {r.elapsed_s:.1f} s · {r.samples:,} samples ({r.used:,} used) · "
+            f"p{r.percentile:g} CI width {width} / target {target} · failing: {failing}")
+    print(line, file=sys.stderr, flush=True)
 
 
 def _parse_ci(text: str | None) -> tuple[float | None, float | None]:
@@ -265,9 +320,9 @@ def _parse_ci(text: str | None) -> tuple[float | None, float | None]:
     return float(parse_time_ns(t, default_unit="us", what="--ci")), None
 
 
-def _with_progress(agent: LocalAgent, spec: LoadSpec, quiet: bool, stall_sources=()):
+def _with_progress(agent: LocalAgent, spec: LoadSpec, quiet: bool, stall_sources=(), on_start=None):
     if quiet or not err_console.is_terminal:
-        return agent.run(spec, stall_sources=stall_sources)
+        return agent.run(spec, stall_sources=stall_sources, on_start=on_start)
     from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 
     with Progress(TextColumn("[bold]measuring[/]"), BarColumn(), TextColumn("{task.description}"),
@@ -279,26 +334,7 @@ def _with_progress(agent: LocalAgent, spec: LoadSpec, quiet: bool, stall_sources
                        description=f"{snap.get('sent', 0):,} sent, {snap.get('received', 0):,} received, "
                                    f"{snap.get('errors', 0) + snap.get('timeouts', 0):,} failed")
 
-        return agent.run(spec, show, stall_sources)
-
-
-@contextmanager
-def _round_progress(quiet: bool):
-    """A live line per methodology round: samples, CI width vs target, failing checks."""
-    if quiet or not err_console.is_terminal:
-        yield None
-        return
-    from rich.live import Live
-
-    with Live("[bold]starting…[/]", console=err_console, transient=True, refresh_per_second=4) as live:
-        def show(r) -> None:
-            width = fmt_ns(r.ci_width_ns) if r.ci_width_ns is not None else "unbounded"
-            target = fmt_ns(r.ci_target_ns) if r.ci_target_ns is not None else "—"
-            failing = ", ".join(r.failed) if r.failed else "none"
-            live.update(f"[bold]round {r.round}[/] · {r.elapsed_s:.1f} s · {r.samples:,} samples ({r.used:,} used) · "
-                        f"CI width {width} / target {target} · step [cyan]{r.state}[/] · failing: {failing}")
-
-        yield show
+        return agent.run(spec, show, stall_sources, on_start)
 
 
 def _parse_listen(text: str) -> str:

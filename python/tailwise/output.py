@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import sys
+
 from rich.console import Console
 from rich.table import Table
 
-err_console = Console(stderr=True)
+err_console = Console(stderr=True, soft_wrap=not sys.stderr.isatty())
 
 
 def fmt_ns(v: float | None) -> str:
@@ -20,8 +22,19 @@ def fmt_ns(v: float | None) -> str:
     return f"{v / 1e9:.2f} s"
 
 
+def _value(p: dict) -> str:
+    """A percentile as a figure, or what it would need: never a number the samples cannot support."""
+    if p.get("value_ns") is None:
+        need, have = p.get("samples_needed"), p.get("n_effective")
+        if not need:
+            return "—"
+        return f"n_eff {have:,.0f} < {need:,} needed" if have is not None else f"needs n_eff ≥ {need:,}"
+    return ("≥ " if p.get("censored") else "") + fmt_ns(p["value_ns"])
+
+
 def print_summary(s: dict, console: Console | None = None) -> None:
-    console = console or Console()
+    # Off a terminal (a pipe, a log) lines are never wrapped: grep must find whole sentences.
+    console = console or Console(soft_wrap=not sys.stdout.isatty())
     verdict = s["verdict"]
     colour = "green" if verdict == "ok" else "red"
     r = s["rate"]
@@ -32,20 +45,35 @@ def print_summary(s: dict, console: Console | None = None) -> None:
     )
     t = Table(title=f"latency from intended send time ({lat['source']} timestamps, {lat['samples']:,} samples, "
                     f"{lat['confidence']:.0%} CI)", title_justify="left")
-    for col in ("percentile", "value", "CI low", "CI high", "all requests"):
+    for col in ("percentile", "value", "CI low", "CI high", "every request, same window"):
         t.add_column(col, justify="right")
-    hist = {p["p"]: p["value_ns"] for p in lat["histogram"]["percentiles"]}
+    window = {p["p"]: p["value_ns"] for p in (lat.get("window") or {}).get("percentiles", [])}
     for p in lat["percentiles"]:
-        t.add_row(f"p{p['p']:g}", fmt_ns(p["value_ns"]), fmt_ns(p["low_ns"]), fmt_ns(p["high_ns"]), fmt_ns(hist.get(p["p"])))
+        if p["value_ns"] is not None and p["low_ns"] is None and p["high_ns"] is None and not p.get("samples_needed"):
+            # A value without any interval is not a figure to report (independence could not be judged).
+            row = ("no interval yet: samples too correlated", "—", "—")
+        else:
+            row = (_value(p), fmt_ns(p["low_ns"]), fmt_ns(p["high_ns"]))
+        t.add_row(f"p{p['p']:g}", *row, fmt_ns(window.get(p["p"])))
     console.print(t)
+    w = s.get("warmup") or {}
+    if w.get("span_s"):
+        console.print(f"warm-up: the first {w['span_s']:.2f} s left out ({w['samples']:,} samples, p99 "
+                      f"{fmt_ns(w.get('p99_ns'))}; at most {w['bound_s']:g} s and {w['max_share']:.0%} of the run)")
+    x = s.get("exclusions") or {}
+    if x.get("samples"):
+        causes = ", ".join(f"{k.replace('_', ' ')} {v:,}" for k, v in x["causes"].items() if v)
+        console.print(f"left out: {x['samples']:,} of {x['window_samples']:,} samples in the window ({x['share']:.1%}; "
+                      f"budget {x['budget']:.0%}): {causes}")
     lag = {p["p"]: p["value_ns"] for p in s["send_lag"]["percentiles"]}
     c = s["counters"]
+    extra = "".join(f", {c[k]:,} {k.replace('_', ' ')}" for k in ("unfinished", "reconnects", "resent") if c.get(k))
     console.print(
         f"send lag p50 {fmt_ns(lag.get(50.0))}, p99 {fmt_ns(lag.get(99.0))}, max {fmt_ns(s['send_lag']['max_ns'])}   "
         f"requests: {c['intended']:,} intended, {c['sent']:,} sent, {c['received']:,} received, {c['late']:,} late, "
-        f"{c['never_sent']:,} never sent, {c['errors']:,} errors, {c['timeouts']:,} timeouts"
+        f"{c['never_sent']:,} never sent, {c['errors']:,} errors, {c['timeouts']:,} timeouts{extra}"
     )
-    if c.get("gets") or c.get("sets"):
+    if (s.get("config") or {}).get("workload") is not None:
         ratio = s.get("hit_ratio")
         console.print(f"keys: {c['gets']:,} gets ({c['hits']:,} hits, {c['misses']:,} misses"
                       f"{f', hit ratio {ratio:.1%}' if ratio is not None else ''}), {c['sets']:,} sets ({c['stored']:,} stored)")
@@ -63,6 +91,9 @@ def print_summary(s: dict, console: Console | None = None) -> None:
             console.print(f"[yellow]server stats:[/] {ts['error']}")
     for reason in s.get("error_reasons", [])[:5]:
         console.print(f"[red]error[/] ×{reason['count']:,}: {reason['reason']}")
+    m = s.get("methodology") or {}
+    if m.get("mode") == "adaptive":
+        console.print(f"stopped: {m['stopped']} ({m['rounds']} rounds)")
     for ch in s["checks"]:
         mark = "[green]✓[/]" if ch["ok"] else "[red]✗[/]"
         line = f"{mark} {ch['name']}: {ch['detail']}"

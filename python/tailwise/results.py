@@ -35,6 +35,33 @@ def decode_histogram(raw: bytes) -> HdrHistogram:
     return HdrHistogram.decode(base64.b64encode(raw))
 
 
+def write_interval_log(path: Path, intervals, wall_start_s: float, tag: str = "local") -> int:
+    """The every-request histograms, one per 100 ms of *intended* send time, as an HdrHistogram
+    interval log (``HistogramLogWriter``: one line per interval, tagged with the agent). Returns
+    the number of intervals written."""
+    from hdrh.log import HistogramLogWriter
+
+    from tailwise import _core
+
+    interval_ns, _ = _core.interval_params()
+    rows = intervals.log() if intervals is not None else []
+    with open(path, "w") as f:
+        w = HistogramLogWriter(f)
+        w.output_comment("tailwise every-request latency (ns), one histogram per interval of intended send time")
+        # The header lines of the HdrHistogram log format, written here: hdrh 0.10's
+        # output_start_time takes the epoch in ms for seconds and fails.
+        when = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(wall_start_s))
+        f.write(f"#[StartTime: {wall_start_s:.3f} (seconds since epoch), {when} UTC]\n")
+        f.write(f"#[BaseTime: {wall_start_s:.3f} (seconds since epoch)]\n")
+        w.output_legend()
+        for index, raw in rows:
+            h = decode_histogram(raw)
+            h.set_tag(tag)
+            w.output_interval_histogram(h, index * interval_ns / 1e9, (index + 1) * interval_ns / 1e9,
+                                        max_value_unit_ratio=1e3)
+    return len(rows)
+
+
 def _hist_json(h: HdrHistogram, ps=DEFAULT_PERCENTILES) -> dict:
     n = h.get_total_count()
     if n == 0:
@@ -60,7 +87,10 @@ def _hist_params() -> dict:
 def build_summary(*, target: str, config: dict, host: dict, result: AgentResult, analysis: Analysis,
                   methodology: dict) -> dict:
     c = result.counters
-    elapsed_s = result.elapsed_ns / 1e9
+    d = analysis.details
+    # The schedule's own time: the coordinator's pauses (no request due) left out.
+    paused_s = (d.get("pauses") or {}).get("total_s", 0.0)
+    elapsed_s = result.elapsed_ns / 1e9 - paused_s
     achieved = c["sent"] / elapsed_s if elapsed_s > 0 else None
     completed = result.received_in_window / elapsed_s if elapsed_s > 0 else None
     lat_hist = decode_histogram(result.latency_hist)
@@ -80,6 +110,7 @@ def build_summary(*, target: str, config: dict, host: dict, result: AgentResult,
             "achieved_rps": achieved,
             "completed_rps": completed,
             "duration_s": elapsed_s,
+            "paused_s": paused_s,
         },
         "latency": {
             "source": "user",
@@ -89,8 +120,13 @@ def build_summary(*, target: str, config: dict, host: dict, result: AgentResult,
             "confidence": config["confidence"],
             "percentiles": [p.as_json() for p in analysis.percentiles],
             "target": analysis.target.as_json() if analysis.target else None,
+            # Every request of the run (warm-up included; censored ones at the time they waited).
             "histogram": _hist_json(lat_hist) | _hist_params(),
+            # Every request intended in the window the statistics used (those left out included).
+            "window": {"start_ns": analysis.window[0], "end_ns": analysis.window[1]} | d.get("window_every_request", {}),
         },
+        "warmup": d["warmup"],
+        "exclusions": d["exclusions"],
         "send_lag": _hist_json(lag_hist) | {
             "late_threshold_ns": config.get("late_ns"),
             # The same, for requests whose wait no stall of an engine thread overlapped: the
@@ -150,7 +186,8 @@ def write_out(out_dir: str | Path, summary: dict, result: AgentResult, used: np.
     if used is not None and len(used) == len(result.samples):
         columns["used"] = used.astype(np.uint8)
     table = pa.table(columns)
-    written = [out / "summary.json", out / f"samples.{samples_format}", out / "latency.hdr", out / "send_lag.hdr"]
+    written = [out / "summary.json", out / f"samples.{samples_format}", out / "latency.hdr", out / "send_lag.hdr",
+               out / "latency.hlog"]
     written[0].write_text(dumps(summary) + "\n")
     if samples_format == "parquet":
         import pyarrow.parquet as pq
@@ -162,4 +199,20 @@ def write_out(out_dir: str | Path, summary: dict, result: AgentResult, used: np.
         pacsv.write_csv(table, written[1])
     written[2].write_bytes(base64.b64encode(result.latency_hist) + b"\n")
     written[3].write_bytes(base64.b64encode(result.send_lag_hist) + b"\n")
+    write_interval_log(written[4], result.intervals, result.wall_start_s)
     return written
+
+
+def check_out_dir(out_dir: str | Path) -> Path:
+    """Make sure ``--out`` can be written before the first request is sent."""
+    out = Path(out_dir)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        probe = out / ".tailwise-write-test"
+        probe.write_text("")
+        probe.unlink()
+    except OSError as e:
+        what = (e.strerror or str(e)).lower()
+        raise InputError(f"cannot create output directory {out} ({what})",
+                         "give --out a writable directory (checked before the run, so nothing is lost)") from None
+    return out

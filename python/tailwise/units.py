@@ -26,8 +26,9 @@ def parse_rate(text: str | float) -> float:
     return value
 
 
-def parse_time_ns(text: str | float, *, default_unit: str = "s", what: str = "duration") -> int:
-    """``3`` (in ``default_unit``), ``3s``, ``500ms``, ``10us`` → integer nanoseconds (> 0)."""
+def parse_time_ns(text: str | float, *, default_unit: str = "s", what: str = "duration", allow_zero: bool = False) -> int:
+    """``3`` (in ``default_unit``), ``3s``, ``500ms``, ``10us`` → integer nanoseconds (> 0, or ≥ 0
+    with ``allow_zero``)."""
     t = str(text).strip()
     if re.fullmatch(r"[0-9]*\.?[0-9]+", t):
         t += default_unit
@@ -35,7 +36,7 @@ def parse_time_ns(text: str | float, *, default_unit: str = "s", what: str = "du
         _, ns = _core.parse_dist(f"fixed:{t}")
     except ValueError as e:
         raise InputError(f"{what} '{text}' is not a time ({e})", "write e.g. 3s, 500ms or 10us") from None
-    if not ns > 0:
+    if not (ns > 0 or (allow_zero and ns == 0)):
         raise InputError(f"{what} '{text}' must be above zero", "give a positive time, e.g. 3s")
     return int(round(ns))
 

@@ -37,6 +37,7 @@ DEFAULTS: dict[str, Any] = {
     "duration": None,
     "timeout": "1s",
     "late": "50us",
+    "warmup": "100ms",
     "poll": "spin",
     "sample_every": None,
     "seed": None,

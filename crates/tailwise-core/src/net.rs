@@ -5,7 +5,8 @@
 //! to `epoll_wait` rounding up when the kernel lacks it.
 
 use std::io;
-use std::os::fd::{AsRawFd, RawFd};
+use std::net::{SocketAddr, TcpStream};
+use std::os::fd::{AsRawFd, FromRawFd, RawFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 
 pub use libc::{EPOLLERR, EPOLLHUP, EPOLLIN, EPOLLOUT, EPOLLRDHUP};
@@ -158,6 +159,62 @@ pub fn write(fd: RawFd, buf: &[u8]) -> io::Result<usize> {
     }
 }
 
+/// Start a TCP connect without blocking (the engine reconnects from its timing loop). Returns the
+/// stream and whether it is connected already; if not, it becomes writable when the connect ends
+/// and [`take_socket_error`] says how.
+pub fn connect_nonblocking(addr: &SocketAddr) -> io::Result<(TcpStream, bool)> {
+    let domain = if addr.is_ipv4() { libc::AF_INET } else { libc::AF_INET6 };
+    // SAFETY: plain syscall; the fd is owned by the TcpStream from here on.
+    let fd = cvt(unsafe { libc::socket(domain, libc::SOCK_STREAM | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC, 0) })?;
+    let stream = unsafe { TcpStream::from_raw_fd(fd) };
+    // SAFETY: sockaddr_storage is plain data, large enough for either family.
+    let mut ss: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
+    let len = match addr {
+        SocketAddr::V4(a) => {
+            // SAFETY: sockaddr_in fits in sockaddr_storage.
+            let sin = unsafe { &mut *(&mut ss as *mut _ as *mut libc::sockaddr_in) };
+            sin.sin_family = libc::AF_INET as libc::sa_family_t;
+            sin.sin_port = a.port().to_be();
+            sin.sin_addr.s_addr = u32::from_ne_bytes(a.ip().octets());
+            std::mem::size_of::<libc::sockaddr_in>()
+        }
+        SocketAddr::V6(a) => {
+            // SAFETY: sockaddr_in6 fits in sockaddr_storage.
+            let sin6 = unsafe { &mut *(&mut ss as *mut _ as *mut libc::sockaddr_in6) };
+            sin6.sin6_family = libc::AF_INET6 as libc::sa_family_t;
+            sin6.sin6_port = a.port().to_be();
+            sin6.sin6_addr.s6_addr = a.ip().octets();
+            sin6.sin6_flowinfo = a.flowinfo();
+            sin6.sin6_scope_id = a.scope_id();
+            std::mem::size_of::<libc::sockaddr_in6>()
+        }
+    };
+    // SAFETY: valid fd, address and length.
+    let r = unsafe { libc::connect(fd, &ss as *const _ as *const libc::sockaddr, len as libc::socklen_t) };
+    if r == 0 {
+        return Ok((stream, true));
+    }
+    let e = io::Error::last_os_error();
+    if e.raw_os_error() == Some(libc::EINPROGRESS) {
+        Ok((stream, false))
+    } else {
+        Err(e)
+    }
+}
+
+/// The pending error of a socket (SO_ERROR): how a non-blocking connect ended.
+pub fn take_socket_error(fd: RawFd) -> io::Result<()> {
+    let mut err: libc::c_int = 0;
+    let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: valid fd and output buffer.
+    cvt(unsafe { libc::getsockopt(fd, libc::SOL_SOCKET, libc::SO_ERROR, &mut err as *mut _ as *mut libc::c_void, &mut len) })?;
+    if err == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::from_raw_os_error(err))
+    }
+}
+
 /// Pin the calling thread to one CPU. Returns false where the kernel refuses (e.g. a cpuset).
 pub fn pin_to_cpu(cpu: usize) -> bool {
     // SAFETY: cpu_set_t is plain data; CPU_SET bounds-checks against its size.
@@ -206,6 +263,30 @@ mod tests {
         assert_eq!(ev.len(), 1);
         assert_eq!({ ev[0].u64 }, 7);
         w.drain();
+    }
+
+    #[test]
+    fn non_blocking_connect_ends_in_success_or_refusal() {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let (s, done) = connect_nonblocking(&l.local_addr().unwrap()).unwrap();
+        let mut ep = Epoll::new(2).unwrap();
+        if !done {
+            ep.add(s.as_raw_fd(), EPOLLOUT, 1).unwrap();
+            assert_eq!(ep.wait(1_000_000_000).unwrap().len(), 1);
+        }
+        assert!(take_socket_error(s.as_raw_fd()).is_ok());
+        let port = l.local_addr().unwrap();
+        drop(l);
+        drop(s);
+        match connect_nonblocking(&port) {
+            Err(e) => assert_eq!(e.kind(), io::ErrorKind::ConnectionRefused),
+            Ok((s, _)) => {
+                let mut ep = Epoll::new(2).unwrap();
+                ep.add(s.as_raw_fd(), EPOLLOUT, 1).unwrap();
+                ep.wait(1_000_000_000).unwrap();
+                assert_eq!(take_socket_error(s.as_raw_fd()).unwrap_err().kind(), io::ErrorKind::ConnectionRefused);
+            }
+        }
     }
 
     #[test]

@@ -1,10 +1,19 @@
-//! Per-thread recording: every completed request into a histogram, a random 1-in-k subset raw.
+//! Per-thread recording: every request into histograms, a random 1-in-k subset raw.
 //!
 //! As in HdrHistogram_rust, each engine thread owns its recorder and nothing is shared while the
-//! timing loop runs; the threads' histograms are merged (added) after the run — never their
-//! percentiles averaged. The raw samples are what the statistics use: order-statistic confidence
-//! intervals need independent draws, and a random 1-in-k subset of a queue's output is the
-//! standard way to get them (Lancet §4.3).
+//! timing loop runs; the threads' histograms are merged (added) — never their percentiles
+//! averaged. The raw samples are what the statistics use: order-statistic confidence intervals
+//! need independent draws, and a random 1-in-k subset of the requests, chosen when each request
+//! falls due, is the standard way to get them (Lancet §4.3).
+//!
+//! *Every* request ends in the histograms and, if sampled, in the samples — answered ones with
+//! their latency, the others (timed out, never sent, lost with their connection, still
+//! outstanding) *censored*: with the time they have been outstanding since their intended send,
+//! a lower bound of their latency, flagged so. A freeze can therefore only push the tail up.
+//!
+//! Besides the whole-run histogram, [`Intervals`] keeps one histogram per 100 ms of *intended*
+//! send time, so that the coordinator can read the every-request distribution over exactly the
+//! window of intended times its statistics used (the `consistency` check).
 
 use hdrhistogram::serialization::{Serializer, V2DeflateSerializer};
 use hdrhistogram::Histogram;
@@ -20,7 +29,7 @@ pub fn new_histogram() -> Histogram<u64> {
 }
 
 /// Serialize in the HdrHistogram V2 compressed format (readable by every HdrHistogram port).
-pub fn encode_histogram(h: &Histogram<u64>) -> Vec<u8> {
+pub fn encode_histogram<T: hdrhistogram::Counter>(h: &Histogram<T>) -> Vec<u8> {
     let mut out = Vec::new();
     V2DeflateSerializer::new().serialize(h, &mut out).expect("serializing to memory cannot fail");
     out
@@ -62,21 +71,51 @@ impl Default for Histograms {
     }
 }
 
-/// One kept request. Times are ns since the engine's start.
+/// What a sample's `flags` say about it (bits; several may be set).
+pub mod flags {
+    /// The latency is a lower bound: the request had no reply (it is at least this late).
+    pub const CENSORED: u32 = 1;
+    /// No reply within the timeout, counted from the intended send time.
+    pub const TIMEOUT: u32 = 1 << 1;
+    /// Never sent: still waiting for a free connection at the timeout or at the end of the run.
+    pub const NEVER_SENT: u32 = 1 << 2;
+    /// Lost with its connection (a reply that was not the protocol, a target that stayed away).
+    pub const FAILED: u32 = 1 << 3;
+    /// Still outstanding when the samples were taken (a snapshot) or when the run was stopped.
+    pub const PENDING: u32 = 1 << 4;
+    /// The server answered with an error.
+    pub const ERROR_REPLY: u32 = 1 << 5;
+    /// Sent again on a new connection after its first one closed.
+    pub const RESENT: u32 = 1 << 6;
+    /// Intended while its engine thread could not run (a stall of ≥ 200 µs), or in the guard
+    /// after it while the backlog the stall built was being sent: the client's delay, decided by
+    /// the clock — the statistics leave these out and count them.
+    pub const ENGINE_STALL: u32 = 1 << 8;
+    /// Outstanding across a stall of its engine thread: its latency may include up to
+    /// `inflation_ns` of the client's own pause (it stays in; it can only be overstated).
+    pub const INFLATED: u32 = 1 << 9;
+}
+
+/// One kept request: 32 bytes. Times are ns since the engine's start.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 #[repr(C)]
 pub struct Sample {
     pub intended_ns: u64,
+    /// Last actual send time (0: never sent).
     pub sent_ns: u64,
+    /// Reply time − intended send time; for a censored sample, the time outstanding so far.
     pub latency_ns: u64,
+    pub flags: u32,
+    /// For `INFLATED`: how much of the latency may be the engine's own stall (saturating).
+    pub inflation_ns: u32,
 }
 
-/// 1024 samples (24 KiB) a chunk: small enough to come from malloc's free lists, not fresh pages,
+/// 1024 samples (32 KiB) a chunk: small enough to come from malloc's free lists, not fresh pages,
 /// when a thread starts a new store after handing one over.
 const CHUNK: usize = 1024;
 
 /// Append-only store of samples in fixed chunks: no doubling, so memory stays at
-/// `size_of::<Sample>()` (24 bytes) per sample plus one partly filled chunk.
+/// `size_of::<Sample>()` (32 bytes) per sample plus one partly filled chunk.
 #[derive(Default)]
 pub struct SampleStore {
     chunks: Vec<Vec<Sample>>,
@@ -110,15 +149,138 @@ impl SampleStore {
         self.chunks.iter().map(|c| c.capacity() * std::mem::size_of::<Sample>()).sum::<usize>()
             + self.chunks.capacity() * std::mem::size_of::<Vec<Sample>>()
     }
-    /// Little-endian rows of three u64: intended_ns, sent_ns, latency_ns.
+    /// Little-endian rows of 32 bytes: intended_ns, sent_ns, latency_ns (u64), flags,
+    /// inflation_ns (u32).
     pub fn to_le_bytes(&self) -> Vec<u8> {
-        let mut out = Vec::with_capacity(self.len * 24);
-        for s in self.iter() {
-            out.extend_from_slice(&s.intended_ns.to_le_bytes());
-            out.extend_from_slice(&s.sent_ns.to_le_bytes());
-            out.extend_from_slice(&s.latency_ns.to_le_bytes());
+        samples_to_le_bytes(self.iter())
+    }
+}
+
+/// Rows as [`SampleStore::to_le_bytes`] writes them.
+pub fn samples_to_le_bytes<'a>(samples: impl Iterator<Item = &'a Sample>) -> Vec<u8> {
+    let mut out = Vec::new();
+    for s in samples {
+        out.extend_from_slice(&s.intended_ns.to_le_bytes());
+        out.extend_from_slice(&s.sent_ns.to_le_bytes());
+        out.extend_from_slice(&s.latency_ns.to_le_bytes());
+        out.extend_from_slice(&s.flags.to_le_bytes());
+        out.extend_from_slice(&s.inflation_ns.to_le_bytes());
+    }
+    out
+}
+
+/// Width of one every-request interval histogram, in intended send time.
+pub const INTERVAL_NS: u64 = 100_000_000;
+/// Interval histograms keep 2 significant digits (1 % resolution: ~18 KiB each with u32 counts,
+/// against ~256 KiB at 3 digits with u64), so that a 10-minute run costs ~100 MB at most.
+pub const INTERVAL_SIGFIG: u8 = 2;
+
+pub type IntervalHistogram = Histogram<u32>;
+
+pub fn new_interval_histogram() -> IntervalHistogram {
+    Histogram::new_with_bounds(1, HIST_MAX_NS, INTERVAL_SIGFIG).expect("valid histogram bounds")
+}
+
+/// Every-request histograms by interval of intended send time, shared by the engine threads
+/// (each adds its records at every hand-over) and read by the coordinator: `done` holds the
+/// requests that are finished (answered or censored for good); `pending` those still outstanding
+/// at the latest snapshot, with the time they had been outstanding then.
+#[derive(Default)]
+pub struct Intervals {
+    pub done: Vec<Option<IntervalHistogram>>,
+    pub pending: Vec<Option<IntervalHistogram>>,
+    /// The snapshot `pending` belongs to: threads add to it only for this one.
+    pub pending_seq: u64,
+}
+
+fn slot(v: &mut Vec<Option<IntervalHistogram>>, index: usize) -> &mut IntervalHistogram {
+    if v.len() <= index {
+        v.resize_with(index + 1, || None);
+    }
+    v[index].get_or_insert_with(new_interval_histogram)
+}
+
+impl Intervals {
+    pub fn add_done(&mut self, index: usize, h: &IntervalHistogram) {
+        slot(&mut self.done, index).add(h).expect("same histogram bounds");
+    }
+    pub fn add_pending(&mut self, index: usize, h: &IntervalHistogram) {
+        slot(&mut self.pending, index).add(h).expect("same histogram bounds");
+    }
+    /// Every request intended in intervals `first .. last` (exclusive), finished and (with
+    /// `with_pending`) outstanding at the latest snapshot, in one histogram.
+    pub fn window(&self, first: usize, last: usize, with_pending: bool) -> Histogram<u64> {
+        let mut out = Histogram::<u64>::new_with_bounds(1, HIST_MAX_NS, INTERVAL_SIGFIG).expect("valid bounds");
+        let sources: &[&Vec<Option<IntervalHistogram>>] =
+            if with_pending { &[&self.done, &self.pending] } else { &[&self.done] };
+        for v in sources {
+            for h in v.iter().take(last).skip(first).flatten() {
+                // Same bounds and precision: each bucket's count lands in the same bucket.
+                for x in h.iter_recorded() {
+                    out.record_n(x.value_iterated_to(), x.count_at_value() as u64).expect("within bounds");
+                }
+            }
         }
         out
+    }
+}
+
+/// One engine thread's interval histograms not yet handed over, by interval index. Handing over
+/// adds them to the shared [`Intervals`] and zeroes them for reuse: no allocation in the timing
+/// loop once an interval has been seen.
+#[derive(Default)]
+pub struct IntervalRecorder {
+    open: Vec<(usize, IntervalHistogram)>,
+}
+
+/// Interval histograms kept for reuse behind the newest one seen (requests finish at most a
+/// timeout after their intended time; older ones are rare and get a fresh histogram).
+const KEEP_INTERVALS: usize = 64;
+
+impl IntervalRecorder {
+    #[inline]
+    pub fn record(&mut self, intended_ns: u64, value_ns: u64) {
+        self.histogram(intended_ns).saturating_record(value_ns.max(1));
+    }
+
+    /// The histogram of the interval holding `intended_ns`.
+    #[inline]
+    pub fn histogram(&mut self, intended_ns: u64) -> &mut IntervalHistogram {
+        let index = (intended_ns / INTERVAL_NS) as usize;
+        // Records go to the newest intervals almost always: search from the back.
+        match self.open.iter().rposition(|(i, _)| *i == index) {
+            Some(p) => &mut self.open[p].1,
+            None => {
+                let newest = self.open.iter().map(|(i, _)| *i).max().unwrap_or(index).max(index);
+                // Reuse the oldest zeroed histogram once there are enough.
+                let reuse = self.open.iter().position(|(i, h)| h.is_empty() && *i + KEEP_INTERVALS < newest);
+                match reuse {
+                    Some(p) => self.open[p].0 = index,
+                    None => self.open.push((index, new_interval_histogram())),
+                }
+                let p = self.open.iter().rposition(|(i, _)| *i == index).unwrap();
+                &mut self.open[p].1
+            }
+        }
+    }
+
+    /// Add everything recorded so far to `into` (`Intervals::add_done`, or `add_pending` with
+    /// `pending`) and zero it.
+    pub fn hand_over(&mut self, into: &mut Intervals, pending: bool) {
+        for (index, h) in self.open.iter_mut() {
+            if !h.is_empty() {
+                if pending {
+                    into.add_pending(*index, h);
+                } else {
+                    into.add_done(*index, h);
+                }
+                h.reset();
+            }
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.open.iter().all(|(_, h)| h.is_empty())
     }
 }
 
@@ -224,18 +386,44 @@ mod tests {
     }
 
     #[test]
-    fn store_costs_24_bytes_a_sample() {
+    fn store_costs_32_bytes_a_sample() {
         let mut st = SampleStore::default();
         let n = 100 * CHUNK;
         for i in 0..n as u64 {
-            st.push(Sample { intended_ns: i, sent_ns: i + 1, latency_ns: 2 * i });
+            st.push(Sample { intended_ns: i, sent_ns: i + 1, latency_ns: 2 * i, flags: 5, inflation_ns: 7 });
         }
         assert_eq!(st.len(), n);
         let per = st.allocated_bytes() as f64 / n as f64;
-        assert!(per <= 25.0, "{per} bytes per sample");
+        assert!(per <= 33.0, "{per} bytes per sample");
         let bytes = st.to_le_bytes();
-        assert_eq!(bytes.len(), n * 24);
-        assert_eq!(u64::from_le_bytes(bytes[24..32].try_into().unwrap()), 1);
-        assert_eq!(u64::from_le_bytes(bytes[40..48].try_into().unwrap()), 2);
+        assert_eq!(bytes.len(), n * 32);
+        // Row 1: intended 1, sent 2, latency 2, flags 5, inflation 7.
+        assert_eq!(u64::from_le_bytes(bytes[32..40].try_into().unwrap()), 1);
+        assert_eq!(u64::from_le_bytes(bytes[48..56].try_into().unwrap()), 2);
+        assert_eq!(u32::from_le_bytes(bytes[56..60].try_into().unwrap()), 5);
+        assert_eq!(u32::from_le_bytes(bytes[60..64].try_into().unwrap()), 7);
+    }
+
+    #[test]
+    fn intervals_add_up_by_intended_time_and_windows_merge_them() {
+        let mut rec = IntervalRecorder::default();
+        let mut all = Intervals::default();
+        // 1 ms apart over 1 s: 100 per 100 ms interval, values 1..=1000 µs.
+        for i in 0..1000u64 {
+            rec.record(i * 1_000_000, (i + 1) * 1_000);
+        }
+        rec.hand_over(&mut all, false);
+        assert!(rec.is_empty());
+        assert_eq!(all.done.iter().flatten().count(), 10);
+        let w = all.window(2, 5, false);
+        assert_eq!(w.len(), 300);
+        // Intervals 2..5 hold values 201..=500 µs: the median is 350 µs within 1 %.
+        let med = w.value_at_quantile(0.5) as f64;
+        assert!((med / 350_000.0 - 1.0).abs() < 0.01, "{med}");
+        let mut pend = IntervalHistogram::new_with_bounds(1, HIST_MAX_NS, INTERVAL_SIGFIG).unwrap();
+        pend.record(5_000_000_000).unwrap();
+        all.add_pending(4, &pend);
+        assert_eq!(all.window(2, 5, true).len(), 301);
+        assert_eq!(all.window(2, 5, false).len(), 300);
     }
 }

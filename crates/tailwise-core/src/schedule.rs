@@ -99,6 +99,15 @@ impl Schedule {
         }
     }
 
+    /// Move every time not yet handed out `ns` later: the schedule goes on after a pause as if
+    /// the pause had not been (for Poisson arrivals, memorylessness makes that exact).
+    pub fn shift(&mut self, ns: u64) {
+        for t in &mut self.buf[self.pos..] {
+            *t += ns;
+        }
+        self.t += ns as f64;
+    }
+
     /// The next intended send time.
     #[inline]
     pub fn next_ns(&mut self) -> u64 {

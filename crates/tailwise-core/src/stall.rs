@@ -1,15 +1,19 @@
-//! Stalls of tailwise's own spinning threads, as intervals the coordinator can leave out.
+//! Stalls of tailwise's own spinning threads: times a thread did not run.
 //!
 //! A thread that busy-polls reads the clock every few µs; a gap of `MASK_STALL_NS` or more
 //! between two of its reads means the thread did not run — a preemption by another task or, on a
 //! virtual machine, by the hypervisor. On a 2-vCPU guest here a lone spinner loses its CPU for
 //! ≥ 100 µs a few times a second and for 1–7 ms about once a second (BENCHMARKS.md), whatever the
-//! load. Requests in flight across such a stall of the *engine* carry the client's pause, not the
-//! target's latency; across a stall of the *built-in server* they carry the machine's, which the
-//! queueing model it is checked against does not have. The threads log these stalls; the
-//! coordinator masks the samples intended around them (methodology/controller.py) and says how
-//! many it left out. Shorter gaps (20 µs, ~360/s here) are too frequent to mask without biasing
-//! the tail and stay in the statistics.
+//! load.
+//!
+//! What follows from a stall is decided per request, by the clock (engine/thread.rs): a request
+//! whose intended send time fell inside a stall of its *engine* thread (or in the guard after it,
+//! while the backlog the stall built was sent) could not be sent on time by the client — it is
+//! flagged and the statistics leave it out, counted. A request outstanding across the stall stays
+//! in, flagged as possibly inflated by the part of the stall it spans: its reply may have waited
+//! for the engine (only kernel receive timestamps can tell). Stalls of the *built-in server* are
+//! the target's own behaviour and stay in; they are logged only to be reported as host noise.
+//! Shorter gaps (20 µs, ~360/s here) stay in too.
 
 use crate::clock::now_ns;
 use std::sync::{Arc, Mutex};
@@ -48,11 +52,13 @@ pub struct StallWatch {
     log: StallLog,
     /// Time lost to the stalls logged so far (for busy-time accounting that leaves them out).
     pub stalled_ns: u64,
+    /// The latest stall, until its thread takes it (`take_fresh`).
+    fresh: Option<(u64, u64)>,
 }
 
 impl StallWatch {
     pub fn new(log: StallLog) -> StallWatch {
-        StallWatch { last: now_ns(), planned: 0, log, stalled_ns: 0 }
+        StallWatch { last: now_ns(), planned: 0, log, stalled_ns: 0, fresh: None }
     }
 
     /// The time, logging the gap since the previous read if it is a stall.
@@ -60,12 +66,23 @@ impl StallWatch {
     pub fn now(&mut self) -> u64 {
         let t = now_ns();
         if t - self.last >= MASK_STALL_NS + self.planned {
-            self.log.record(self.last + self.planned, t);
-            self.stalled_ns += t - self.last - self.planned;
+            let start = self.last + self.planned;
+            self.log.record(start, t);
+            self.stalled_ns += t - start;
+            self.fresh = Some(match self.fresh {
+                Some((a, _)) => (a, t), // two stalls not yet taken: one window over both
+                None => (start, t),
+            });
         }
         self.last = t;
         self.planned = 0;
         t
+    }
+
+    /// The stall detected since the last call, as (start, end) on CLOCK_MONOTONIC.
+    #[inline]
+    pub fn take_fresh(&mut self) -> Option<(u64, u64)> {
+        self.fresh.take()
     }
 
     /// The thread is about to wait up to `ns` on purpose: the next gap may be that much longer.
@@ -103,6 +120,8 @@ mod tests {
         let s = log.take();
         assert_eq!(s.len(), 1, "{s:?}");
         assert!(s[0].1 == t && s[0].1 - s[0].0 >= 2_000_000, "{s:?}");
+        assert_eq!(w.take_fresh(), Some(s[0]));
+        assert_eq!(w.take_fresh(), None);
         std::thread::sleep(std::time::Duration::from_millis(2));
         w.reset();
         w.now();

@@ -240,12 +240,33 @@ impl Workload {
     }
 }
 
+/// One request's content, drawn once at its intended time: small, so that a request whose
+/// connection closed can be encoded again, identically, on the next one (engine/thread.rs).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Op {
+    pub kind: OpKind,
+    /// Key index (0 … keys − 1); its bytes come from [`Workload::write_key`].
+    pub key: u64,
+    /// Value bytes of a set (0 for gets); the bytes are [`value_bytes`]`(len)`.
+    pub value_len: u32,
+}
+
+impl Op {
+    /// The request of protocols without keys (synthetic, HTTP, UDP echo).
+    pub const KEYLESS: Op = Op { kind: OpKind::Get, key: 0, value_len: 0 };
+}
+
+/// The bytes of a value of `len` bytes (sets send a prefix of one static buffer).
+#[inline]
+pub fn value_bytes(len: u32) -> &'static [u8] {
+    &values()[..len as usize]
+}
+
 /// One thread's request generator.
 pub struct OpGen {
     w: Workload,
     rng: SmallRng,
     zipf: Option<Zipf<f64>>,
-    key: Vec<u8>,
 }
 
 impl OpGen {
@@ -254,22 +275,25 @@ impl OpGen {
             Popularity::Zipf(s) => Some(Zipf::new(w.keys as f64, s).expect("validated Zipf parameters")),
             Popularity::Uniform => None,
         };
-        OpGen { rng: SmallRng::seed_from_u64(seed), zipf, key: Vec::with_capacity(MAX_KEY), w }
+        OpGen { rng: SmallRng::seed_from_u64(seed), zipf, w }
     }
 
-    /// The next request: its kind, key and (for sets) value.
+    pub fn workload(&self) -> &Workload {
+        &self.w
+    }
+
+    /// The next request: its kind, key and (for sets) value size.
     #[inline]
-    pub fn next_op(&mut self) -> (OpKind, &[u8], &'static [u8]) {
-        let index = match &self.zipf {
+    pub fn next_op(&mut self) -> Op {
+        let key = match &self.zipf {
             Some(z) => (z.sample(&mut self.rng) as u64).clamp(1, self.w.keys) - 1,
             None => self.rng.random_range(0..self.w.keys),
         };
-        self.w.write_key(index, &mut self.key);
         if self.w.set_fraction > 0.0 && self.rng.random::<f64>() < self.w.set_fraction {
-            let v = self.w.value(self.rng.random::<f64>());
-            (OpKind::Set, &self.key, v)
+            let value_len = self.w.value(self.rng.random::<f64>()).len() as u32;
+            Op { kind: OpKind::Set, key, value_len }
         } else {
-            (OpKind::Get, &self.key, &[])
+            Op { kind: OpKind::Get, key, value_len: 0 }
         }
     }
 }
@@ -325,12 +349,12 @@ mod tests {
         let mut g = OpGen::new(w, 7);
         let (mut sets, mut hot) = (0, 0);
         for _ in 0..100_000 {
-            let (kind, key, value) = g.next_op();
-            if kind == OpKind::Set {
+            let op = g.next_op();
+            if op.kind == OpKind::Set {
                 sets += 1;
-                assert_eq!(value.len(), 200);
+                assert_eq!(value_bytes(op.value_len).len(), 200);
             }
-            if key.ends_with(b"00") && key.iter().all(|&b| b == b'0') {
+            if op.key == 0 {
                 hot += 1;
             }
         }

@@ -8,11 +8,13 @@ use pyo3::exceptions::{PyConnectionError, PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
 use std::net::{SocketAddr, ToSocketAddrs};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use tailwise_core::dist::Dist;
-use tailwise_core::engine::{Engine, EngineConfig};
+use tailwise_core::engine::{Counters, Engine, EngineConfig, Snapshot};
 use tailwise_core::protocol::Protocol;
-use tailwise_core::recorder::{encode_histogram, HIST_MAX_NS, HIST_SIGFIG};
+use tailwise_core::recorder::{
+    encode_histogram, samples_to_le_bytes, Intervals, HIST_MAX_NS, HIST_SIGFIG, INTERVAL_NS, INTERVAL_SIGFIG,
+};
 use tailwise_core::preload::{preload as run_preload, PreloadConfig};
 use tailwise_core::schedule::Arrival;
 use tailwise_core::server::{Server, ServerConfig};
@@ -117,6 +119,12 @@ fn histogram_params() -> (u64, u64, u8) {
     (1, HIST_MAX_NS, HIST_SIGFIG)
 }
 
+/// The every-request interval histograms: (interval_ns, significant_digits).
+#[pyfunction]
+fn interval_params() -> (u64, u8) {
+    (INTERVAL_NS, INTERVAL_SIGFIG)
+}
+
 /// Spin on CPU `cpu` (if given) for `duration_ns`, counting gaps above `threshold_ns`:
 /// returns {duration_ns, count, lost_ns, max_ns}. Measures what preemption costs a spinning thread.
 #[pyfunction]
@@ -195,9 +203,80 @@ impl PyServer {
     }
 }
 
+/// Every-request histograms by 100 ms of intended send time; outlives its engine.
+#[pyclass(name = "Intervals", module = "tailwise._core")]
+struct PyIntervals {
+    inner: Arc<Mutex<Intervals>>,
+}
+
+#[pymethods]
+impl PyIntervals {
+    /// Every request intended in intervals `first .. last` (exclusive) — finished ones and, with
+    /// `with_pending`, those outstanding at the latest snapshot — as one histogram (HdrHistogram
+    /// V2 compressed).
+    #[pyo3(signature = (first, last, with_pending=true))]
+    fn window<'py>(&self, py: Python<'py>, first: usize, last: usize, with_pending: bool) -> Bound<'py, PyBytes> {
+        let bytes = py.detach(|| encode_histogram(&self.inner.lock().unwrap().window(first, last, with_pending)));
+        PyBytes::new(py, &bytes)
+    }
+
+    /// The finished requests' histograms, one per interval that has any: (index, V2 bytes).
+    fn log<'py>(&self, py: Python<'py>) -> Vec<(usize, Bound<'py, PyBytes>)> {
+        let encoded: Vec<(usize, Vec<u8>)> = py.detach(|| {
+            let iv = self.inner.lock().unwrap();
+            iv.done.iter().enumerate().filter_map(|(i, h)| h.as_ref().map(|h| (i, encode_histogram(h)))).collect()
+        });
+        encoded.into_iter().map(|(i, b)| (i, PyBytes::new(py, &b))).collect()
+    }
+}
+
+fn snapshot_dict<'py>(py: Python<'py>, s: &Snapshot) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    for (k, v) in [
+        ("elapsed_ns", s.elapsed_ns),
+        ("intended", s.intended),
+        ("sent", s.sent),
+        ("late", s.late),
+        ("received", s.received),
+        ("errors", s.errors),
+        ("timeouts", s.timeouts),
+        ("never_sent", s.never_sent),
+        ("reconnects", s.reconnects),
+        ("received_in_window", s.received_in_window),
+    ] {
+        d.set_item(k, v)?;
+    }
+    Ok(d)
+}
+
+fn counters_dict<'py>(py: Python<'py>, c: &Counters) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    for (k, v) in [
+        ("intended", c.intended),
+        ("sent", c.sent),
+        ("received", c.received),
+        ("late", c.late),
+        ("never_sent", c.never_sent),
+        ("errors", c.errors),
+        ("timeouts", c.timeouts),
+        ("unfinished", c.unfinished),
+        ("reconnects", c.reconnects),
+        ("resent", c.resent),
+        ("gets", c.gets),
+        ("sets", c.sets),
+        ("hits", c.hits),
+        ("misses", c.misses),
+        ("stored", c.stored),
+    ] {
+        d.set_item(k, v)?;
+    }
+    Ok(d)
+}
+
 #[pyclass(name = "Engine", module = "tailwise._core")]
 struct PyEngine {
     inner: Mutex<Option<Engine>>,
+    intervals: Arc<Mutex<Intervals>>,
 }
 
 #[pymethods]
@@ -206,7 +285,8 @@ impl PyEngine {
     #[new]
     #[pyo3(signature = (targets, rate_rps, duration_ns, *, threads=1, conns=1, outstanding=1,
         arrival="exp", sample_every=1, timeout_ns=1_000_000_000, late_ns=50_000,
-        connect_timeout_ns=2_000_000_000, seed=1, pin=true, busy_poll=true,
+        connect_timeout_ns=2_000_000_000, unreachable_ns=2_000_000_000, test_stall_ns=None,
+        seed=1, pin=true, busy_poll=true,
         service_ns=None, reply_pad=0, scheme="synthetic", http_host="", http_path="/", udp_size=64,
         keys=10_000, key_size="30", value_size="200", popularity="uniform", set_fraction=0.0))]
     #[allow(clippy::too_many_arguments)]
@@ -223,6 +303,8 @@ impl PyEngine {
         timeout_ns: u64,
         late_ns: u64,
         connect_timeout_ns: u64,
+        unreachable_ns: u64,
+        test_stall_ns: Option<(u64, u64)>,
         seed: u64,
         pin: bool,
         busy_poll: bool,
@@ -252,9 +334,11 @@ impl PyEngine {
             timeout_ns,
             late_ns,
             connect_timeout_ns,
+            unreachable_ns,
             seed,
             pin,
             busy_poll,
+            test_stall: test_stall_ns,
         };
         let e = py.detach(|| Engine::start(cfg)).map_err(|msg| {
             if msg.starts_with("cannot connect") {
@@ -263,36 +347,45 @@ impl PyEngine {
                 PyValueError::new_err(msg)
             }
         })?;
-        Ok(PyEngine { inner: Mutex::new(Some(e)) })
+        let intervals = e.intervals();
+        Ok(PyEngine { inner: Mutex::new(Some(e)), intervals })
     }
 
-    /// Live counters: elapsed_ns, intended, sent, late, received, errors, timeouts.
+    /// Live counters: elapsed_ns, intended, sent, late, received, errors, timeouts, never_sent,
+    /// reconnects, received_in_window.
     fn snapshot<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let d = PyDict::new(py);
-        if let Some(e) = self.inner.lock().unwrap().as_ref() {
-            let s = e.snapshot();
-            d.set_item("elapsed_ns", s.elapsed_ns)?;
-            d.set_item("intended", s.intended)?;
-            d.set_item("sent", s.sent)?;
-            d.set_item("late", s.late)?;
-            d.set_item("received", s.received)?;
-            d.set_item("errors", s.errors)?;
-            d.set_item("timeouts", s.timeouts)?;
+        match self.inner.lock().unwrap().as_ref() {
+            Some(e) => snapshot_dict(py, &e.snapshot()),
+            None => Ok(PyDict::new(py)),
         }
+    }
+
+    /// A snapshot of every thread (waiting up to `wait_ns` for them): {samples: the requests
+    /// finished since the last take, pending: the sampled requests outstanding now, censored at
+    /// the time they have waited (both as 32-byte little-endian rows: intended_ns, sent_ns,
+    /// latency_ns as u64, flags, inflation_ns as u32), snap_ns, complete, counters}. The
+    /// interval histograms (`intervals()`) are up to date with it. `join` returns what was never taken.
+    #[pyo3(signature = (wait_ns=1_000_000_000))]
+    fn take<'py>(&self, py: Python<'py>, wait_ns: u64) -> PyResult<Bound<'py, PyDict>> {
+        let d = PyDict::new(py);
+        let guard = self.inner.lock().unwrap();
+        let Some(e) = guard.as_ref() else { return Ok(d) };
+        let (t, samples, pending) = py.detach(|| {
+            let t = e.take(wait_ns);
+            let (s, p) = (t.samples.to_le_bytes(), samples_to_le_bytes(t.pending.iter()));
+            (t, s, p)
+        });
+        d.set_item("samples", PyBytes::new(py, &samples))?;
+        d.set_item("pending", PyBytes::new(py, &pending))?;
+        d.set_item("snap_ns", t.snap_ns)?;
+        d.set_item("complete", t.complete)?;
+        d.set_item("counters", snapshot_dict(py, &t.counters)?)?;
         Ok(d)
     }
 
-    /// Raw samples kept since the last call, as little-endian u64 triples
-    /// (intended_ns, sent_ns, latency_ns); `join` returns those never taken.
-    fn take<'py>(&self, py: Python<'py>) -> Bound<'py, PyBytes> {
-        let bytes = {
-            let guard = self.inner.lock().unwrap();
-            match guard.as_ref() {
-                Some(e) => py.detach(|| e.take_samples().to_le_bytes()),
-                None => Vec::new(),
-            }
-        };
-        PyBytes::new(py, &bytes)
+    /// The every-request interval histograms (they outlive the engine).
+    fn intervals(&self) -> PyIntervals {
+        PyIntervals { inner: self.intervals.clone() }
     }
 
     /// The engine threads' stalls (≥ 200 µs without running) since the last call: (start, end)
@@ -309,6 +402,25 @@ impl PyEngine {
 
     fn is_finished(&self) -> bool {
         self.inner.lock().unwrap().as_ref().map(|e| e.is_finished()).unwrap_or(true)
+    }
+
+    /// Hold the schedule (no request falls due) until `resume`; replies are still read.
+    fn pause(&self) {
+        if let Some(e) = self.inner.lock().unwrap().as_ref() {
+            e.pause();
+        }
+    }
+
+    /// Go on with the schedule, every time still to come moved by the pause's length.
+    fn resume(&self) {
+        if let Some(e) = self.inner.lock().unwrap().as_ref() {
+            e.resume();
+        }
+    }
+
+    /// Requests sent and not yet answered (or timed out).
+    fn in_flight(&self) -> u64 {
+        self.inner.lock().unwrap().as_ref().map(|e| e.in_flight()).unwrap_or(0)
     }
 
     /// Ask the engine to stop early; `join` still returns what was measured.
@@ -331,24 +443,7 @@ impl PyEngine {
             )
         });
         let d = PyDict::new(py);
-        let c = PyDict::new(py);
-        for (k, v) in [
-            ("intended", r.counters.intended),
-            ("sent", r.counters.sent),
-            ("received", r.counters.received),
-            ("late", r.counters.late),
-            ("never_sent", r.counters.never_sent),
-            ("errors", r.counters.errors),
-            ("timeouts", r.counters.timeouts),
-            ("gets", r.counters.gets),
-            ("sets", r.counters.sets),
-            ("hits", r.counters.hits),
-            ("misses", r.counters.misses),
-            ("stored", r.counters.stored),
-        ] {
-            c.set_item(k, v)?;
-        }
-        d.set_item("counters", c)?;
+        d.set_item("counters", counters_dict(py, &r.counters)?)?;
         d.set_item("start_mono_ns", r.start_mono_ns)?;
         d.set_item("elapsed_ns", r.elapsed_ns)?;
         d.set_item("received_in_window", r.received_in_window)?;
@@ -374,6 +469,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(parse_dist, m)?)?;
     m.add_function(wrap_pyfunction!(now_ns, m)?)?;
     m.add_function(wrap_pyfunction!(histogram_params, m)?)?;
+    m.add_function(wrap_pyfunction!(interval_params, m)?)?;
     m.add_function(wrap_pyfunction!(measure_stalls, m)?)?;
     m.add_function(wrap_pyfunction!(check_workload, m)?)?;
     m.add_function(wrap_pyfunction!(parse_arrival, m)?)?;
@@ -382,6 +478,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(model::model_summary, m)?)?;
     m.add_class::<PyServer>()?;
     m.add_class::<PyEngine>()?;
+    m.add_class::<PyIntervals>()?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

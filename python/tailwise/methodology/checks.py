@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from tailwise.stats.arrivals import ArrivalFit
 from tailwise.stats.independence import Independence
-from tailwise.stats.quantiles import Percentile
+from tailwise.stats.quantiles import Percentile, samples_needed
 from tailwise.stats.stationarity import Stationarity
 
 #: The engine must deliver the target rate to within 5 % (issue 2); for short runs the Poisson
@@ -78,41 +78,125 @@ def rate_check(target_rps: float, achieved_rps: float | None, completed_rps: flo
 
 
 def errors_check(counters: dict, reasons: list[tuple[str, int]]) -> Check:
-    bad = counters["errors"] + counters["timeouts"]
-    sent = counters["sent"]
-    if bad == 0:
-        return Check("errors", True, f"all {sent:,} sent requests answered", None, 0.0)
+    """Errors and timeouts fail the run; requests never sent or still outstanding when it stopped
+    are not errors, and are said (all of them are in the statistics, censored)."""
+    errors, timeouts = counters.get("errors", 0), counters.get("timeouts", 0)
+    sent, received = counters["sent"], counters.get("received", 0)
+    never, unfinished = counters.get("never_sent", 0), counters.get("unfinished", 0)
+    outstanding = max(sent - received - errors - timeouts - unfinished, 0)
+    notes = []
+    if unfinished:
+        notes.append(f"{unfinished:,} outstanding when the run was stopped")
+    if outstanding:
+        notes.append(f"{outstanding:,} in flight")
+    if never:
+        notes.append(f"{never:,} never sent")
+    tail = f" ({'; '.join(notes)}: in the statistics at the time they waited)" if notes else ""
+    if errors + timeouts == 0:
+        return Check("errors", True, f"{received:,} of {sent:,} sent requests answered, no errors or timeouts{tail}",
+                     None, 0.0)
     why = "; ".join(f"{r} ×{n}" for r, n in reasons) or "no reply in time"
     return Check(
         "errors", False,
-        f"{counters['errors']:,} errors and {counters['timeouts']:,} timeouts among {sent:,} sent requests ({why})",
-        "latencies of failed requests are missing from the distribution: fix the server or lower the rate",
-        bad / max(sent, 1),
+        f"{errors:,} errors and {timeouts:,} timeouts among {sent:,} sent requests ({why}){tail}",
+        "the target failed requests: they are in the tail at the time they waited, but a failing server is not "
+        "measured — fix the server or lower the rate",
+        (errors + timeouts) / max(sent, 1),
     )
 
 
-#: Stall masks may leave out at most this share of the samples; beyond, the run measured the
-#: machine's preemptions more than the target.
-MAX_STALL_MASKED = 0.2
+def stalls_check(engine_stalls, target_stalls, *, excluded: int, inflated: int, used: int, owned: dict | None,
+                 p: float, kept: bool = False) -> Check:
+    """Stalls (≥ 200 µs without running, stall.rs) of the engine threads — the requests intended
+    during them left out, those outstanding across them kept but possibly inflated — and of the
+    built-in server (the target's own: kept, reported as host noise). Fails when the possibly
+    inflated requests could own the percentile asked for."""
+    parts = []
+    if engine_stalls:
+        longest = max(b - a for a, b in engine_stalls) / 1e6
+        what = f"{_n(len(engine_stalls), 'stall')} of the engine ≥ 200 µs (longest {longest:.2f} ms)"
+        if kept:
+            parts.append(f"{what}, every request kept (--keep-stalls)")
+        else:
+            parts.append(f"{what}: {excluded:,} requests intended during them left out; {inflated:,} outstanding "
+                         f"across them kept, possibly inflated")
+    else:
+        parts.append("no stall of the engine ≥ 200 µs")
+    if target_stalls:
+        longest = max(b - a for a, b in target_stalls) / 1e6
+        parts.append(f"{_n(len(target_stalls), 'stall')} of the built-in server ≥ 200 µs (longest {longest:.2f} ms), kept: "
+                     "host noise in the target's own latency")
+    detail = "; ".join(parts)
+    if owned and owned.get("could_own"):
+        return Check(
+            "stalls", False,
+            f"{detail}; at their lower bounds p{p:g} would be {owned['lower_value_ns'] / 1e3:,.1f} µs, below its "
+            f"interval: the client's own pauses may own p{p:g}",
+            "give the engine threads CPUs of their own (no other load on the host, fewer --threads or --workers), "
+            "or ask for a lower --percentile", float(inflated) / max(used, 1))
+    return Check("stalls", True, detail, None, float(inflated) / max(used, 1))
 
 
-def stalls_check(stalls: list[tuple[int, int]], masked_samples: int, samples: int, *, masked: bool = True) -> Check:
-    """Stalls of tailwise's own threads (stall.rs: ≥ 200 µs without running) and the samples
-    left out around them."""
-    if not stalls:
-        return Check("stalls", True, "no stall of tailwise's threads (≥ 200 µs without running)", None, 0.0)
-    longest_ms = max(b - a for a, b in stalls) / 1e6
-    what = f"{len(stalls):,} stalls of tailwise's threads ≥ 200 µs (longest {longest_ms:.2f} ms)"
-    if not masked:
-        return Check("stalls", True, f"{what}, kept in the statistics (--keep-stalls)", None, 0.0)
-    share = masked_samples / max(samples, 1)
-    detail = f"{what}: the {masked_samples:,} samples they disturbed ({share:.1%}) left out"
-    if share <= MAX_STALL_MASKED:
-        return Check("stalls", True, detail, None, share)
-    return Check("stalls", False, detail,
-                 "the machine took the CPUs of tailwise's spinning threads too often: give them CPUs of their own "
-                 "(fewer --threads or --workers, no other load on the host), or measure the stalls with --keep-stalls",
-                 share)
+def exclusions_check(causes: dict[str, int], window: int, budget: float, probes: dict, p: float) -> Check:
+    """Every sample left out, by cause, within one budget; and no cause correlated with the target
+    (the probe before each exclusion: analysis.probe_correlation)."""
+    total = sum(causes.values())
+    share = total / window if window else 0.0
+    named = {"engine_stall": "engine stalls"}
+    by = ", ".join(f"{named.get(k, k)} {v:,}" for k, v in causes.items() if v) or "none"
+    detail = f"{total:,} of {window:,} requests in the window left out ({share:.1%}; budget {budget:.0%}): {by}"
+    for cause, r in probes.items():
+        if r["correlated"]:
+            return Check(
+                "exclusions", False,
+                f"{detail}; the requests just before the {named.get(cause, cause)} exceeded p{p:g} {r['ratio']:.1f}× as "
+                f"often as the rest ({r['above']:,} of {r['requests']:,}, binomial p = {r['pvalue']:.1e}): the exclusions "
+                f"come with the target's slow moments, and leaving them out would hide its tail",
+                "give the target and tailwise separate CPUs (a co-located target taking the client's CPU when it is "
+                "busiest), or measure with --keep-stalls", r["ratio"])
+    if share > budget:
+        return Check("exclusions", False, detail,
+                     "the machine stopped tailwise's own threads too often: give them CPUs of their own (no other load, "
+                     "fewer --threads or --workers), or measure with --keep-stalls", share)
+    return Check("exclusions", True, detail, None, share)
+
+
+def consistency_check(rows: list[dict], causes: dict[str, int], sample_every: int, have_every: bool) -> Check:
+    """The reported percentiles against the every-request histogram of the same window."""
+    if not have_every:
+        return Check("consistency", False, "no every-request histogram of the window: the reported percentiles "
+                     "cannot be compared with every request", "report this as a bug", None)
+    if not rows:
+        return Check("consistency", True, "no percentile supported yet to compare with every request", None, None)
+    left_out = sum(causes.values())
+    less = f", less the {left_out:,} samples left out ×{sample_every}" if left_out else ""
+    bad = [r for r in rows if not r["ok"]]
+    if bad:
+        r = bad[0]
+        return Check(
+            "consistency", False,
+            f"p{r['p']:g} = {r['value_ns'] / 1e3:,.1f} µs (99.9 % interval {_us(r['low_ns'])}–{_us(r['high_ns'])}) but "
+            f"every request in the same window{less} gives {r['every_request_ns'] / 1e3:,.1f} µs",
+            "the samples do not represent the requests: report this with the --out directory", None)
+    worst = max(rows, key=lambda r: r["p"])
+    moved = ""
+    if left_out and worst["with_excluded_ns"] is not None and worst["every_request_ns"]:
+        moved = (f"; with the ones left out, p{worst['p']:g} of every request would be "
+                 f"{worst['with_excluded_ns'] / 1e3:,.1f} µs")
+    ps = "/".join(f"p{r['p']:g}" for r in rows)
+    return Check("consistency", True,
+                 f"{ps} {'agrees' if len(rows) == 1 else 'agree'} with every request in the same window{less} (p{worst['p']:g}: "
+                 f"{worst['value_ns'] / 1e3:,.1f} µs reported, {worst['every_request_ns'] / 1e3:,.1f} µs every request){moved}",
+                 None, None)
+
+
+def _n(count: int, noun: str) -> str:
+    """'1 stall', '3 stalls'."""
+    return f"{count:,} {noun}{'' if count == 1 else 's'}"
+
+
+def _us(v: float | None) -> str:
+    return "∞" if v is None else f"{v / 1e3:,.1f} µs"
 
 
 def arrivals_check(fit: ArrivalFit) -> Check:
@@ -122,33 +206,36 @@ def arrivals_check(fit: ArrivalFit) -> Check:
         remedy = "the client fell behind its schedule: add --threads or --conns, use --poll spin, or lower --rate"
     elif fit.statistic is None:
         remedy = "run longer so that enough sends are kept"
+    elif fit.distance is not None and fit.distance > 0.1:
+        remedy = ("the sends did not follow the schedule (bursts, or a closed loop): check for CPU contention on the "
+                  "client (other processes, --threads above the free cores), or add --conns / --outstanding")
     else:
-        remedy = ("sends did not follow the requested process: check for CPU contention on the client "
-                  "(other processes, --threads above the free cores) or use --poll spin")
+        remedy = "the intended schedule did not fit the requested process: report this as a bug"
     return Check("arrivals", False, fit.detail, remedy, fit.statistic)
 
 
 def stationarity_check(st: Stationarity) -> Check:
     if st.ok:
         return Check("stationarity", True, st.detail, None, st.kpss_stat)
-    if st.concentration is not None and st.concentration >= 1:
+    if st.transient:
         remedy = ("something paused the server or the client during the run (a stall, a GC, another process): "
                   "find it (tailwise doctor) and measure again")
-    elif st.kpss_stat is None:
+    elif st.kpss_stat is None and st.level_drift is None:
         remedy = "run longer (--max-time or --duration)"
     else:
-        remedy = ("the latency level changed during the run: let the server warm up longer, or find what changed "
-                  "(other load on the server or client machine)")
-    return Check("stationarity", False, st.detail, remedy, st.kpss_stat if st.concentration is None else st.concentration)
+        remedy = ("the latency level changed during the run: let the server warm up longer (--warmup), or find what "
+                  "changed (other load on the server or client machine)")
+    return Check("stationarity", False, st.detail, remedy, st.concentration if st.transient else st.kpss_stat)
 
 
 def independence_check(ind: Independence, sample_every: int) -> Check:
+    """The target percentile's indicator autocorrelation must be estimable: its variance inflation
+    (τ, n_eff = n/τ) widens the interval instead of thinning the samples."""
     if ind.ok:
-        return Check("independence", True,
-                     f"{ind.detail}; effective sampling 1 in {sample_every * ind.step}", None, ind.rho_at_step)
+        return Check("independence", True, f"{ind.detail}; engine sampling 1 in {sample_every}", None, ind.tau)
     return Check("independence", False, ind.detail,
-                 "run longer: the samples must be thinned further than this run allows (--max-time or --duration)",
-                 ind.rho_at_step)
+                 "run longer: the correlation of the samples must decay within the run (--max-time or --duration)",
+                 ind.tau)
 
 
 def target_width_ns(value_ns: float | None, ci_ns: float | None, ci_rel: float | None) -> float | None:
@@ -163,25 +250,29 @@ def target_width_ns(value_ns: float | None, ci_ns: float | None, ci_rel: float |
 def confidence_check(pc: Percentile, n: int, confidence: float, width_target_ns: float | None,
                      samples_per_s: float | None = None) -> tuple[Check, int | None]:
     """Does the CI of the target percentile meet the width asked? Returns the check and the sample
-    count estimated to meet it (CI width shrinks as 1/√n for an order-statistic interval)."""
-    q = pc.p / 100.0
-    need_min = math.ceil(math.log((1 - confidence) / 2) / math.log(q)) if q > 0.5 else math.ceil(
-        math.log((1 - confidence) / 2) / math.log(1 - q))
-    if pc.low is None or pc.high is None:
-        need = max(need_min, int(need_min * 1.2))
+    count estimated to meet it (an order-statistic interval narrows as 1/√n)."""
+    n_eff = pc.n_effective if pc.n_effective is not None else float(n)
+    scale = n / n_eff if n_eff else 1.0  # samples per effective sample
+    if pc.value is None or pc.low is None or pc.high is None:
+        need_eff = pc.samples_needed or samples_needed(pc.p, confidence)
+        need = int(math.ceil(max(need_eff * 1.2, need_eff + 1) * scale))
         eta = f" (~{(need - n) / samples_per_s:,.0f} s more at this sampling rate)" if samples_per_s else ""
         return Check("confidence", False,
-                     f"{n:,} independent samples cannot bound p{pc.p:g} at {confidence:.0%}: at least {need_min:,} are needed{eta}",
+                     f"{n:,} samples (n_eff ≈ {n_eff:,.0f}) cannot bound p{pc.p:g} at {confidence:.0%}: at least "
+                     f"{need_eff:,} effective samples are needed{eta}",
                      "run longer (--max-time or --duration) or at a higher --rate", float("nan")), need
     width = pc.high - pc.low
-    ci = f"p{pc.p:g} = {pc.value / 1e3:,.1f} µs, {confidence:.0%} CI [{pc.low / 1e3:,.1f}, {pc.high / 1e3:,.1f}] µs, width {width / 1e3:,.1f} µs"
+    at_least = "≥ " if getattr(pc, "at_least", False) else ""
+    ci = (f"p{pc.p:g} = {at_least}{pc.value / 1e3:,.1f} µs, {confidence:.0%} CI [{pc.low / 1e3:,.1f}, "
+          f"{pc.high / 1e3:,.1f}] µs, width {width / 1e3:,.1f} µs")
+    from_n = f"from {n:,} samples (n_eff ≈ {n_eff:,.0f})"
     if width_target_ns is None:
-        return Check("confidence", True, f"{ci} from {n:,} independent samples", None, width), None
+        return Check("confidence", True, f"{ci} {from_n}", None, width), None
     if width <= width_target_ns:
-        return Check("confidence", True, f"{ci} ≤ target {width_target_ns / 1e3:,.1f} µs ({n:,} samples)", None, width), None
+        return Check("confidence", True, f"{ci} ≤ target {width_target_ns / 1e3:,.1f} µs {from_n}", None, width), None
     need = int(math.ceil(n * (width / width_target_ns) ** 2 * 1.1))
     eta = f", ~{(need - n) / samples_per_s:,.0f} s more at this sampling rate" if samples_per_s else ""
     return Check("confidence", False,
-                 f"{ci} > target {width_target_ns / 1e3:,.1f} µs with {n:,} samples (about {need:,} needed{eta})",
+                 f"{ci} > target {width_target_ns / 1e3:,.1f} µs {from_n} (about {need:,} needed{eta})",
                  "the tail is too variable for this precision in the time allowed: widen --ci, raise --max-time, "
                  "or choose a lower --percentile", width), need

@@ -1,37 +1,41 @@
-"""The coordinator's state machine: load → arrivals → warm-up/stationarity → independence →
-confidence → verdict.
+"""The coordinator's state machine: load → arrivals → stationarity → independence → confidence →
+consistency → verdict.
 
-Each round (``ROUND_S`` at first, then ``ROUND_GROWTH`` times longer each) it takes the samples the engine kept, re-runs ``analyse`` on everything
-collected, and decides:
+Each round (``ROUND_S`` at first, then ``ROUND_GROWTH`` times longer each) it takes a snapshot of
+the engine — every sampled request finished so far, and those outstanding at that instant,
+censored at the time they have waited (so a freeze still going on is already in the tail) — runs
+``analyse`` on it, and decides:
 
-* every check passes → stop, verdict ok;
-* the load or the arrivals fail for ``PATIENCE`` rounds in a row after the first → stop: the client
-  cannot produce the workload, more time will not help;
-* the confidence interval is too wide → keep going while the estimated time to reach the width fits
-  in ``--max-time`` (with slack), else stop early;
+* every check passes → stop, verdict ok (the engine stops at once);
+* the load or the arrivals fail for ``PATIENCE`` rounds in a row after the first, or a tenth of
+  the requests could not even be sent → stop: the client cannot produce the workload;
+* the confidence interval is too wide → keep going while the estimated time to reach the width
+  fits in ``--max-time`` (with slack), else stop early;
 * otherwise collect more, up to ``--max-time``; then the verdict names every failed check.
 
-The coordinator's own work is masked: a round's analysis takes CPU (0.1–1.5 s) that, on a small
-machine, a co-located server or engine thread pays for with stalls. The samples whose intended
-time falls in a round's analysis (plus ``MASK_GUARD_NS``, or the analysis' own length if longer,
-and as long after as the queue is visibly still draining: ``analysis.extend_masks``) are left out
-of the statistics. The rounds are fixed in time, whatever the
-system does, so leaving them out samples the undisturbed process without bias; they stay in the
-raw samples file with ``used = 0``.
+Time budget: the engine's schedule ends at ``--max-time``; after it, the replies still in flight
+are collected for at most ``--timeout`` and one last analysis runs (about 1.5 s per million
+samples kept here: BENCHMARKS.md). A run ends within ``--max-time`` + ``--timeout`` + two analyses.
 
-Stalls of tailwise's own threads — the engine's and the built-in server's, each a gap of ≥ 200 µs in
-a spinning thread's clock reads (stall.rs) — are masked the same way: the samples intended from
-1 ms before a stall to 1 ms (or twice its length) after it, and over the drain that follows. A
-stall is the hypervisor's or another task's doing, independent of the requests in flight, so what
-is left is the undisturbed process; ``--keep-stalls`` keeps them in. The ``stalls`` check reports
-how many samples this left out and fails beyond ``MAX_STALL_MASKED`` of them.
+The coordinator's own CPU: when a CPU is free of the engine threads and the built-in server's
+workers, the coordinator moves there. Otherwise each round *pauses the schedule*: no request
+falls due while it computes, the few in flight are answered first (``DRAIN_S`` at most), and the
+schedule goes on afterwards, every intended time moved by the pause — so the coordinator's CPU
+delays no request and nothing has to be left out for it (on a 2-vCPU guest a round's analysis
+otherwise took the built-in server's CPU and overloaded it for the whole round: send lag p99
+74 ms at 50k req/s). The pauses are decided by the clock, independent of the target, and
+reported; they count against --max-time. Stalls of the engine are handled per request by the
+engine itself (stall.rs, thread.rs).
 
-Once a warm-up cut passes the stationarity tests it is frozen, so a later stall is judged rather
-than trimmed away. Nothing here averages percentiles: every round uses the pooled samples.
+The verdict is the deciding round's analysis, re-run with the final counters so that every figure
+on the screen agrees with the summary. Nothing here averages percentiles: every round uses the
+pooled samples.
 """
 
 from __future__ import annotations
 
+import math
+import os
 import time
 from dataclasses import dataclass, replace
 from typing import Callable
@@ -39,19 +43,23 @@ from typing import Callable
 import numpy as np
 
 from tailwise import _core
-from tailwise.agent import AgentResult, LoadSpec, Session
+from tailwise.agent import AgentResult, LoadSpec, Session, Taken
 from tailwise.methodology.analysis import Analysis, Precision, analyse
-from tailwise.methodology.checks import target_width_ns
+from tailwise.methodology.checks import Check, target_width_ns
+from tailwise.stats.histogram import Buckets, decode
 
 ROUND_S = 1.0
 #: Each round is this much longer than the one before: the analysis of everything collected costs
-#: CPU (0.12 s at 100k samples, 1.5 s at 1M) that a co-located server or engine thread pays for,
+#: CPU (0.1 s at 100k samples, 1.4 s at 1M) that a co-located server or engine thread pays for,
 #: so later rounds, which add relatively little, come less often.
 ROUND_GROWTH = 1.25
 PATIENCE = 3
-MASK_GUARD_NS = 10_000_000
 #: Give up early when reaching the CI width would take more than this multiple of the time left.
 HOPELESS = 4.0
+#: A client that could not send this share of the requests due is far behind its schedule.
+BEHIND = 0.10
+#: Before a round's analysis, the requests in flight are given this long to be answered.
+DRAIN_S = 0.02
 
 
 @dataclass
@@ -64,109 +72,184 @@ class RoundInfo:
     ci_width_ns: float | None
     ci_target_ns: float | None
     failed: list[str]
+    percentile: float = 99.0
 
     def as_json(self) -> dict:
         return self.__dict__.copy()
 
 
+def every_request(intervals, with_pending: bool) -> Callable[[int, int], Buckets | None]:
+    """The every-request histogram of intervals first … last − 1, from the engine's store."""
+    def window(first: int, last: int) -> Buckets | None:
+        if intervals is None or last <= first:
+            return None
+        return Buckets.of(decode(intervals.window(first, last, with_pending)))
+    return window
+
+
+def pin_coordinator(busy_cpus: set[int]) -> bool:
+    """Move this (the coordinator's) thread to a CPU that no spinning thread of tailwise uses, if
+    there is one. Call after the engine and the server pinned themselves."""
+    try:
+        free = set(os.sched_getaffinity(0)) - busy_cpus
+        if not free:
+            return False
+        os.sched_setaffinity(0, free)
+        return True
+    except OSError:
+        return False
+
+
+def adjust_remedies(checks: list[Check], stopped: str, measured_s: float, max_time_s: float) -> list[Check]:
+    """No remedy may contradict what happened: 'run longer' after a run that used its whole
+    --max-time says by how much to raise it; after an interrupt, it says the run was interrupted."""
+    out = []
+    for c in checks:
+        if not c.ok and c.remedy and "run longer" in c.remedy:
+            if stopped == "interrupted":
+                c = replace(c, remedy=f"the run was interrupted after {measured_s:.1f} s: run it to its end")
+            elif stopped == "max-time":
+                more = " or use a higher --rate" if "--rate" in c.remedy else ""
+                c = replace(c, remedy=f"raise --max-time above {max_time_s:g} s (this run used all of it){more}")
+        out.append(c)
+    return out
+
+
 class Controller:
     def __init__(self, spec: LoadSpec, precision: Precision, *, seed: int,
                  progress: Callable[[RoundInfo], None] | None = None, round_s: float = ROUND_S,
-                 mask_stalls: bool = True):
+                 exclude_stalls: bool = True, busy_cpus: set[int] | None = None):
         self.spec = replace(spec, duration_ns=int(precision.max_time_s * 1e9))
         self.precision = precision
-        self.rng = np.random.default_rng(seed)
+        self.seed = seed
         self.progress = progress
         self.round_s = round_s
         self.history: list[RoundInfo] = []
-        self.frozen_start_ns: int | None = None
-        self.masked: list[tuple[int, int]] = []
-        self.stalls: list[tuple[int, int]] = []
-        self.mask_stalls = mask_stalls
+        self.pauses: list[tuple[int, int]] = []
+        self.exclude_stalls = exclude_stalls
+        self.busy_cpus = busy_cpus
+        self.own_core = False
 
-    def _analyse(self, samples, counters, elapsed_s, received, reasons) -> Analysis:
-        return analyse(samples, counters=counters, elapsed_s=elapsed_s, received_in_window=received,
+    def _analyse(self, samples, counters, elapsed_s, received_in_window, reasons, end_ns, every, session) -> Analysis:
+        return analyse(samples, counters=counters, elapsed_s=elapsed_s, received_in_window=received_in_window,
                        reasons=reasons, rate_rps=self.spec.rate_rps, arrival=self.spec.arrival,
                        conns=self.spec.conns, outstanding=self.spec.outstanding,
-                       sample_every=self.spec.sample_every, precision=self.precision, rng=self.rng,
-                       fixed_start_ns=self.frozen_start_ns, masked=self.masked, late_ns=self.spec.late_ns,
-                       stalls=self.stalls, mask_stalls=self.mask_stalls)
+                       sample_every=self.spec.sample_every, precision=self.precision,
+                       rng=np.random.default_rng(self.seed), end_ns=end_ns, pauses=self.pauses,
+                       engine_stalls=session.engine_stalls, target_stalls=session.target_stalls,
+                       exclude_stalls=self.exclude_stalls, every_request=every, late_ns=self.spec.late_ns)
+
+    def _paused_ns(self, upto_ns: int) -> int:
+        return sum(max(0, min(b, upto_ns) - a) for a, b in self.pauses)
 
     def run(self, session: Session) -> tuple[AgentResult, Analysis, dict]:
         """Drive a started session to a verdict. Returns the result, the final analysis and the
         ``methodology`` block of the summary."""
-        batches: list[np.ndarray] = []
         streaks = {"load": 0, "arrivals": 0}
-        t0 = time.monotonic()
         interrupted = False
         stop_reason = "max-time"
-        decided: tuple[Analysis, np.ndarray] | None = None
+        decided: tuple[Taken, Buckets | None, Analysis] | None = None
+        saved_affinity = os.sched_getaffinity(0)
+        if self.busy_cpus is not None:
+            self.own_core = pin_coordinator(self.busy_cpus)
+        live_every = every_request(session.intervals, with_pending=True)
+        cached: dict = {}
+
+        def every_once(first: int, last: int):
+            # The deciding round's window is kept for the final analysis.
+            cached["every"] = live_every(first, last)
+            return cached["every"]
+
         try:
             round_s = self.round_s
-            next_round = t0 + round_s
+            next_round = time.monotonic() + round_s
             while not session.is_finished():
-                time.sleep(max(0.0, min(0.1, next_round - time.monotonic())))
+                time.sleep(max(0.0, min(0.05, next_round - time.monotonic())))
                 if time.monotonic() < next_round:
+                    continue
+                pause_from = session.elapsed_ns()
+                if not self.own_core:
+                    session.pause()
+                    drain_until = time.monotonic() + DRAIN_S
+                    while session.in_flight() and time.monotonic() < drain_until:
+                        time.sleep(0.001)
+                try:
+                    taken = session.take()
+                    snap_ns = taken.counters.get("elapsed_ns", 0)
+                    elapsed_s = (snap_ns - self._paused_ns(snap_ns)) / 1e9
+                    if elapsed_s > 0:
+                        cached.clear()
+                        a = self._analyse(taken.samples(), taken.counters, elapsed_s,
+                                          taken.counters["received_in_window"], [], taken.snap_ns, every_once, session)
+                finally:
+                    if not self.own_core:
+                        session.resume()
+                        self.pauses.append((pause_from, session.elapsed_ns()))
+                if elapsed_s <= 0:
+                    next_round = time.monotonic() + round_s
                     continue
                 round_s *= ROUND_GROWTH
                 next_round = time.monotonic() + round_s
-                snap = session.snapshot()
-                elapsed_s = snap["elapsed_ns"] / 1e9
-                if elapsed_s <= 0:
-                    continue
-                engine_t0 = _core.now_ns() - snap["elapsed_ns"]
-                busy_from = snap["elapsed_ns"]
-                batches.append(session.take())
-                self.stalls.extend(session.take_stalls())
-                samples = np.concatenate(batches)
-                samples.sort(order="intended_ns", kind="stable")
-                counters = {k: snap[k] for k in ("intended", "sent", "late", "errors", "timeouts")}
-                a = self._analyse(samples, counters, elapsed_s, snap["received"], [])
-                busy_to = _core.now_ns() - engine_t0
-                self.masked.append((busy_from - 1_000_000, busy_to + max(MASK_GUARD_NS, busy_to - busy_from)))
-                self._record(a, elapsed_s, len(samples))
+                self._record(a, elapsed_s, len(taken.finished) + len(taken.pending))
+                n = len(self.history)
                 if a.ok:
-                    stop_reason = "precision reached"
-                    decided = (a, samples)
+                    stop_reason = f"precision reached in round {n}"
+                    decided = (taken, cached.get("every"), a)
                     break
-                if self.frozen_start_ns is None and a.warmup_start_ns is not None and a.state in ("independence", "confidence"):
-                    self.frozen_start_ns = a.warmup_start_ns
                 for k in streaks:
                     streaks[k] = streaks[k] + 1 if a.state == k else 0
-                if len(self.history) > 1 and any(v >= PATIENCE for v in streaks.values()):
-                    stop_reason = f"{a.state} failed {PATIENCE} rounds in a row"
+                if n > 1 and any(v >= PATIENCE for v in streaks.values()):
+                    stop_reason = f"the {a.state} step failed in rounds {n - PATIENCE + 1}–{n}"
                     break
-                if a.state == "confidence" and a.samples_needed and len(self.history) >= 3:
+                c = taken.counters
+                if n > 1 and c["never_sent"] > BEHIND * max(c["intended"], 1):
+                    stop_reason = (f"the client fell behind its schedule: {c['never_sent']:,} of {c['intended']:,} "
+                                   f"requests could not be sent within --timeout")
+                    break
+                if a.state == "confidence" and a.samples_needed and n >= 3:
                     used_rate = a.details["samples_used"] / max(elapsed_s, 1e-9)
                     left = self.precision.max_time_s - elapsed_s
                     if used_rate > 0 and (a.samples_needed - a.details["samples_used"]) / used_rate > HOPELESS * left:
-                        stop_reason = "precision out of reach within --max-time"
+                        stop_reason = f"precision out of reach within --max-time (round {n})"
                         break
         except KeyboardInterrupt:
             interrupted = True
             stop_reason = "interrupted"
-        session.stop()
+        finally:
+            session.stop()
+            if self.own_core:
+                os.sched_setaffinity(0, saved_affinity)
         result = session.finish(interrupted)
         if result.error:
             stop_reason = "the engine stopped: " + result.error
+        counters = result.counters
+        elapsed_s = (result.elapsed_ns - self._paused_ns(result.elapsed_ns)) / 1e9
         if decided is not None:
-            # The verdict is the round's that reached the precision, on exactly its samples; the
-            # few requests still in flight then are kept raw but not used.
-            final, seen = decided
-            used_intended = seen["intended_ns"][final.used_mask]
-            final.used_mask = np.isin(result.samples["intended_ns"], used_intended)
+            # The verdict rests on exactly the deciding round's samples and window; its counters
+            # are the final ones, so that each check's figures agree with the summary's.
+            taken, every, _ = decided
+            samples, end_ns = taken.samples(), taken.snap_ns
+            final = self._analyse(samples, counters, elapsed_s, result.received_in_window, result.error_reasons,
+                                  end_ns, lambda _a, _b: every, session)
+            final.used_mask = np.isin(result.samples["intended_ns"], samples["intended_ns"][final.used_mask])
         else:
-            self.stalls = result.stall_intervals_ns
-            final = self._analyse(result.samples, result.counters, result.elapsed_ns / 1e9,
-                                  result.received_in_window, result.error_reasons)
+            final = self._analyse(result.samples, counters, elapsed_s, result.received_in_window,
+                                  result.error_reasons, result.elapsed_ns,
+                                  every_request(result.intervals, with_pending=False), session)
+        final.checks = adjust_remedies(final.checks, "interrupted" if interrupted else
+                                       ("max-time" if stop_reason == "max-time" else stop_reason), elapsed_s,
+                                       self.precision.max_time_s)
         methodology = {
             "mode": "adaptive",
             "rounds": len(self.history),
             "round_s": self.round_s,
             "stopped": stop_reason,
+            "coordinator": ("a CPU of its own" if self.own_core else
+                            "shares the CPUs: each round paused the schedule while it computed"),
+            "pauses_ns": self.pauses,
+            "masked_s": 0.0,
             "sample_every": self.spec.sample_every,
-            "effective_sample_every": self.spec.sample_every * final.thinning,
-            "masked_s": sum(b - a for a, b in self.masked) / 1e9,
+            "effective_sample_every": self.spec.sample_every * final.details["thinning"],
             "history": [h.as_json() for h in self.history],
         } | final.details
         return result, final, methodology
@@ -177,20 +260,23 @@ class Controller:
             width = a.target.high - a.target.low
         info = RoundInfo(len(self.history) + 1, elapsed_s, a.state, n, a.details["samples_used"], width,
                          target_width_ns(a.target.value if a.target else None, self.precision.ci_ns, self.precision.ci_rel),
-                         [c.name for c in a.failed()])
+                         [c.name for c in a.failed()], self.precision.percentile)
         self.history.append(info)
         if self.progress is not None:
             self.progress(info)
 
 
 def fixed_methodology(result: AgentResult, spec: LoadSpec, precision: Precision, seed: int,
-                      mask_stalls: bool = True) -> tuple[Analysis, dict]:
-    """--duration mode: one analysis of the whole run, every check still reported (and stalls of
-    tailwise's threads masked as in ``Controller``)."""
+                      exclude_stalls: bool = True) -> tuple[Analysis, dict]:
+    """--duration mode: one analysis of the whole run, every check still reported."""
     a = analyse(result.samples, counters=result.counters, elapsed_s=result.elapsed_ns / 1e9,
                 received_in_window=result.received_in_window, reasons=result.error_reasons,
                 rate_rps=spec.rate_rps, arrival=spec.arrival, conns=spec.conns, outstanding=spec.outstanding,
                 sample_every=spec.sample_every, precision=precision, rng=np.random.default_rng(seed),
-                late_ns=spec.late_ns, stalls=result.stall_intervals_ns, mask_stalls=mask_stalls)
-    return a, {"mode": "fixed", "rounds": 1, "stopped": "duration", "sample_every": spec.sample_every,
-               "effective_sample_every": spec.sample_every * a.thinning} | a.details
+                end_ns=result.elapsed_ns, engine_stalls=result.engine_stalls_ns,
+                target_stalls=result.target_stalls_ns, exclude_stalls=exclude_stalls,
+                every_request=every_request(result.intervals, with_pending=False), late_ns=spec.late_ns)
+    stopped = "interrupted" if result.interrupted else "duration"
+    a.checks = adjust_remedies(a.checks, stopped, result.elapsed_ns / 1e9, precision.max_time_s)
+    return a, {"mode": "fixed", "rounds": 1, "stopped": stopped, "sample_every": spec.sample_every,
+               "effective_sample_every": spec.sample_every * a.details["thinning"]} | a.details

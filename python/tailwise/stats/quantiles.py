@@ -50,11 +50,12 @@ least the time it has been outstanding (its *bound*). Sort every sample at its v
 raising some values can only raise each order statistic. Hence:
 
 * the lower bound ``y(j)`` stays a valid lower bound (``x(j) >= y(j)``);
-* the upper bound ``y(k)`` is valid only if no censored bound is ``<= y(k)`` — then the ``k``
-  smallest values are all exact, and every censored value, known to be above ``y(k)``, stays
-  above it; otherwise it is unknown (None);
-* likewise the value ``y(⌈np⌉)`` is exact only if no censored bound is ``<= `` it; otherwise it is
-  reported as *at least* that (``at_least=True``).
+* the upper bound: if ``m`` censored bounds are ``<= y(k)``, at most ``m`` of the ``k`` smallest
+  observed values belong above, so ``x(k) <= y(k + m)`` — the bound moves up by ``m`` ranks, and
+  is unknown (None) past ``y(n)``; with ``m = 0`` it is exact;
+* the value ``y(⌈np⌉)`` is a lower bound of ``x(⌈np⌉)``; it is flagged *at least*
+  (``at_least=True``) when the same shift could carry it past its own upper bound — a few
+  requests in flight at a snapshot cannot, a freeze still going on does.
 
 Below a censored bound the indicator ``1{x <= ξ}`` is known exactly (0), so counting the censored
 requests in keeps the binomial argument valid; dropping them would bias every percentile down.
@@ -210,7 +211,21 @@ def estimate_percentile(lat_in_send_order: np.ndarray, p: float, confidence: flo
         raise ValueError(f"censored mask of shape {cens.shape} for {x.shape} latencies")
     if not cens.any():
         return pc, ind
-    lowest_bound = float(np.min(x[cens]))
-    at_least = lowest_bound <= pc.value
-    high = pc.high if pc.high is not None and lowest_bound > pc.high else None
+    # Each censored sample may really lie anywhere above its bound, so the true k-th order
+    # statistic is at most the bound order's (k + m)-th, m the censored bounds at or below it:
+    # the upper bound moves up by m ranks (unknown past the last sample); the lower bound holds.
+    # The value is flagged a lower bound only when that shift could carry it past its interval —
+    # a few requests in flight at a snapshot do not, a freeze still going on does.
+    bounds = np.sort(x[cens])
+
+    def shifted(v: float | None) -> float | None:
+        if v is None:
+            return None
+        k = int(np.searchsorted(sx, v, side="right"))  # rank of v's last copy
+        m = int(np.searchsorted(bounds, v, side="right"))
+        return float(sx[k + m - 1]) if k + m <= n else None
+
+    high = shifted(pc.high)
+    top = shifted(pc.value)
+    at_least = top is None or (pc.high is not None and top > pc.high) or (pc.high is None and top > pc.value)
     return Percentile(p, pc.value, pc.low, high, pc.n_effective, pc.samples_needed, at_least), ind

@@ -10,6 +10,12 @@
 //! Latency is *reply time − intended send time*: a request delayed by the client (backlog, a full
 //! connection, preemption) is charged for the delay, so the tool cannot hide its own or the
 //! server's stalls (coordinated omission). The send lag, *actual − intended*, is kept on its own.
+//! A request without a reply is never dropped: it is recorded *censored*, at the time it has been
+//! outstanding (see `thread.rs` for every way a request can end).
+//!
+//! While the run goes on, [`Engine::take`] asks every thread for a snapshot: each hands over its
+//! samples and interval histograms and reports what is outstanding at that instant, so that the
+//! coordinator analyses a consistent picture in which a freeze still going on is already visible.
 //!
 //! Busy-poll mode spins on `epoll_wait(0)`; blocking mode sleeps in `epoll_pwait2` until a reply
 //! arrives or until `SPIN_NS` before the next send, then spins (timer slack 1 ns).
@@ -18,13 +24,13 @@ mod thread;
 
 use crate::net;
 use crate::protocol::Protocol;
-use crate::recorder::{Histograms, SampleStore};
+use crate::recorder::{Histograms, Intervals, Sample, SampleStore};
 use crate::schedule::Arrival;
 use crate::stall::StallLog;
 use crate::workload::Workload;
 use std::net::{SocketAddr, TcpStream, UdpSocket};
 use std::os::fd::{AsRawFd, RawFd};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed, Ordering::SeqCst};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -50,14 +56,23 @@ pub struct EngineConfig {
     /// A request sent more than this after its intended time is late.
     pub late_ns: u64,
     pub connect_timeout_ns: u64,
+    /// A thread whose target has not replied for this long, with its connections refused or
+    /// closed by the target meanwhile, ends the run (a frozen target that accepts is only slow).
+    pub unreachable_ns: u64,
     pub seed: u64,
     pub pin: bool,
     pub busy_poll: bool,
+    /// Tests only: each engine thread stops for `.1` ns once, `.0` ns into the schedule, as a
+    /// preemption would (and says so on stderr).
+    pub test_stall: Option<(u64, u64)>,
 }
 
 /// Request counts. `intended` = `sent` + `never_sent`; every sent request ends as exactly one of
-/// `received`, `errors` or `timeouts`. `gets` + `sets` = `sent`; `hits` and `misses` count the
-/// replies to gets that said so, `stored` the sets the server stored.
+/// `received`, `errors` (error replies and requests lost with a failed connection), `timeouts`
+/// or `unfinished` (still outstanding when the run was stopped). `gets` + `sets` = `sent`; `hits`
+/// and `misses` count the replies to gets that said so, `stored` the sets the server stored.
+/// `reconnects` counts connections re-established after the target closed one (or after a
+/// timeout), `resent` the requests sent again on them.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Counters {
     pub intended: u64,
@@ -72,6 +87,9 @@ pub struct Counters {
     pub hits: u64,
     pub misses: u64,
     pub stored: u64,
+    pub reconnects: u64,
+    pub resent: u64,
+    pub unfinished: u64,
 }
 
 impl Counters {
@@ -88,6 +106,9 @@ impl Counters {
         self.hits += o.hits;
         self.misses += o.misses;
         self.stored += o.stored;
+        self.reconnects += o.reconnects;
+        self.resent += o.resent;
+        self.unfinished += o.unfinished;
     }
 }
 
@@ -120,7 +141,6 @@ pub struct EngineResult {
     pub preemptions: u64,
 }
 
-#[repr(align(64))]
 #[derive(Default)]
 pub(crate) struct Progress {
     pub intended: AtomicU64,
@@ -129,14 +149,32 @@ pub(crate) struct Progress {
     pub received: AtomicU64,
     pub errors: AtomicU64,
     pub timeouts: AtomicU64,
+    pub never_sent: AtomicU64,
+    pub reconnects: AtomicU64,
+    pub received_in_window: AtomicU64,
+    /// The latest snapshot this thread served, and when (ns after the schedule's start).
+    pub snap_seq: AtomicU64,
+    pub snap_ns: AtomicU64,
+    /// The thread has ended and handed over everything.
+    pub done: AtomicBool,
+    /// Its counters as of the latest snapshot it served.
+    pub at_snapshot: Mutex<Snapshot>,
 }
 
 pub(crate) struct Shared {
     pub stop: AtomicBool,
+    /// While set, no request falls due: the threads hold their schedules (see `Engine::pause`).
+    pub paused: AtomicBool,
     pub abort: Mutex<Option<String>>,
     pub progress: Vec<Progress>,
-    /// Samples handed over by the threads every `HARVEST_NS`, for `Engine::take_samples`.
+    /// Samples handed over by the threads at snapshots and at their end.
     pub harvest: Mutex<Vec<SampleStore>>,
+    /// The sampled requests outstanding at the latest snapshot (its sequence number first).
+    pub pending: Mutex<(u64, Vec<Sample>)>,
+    /// Every-request histograms by interval of intended time.
+    pub intervals: Arc<Mutex<Intervals>>,
+    /// Raised by the caller to ask every thread for a snapshot.
+    pub snap_seq: AtomicU64,
     /// Stalls of the engine threads of at least `stall::MASK_STALL_NS`.
     pub stall_log: StallLog,
 }
@@ -151,7 +189,7 @@ impl Shared {
     }
 }
 
-/// A snapshot for live progress display.
+/// Live counters, for progress display and the coordinator's rounds.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Snapshot {
     pub elapsed_ns: u64,
@@ -161,6 +199,37 @@ pub struct Snapshot {
     pub received: u64,
     pub errors: u64,
     pub timeouts: u64,
+    pub never_sent: u64,
+    pub reconnects: u64,
+    pub received_in_window: u64,
+}
+
+impl Snapshot {
+    fn add(&mut self, o: &Snapshot) {
+        self.intended += o.intended;
+        self.sent += o.sent;
+        self.late += o.late;
+        self.received += o.received;
+        self.errors += o.errors;
+        self.timeouts += o.timeouts;
+        self.never_sent += o.never_sent;
+        self.reconnects += o.reconnects;
+        self.received_in_window += o.received_in_window;
+    }
+}
+
+/// What [`Engine::take`] hands over: a consistent picture as of `snap_ns`.
+pub struct Taken {
+    /// Requests finished since the previous take (answered or censored for good).
+    pub samples: SampleStore,
+    /// Sampled requests outstanding at the snapshot, censored at the time they had waited.
+    pub pending: Vec<Sample>,
+    /// The earliest of the threads' snapshot times, ns after the schedule's start.
+    pub snap_ns: u64,
+    /// Every thread answered (false if one did not within the wait: a stalled thread).
+    pub complete: bool,
+    /// The counters at the snapshot.
+    pub counters: Snapshot,
 }
 
 pub struct Engine {
@@ -231,6 +300,13 @@ impl Sock {
             Sock::Udp(s) => s.as_raw_fd(),
         }
     }
+    pub fn peer(&self) -> SocketAddr {
+        match self {
+            Sock::Tcp(s) => s.peer_addr(),
+            Sock::Udp(s) => s.peer_addr(),
+        }
+        .expect("a connected socket has a peer")
+    }
     pub fn shutdown(&self) {
         if let Sock::Tcp(s) = self {
             let _ = s.shutdown(std::net::Shutdown::Both);
@@ -278,9 +354,13 @@ impl Engine {
         }
         let shared = Arc::new(Shared {
             stop: AtomicBool::new(false),
+            paused: AtomicBool::new(false),
             abort: Mutex::new(None),
             progress: (0..cfg.threads).map(|_| Progress::default()).collect(),
             harvest: Mutex::new(Vec::new()),
+            pending: Mutex::new((0, Vec::new())),
+            intervals: Arc::new(Mutex::new(Intervals::default())),
+            snap_seq: AtomicU64::new(0),
             stall_log: StallLog::default(),
         });
         let start_ns = crate::clock::now_ns() + START_DELAY_NS;
@@ -304,6 +384,30 @@ impl Engine {
         self.shared.stop.store(true, Relaxed);
     }
 
+    /// Hold the schedule: from the threads' next iteration no request falls due, while they go on
+    /// sending what was due and reading replies. The coordinator pauses while it computes on a
+    /// machine without a CPU of its own, so that its work delays no request.
+    pub fn pause(&self) {
+        self.shared.paused.store(true, SeqCst);
+    }
+
+    /// Go on with the schedule, every time still to come moved by the length of the pause.
+    pub fn resume(&self) {
+        self.shared.paused.store(false, SeqCst);
+    }
+
+    /// Requests sent and not yet answered (or timed out), all threads.
+    pub fn in_flight(&self) -> u64 {
+        self.shared
+            .progress
+            .iter()
+            .map(|p| {
+                let sent = p.sent.load(Relaxed);
+                sent.saturating_sub(p.received.load(Relaxed) + p.errors.load(Relaxed) + p.timeouts.load(Relaxed))
+            })
+            .sum()
+    }
+
     pub fn is_finished(&self) -> bool {
         self.handles.iter().all(|h| h.is_finished())
     }
@@ -320,15 +424,61 @@ impl Engine {
             s.received += p.received.load(Relaxed);
             s.errors += p.errors.load(Relaxed);
             s.timeouts += p.timeouts.load(Relaxed);
+            s.never_sent += p.never_sent.load(Relaxed);
+            s.reconnects += p.reconnects.load(Relaxed);
+            s.received_in_window += p.received_in_window.load(Relaxed);
         }
         s
     }
 
-    /// The raw samples kept since the last call (the threads hand theirs over every 10 ms), so
-    /// that the coordinator can test a run while it goes on. `join` returns the rest.
-    pub fn take_samples(&self) -> SampleStore {
+    /// Ask every thread for a snapshot and wait (up to `wait_ns`) until each has served it: the
+    /// samples finished since the last take, what is outstanding now (censored), and the interval
+    /// histograms up to now (in [`Engine::intervals`]). `join` returns what was never taken.
+    pub fn take(&self, wait_ns: u64) -> Taken {
+        let sh = &self.shared;
+        let seq = {
+            // Under both locks, so that no thread adds to the old snapshot's pending after this.
+            let mut pend = sh.pending.lock().unwrap();
+            let mut iv = sh.intervals.lock().unwrap();
+            let seq = sh.snap_seq.load(SeqCst) + 1;
+            pend.0 = seq;
+            pend.1.clear();
+            iv.pending_seq = seq;
+            iv.pending.clear();
+            sh.snap_seq.store(seq, SeqCst);
+            seq
+        };
+        let deadline = crate::clock::now_ns() + wait_ns;
+        let served = |p: &Progress| p.snap_seq.load(SeqCst) >= seq || p.done.load(SeqCst);
+        let complete = loop {
+            if sh.progress.iter().all(served) {
+                break true;
+            }
+            if crate::clock::now_ns() >= deadline {
+                break false;
+            }
+            std::thread::sleep(Duration::from_micros(50));
+        };
+        let snap_ns = sh
+            .progress
+            .iter()
+            .filter(|p| p.snap_seq.load(SeqCst) >= seq && !p.done.load(SeqCst))
+            .map(|p| p.snap_ns.load(SeqCst))
+            .min()
+            .unwrap_or_else(|| crate::clock::now_ns().saturating_sub(self.start_ns));
+        // The counters as of each thread's snapshot (a finished thread's final ones).
+        let mut counters = Snapshot { elapsed_ns: snap_ns, ..Default::default() };
+        for p in &sh.progress {
+            counters.add(&p.at_snapshot.lock().unwrap());
+        }
+        let pending = std::mem::take(&mut sh.pending.lock().unwrap().1);
+        Taken { samples: self.take_harvest(), pending, snap_ns, complete, counters }
+    }
+
+    /// Everything finished since the last take, as one store (compacted here, in the caller's
+    /// thread, never in a timing loop).
+    fn take_harvest(&self) -> SampleStore {
         let batches = std::mem::take(&mut *self.shared.harvest.lock().unwrap());
-        // Compact here, in the caller's thread, never in a timing loop.
         let mut out = SampleStore::default();
         for b in batches {
             for s in b.iter() {
@@ -336,6 +486,17 @@ impl Engine {
             }
         }
         out
+    }
+
+    /// The samples finished since the last call (a snapshot: see [`Engine::take`]).
+    pub fn take_samples(&self) -> SampleStore {
+        self.take(1_000_000_000).samples
+    }
+
+    /// The every-request interval histograms, shared with the threads (they add to them at each
+    /// snapshot and at their end); they outlive the engine.
+    pub fn intervals(&self) -> Arc<Mutex<Intervals>> {
+        self.shared.intervals.clone()
     }
 
     /// Stalls of the engine threads (≥ `stall::MASK_STALL_NS`) logged since the last call, as
@@ -389,8 +550,13 @@ impl Engine {
                 count_reason(&mut out.error_reasons, reason, n);
             }
         }
-        out.samples = self.take_samples();
+        out.samples = self.take_harvest();
         out.stall_intervals = self.take_stalls();
+        // Everything is finished now: what was outstanding at the last snapshot is in `done`.
+        let mut iv = self.shared.intervals.lock().unwrap();
+        iv.pending.clear();
+        iv.pending_seq = u64::MAX;
+        drop(iv);
         out.error = self.shared.abort.lock().unwrap().clone();
         out.sample_bytes = out.samples.allocated_bytes();
         out

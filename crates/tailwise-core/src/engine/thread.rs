@@ -1,17 +1,42 @@
 //! One engine thread: its connections, schedule, backlog and recorder.
+//!
+//! A request lives from its intended send time to its end as a [`Req`]: drawn (and chosen for
+//! sampling) when it falls due, queued in the FIFO backlog, written on a connection with a free
+//! slot, answered — or censored. Every request ends in the histograms exactly once:
+//!
+//! * answered: latency = reply time − intended time (an error reply too, flagged);
+//! * no reply `timeout` after its *intended* time (in flight or still in the backlog): censored at
+//!   the time outstanding, counted as a timeout (sent) or never sent (not sent). On a stream the
+//!   timed-out request stays in its slot as a *ghost* whose late reply is read and dropped, so the
+//!   stream stays in step; a connection whose oldest ghost is twice the timeout old is replaced;
+//! * its connection closed by the target: sent again on a new connection with its original
+//!   intended time (reconnect with bounded back-off); only a target that stays unreachable for
+//!   `unreachable_ns` ends the run;
+//! * its connection failed for good (a reply that is not the protocol): censored, an error;
+//! * outstanding when the run stops: censored, `unfinished` (or `never_sent`).
+//!
+//! Stalls of this thread (stall.rs) are turned into per-request flags by the clock: requests
+//! intended inside a stall, or inside the guard after it — the backlog it built (the requests
+//! intended during it) times the thread's measured cost per send — are `ENGINE_STALL`; requests
+//! outstanding across a stall are `INFLATED` by the part of the stall and guard they span.
+//!
+//! Nothing is shared while the loop runs; the coordinator asks for a snapshot (an atomic sequence
+//! number, checked every iteration) and the thread hands over its samples and interval
+//! histograms, and reports what is outstanding at that instant as censored.
 
 use super::{Counters, EngineConfig, Shared, Sock};
 use crate::clock::{now_ns, set_timer_slack_1ns};
 use crate::net::{self, Epoll, EPOLLERR, EPOLLHUP, EPOLLIN, EPOLLOUT};
 use crate::protocol::{Codec, OpKind, Outcome, Parsed, Request};
-use crate::recorder::{Histograms, Sample, SampleStore, Sampler};
+use crate::recorder::{flags as F, Histograms, IntervalRecorder, Sample, SampleStore, Sampler};
 use crate::schedule::Schedule;
 use crate::stall::StallWatch;
-use crate::workload::OpGen;
+use crate::workload::{value_bytes, Op, OpGen};
 use std::collections::VecDeque;
 use std::io;
-use std::os::fd::RawFd;
-use std::sync::atomic::Ordering::Relaxed;
+use std::net::SocketAddr;
+use std::os::fd::{AsRawFd, RawFd};
+use std::sync::atomic::Ordering::{Relaxed, SeqCst};
 use std::sync::Arc;
 
 /// In blocking mode, wake this long before the next intended send and spin the rest
@@ -22,10 +47,13 @@ const SPIN_NS: u64 = 50_000;
 /// pinned spinner here sees ~400 gaps/s above 5 µs (platform.md); the loop's own work takes
 /// a few µs per syscall.
 pub(crate) const STALL_NS: u64 = 20_000;
-/// How often a thread hands its kept samples to the coordinator.
-const HARVEST_NS: u64 = 10_000_000;
-/// Longest single wait, so that stop requests and timeouts are noticed promptly.
+/// Timeouts, reconnections and the reachability of the target are looked at this often.
+const TICK_NS: u64 = 1_000_000;
+/// Longest single wait, so that stop requests, snapshots and timeouts are noticed promptly.
 const MAX_WAIT_NS: u64 = 1_000_000;
+/// When the caller stops the run (the coordinator has concluded, or Ctrl-C), replies still in
+/// flight are waited for this long at most; the rest are `unfinished`.
+const DRAIN_ON_STOP_NS: u64 = 50_000_000;
 /// Requests waiting for a free connection slot, at most; beyond, a due request is never sent (and
 /// counted so) rather than growing memory without bound when the target cannot keep up.
 const MAX_BACKLOG: usize = 1 << 20;
@@ -38,6 +66,13 @@ const MAX_REASONS: usize = 32;
 const OTHER_REASONS: &str = "other reasons";
 /// Largest UDP datagram.
 const MAX_DATAGRAM: usize = 65_536;
+/// Reconnect back-off after `n` failed attempts in a row: none for the first, then 1 ms doubling
+/// up to this bound.
+const MAX_BACKOFF_NS: u64 = 250_000_000;
+/// Cost of one send before any has been measured (a loopback `send` here: 3–5 µs, BENCHMARKS.md).
+const INITIAL_SEND_COST_NS: f64 = 5_000.0;
+/// Chosen for the raw samples (internal bit of `Req::flags`, never in a sample's flags).
+const SAMPLED: u32 = 1 << 31;
 
 pub(crate) struct ThreadCtx {
     pub index: usize,
@@ -61,17 +96,57 @@ pub(crate) struct ThreadResult {
     pub preemptions: u64,
 }
 
-struct Flight {
-    id: u64,
-    kind: OpKind,
+/// A request from its intended time to its end.
+#[derive(Clone, Copy)]
+struct Req {
     intended: u64,
+    op: Op,
+    /// `SAMPLED`, `F::ENGINE_STALL`, `F::RESENT`.
+    flags: u32,
+}
+
+struct Flight {
+    req: Req,
+    id: u64,
+    /// Stamp just before the write that carried it.
     sent: u64,
-    sampled: bool,
+    /// Timed out and already counted: its reply, if it comes, is read and dropped.
+    ghost: bool,
+}
+
+/// A stall of this thread and the guard after it, as intended times to flag.
+struct StallWindow {
+    start: u64,
+    end: u64,
+    /// Requests intended inside the stall: the backlog it built.
+    backlog: u64,
+    /// The thread's cost per send when the stall was seen.
+    send_cost_ns: f64,
+}
+
+impl StallWindow {
+    /// The stall's guard ends when the backlog it built has been sent at the thread's send rate:
+    /// computed from the stall alone, never from what the target did.
+    fn guard_end(&self) -> u64 {
+        self.end + (self.backlog as f64 * self.send_cost_ns) as u64
+    }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum State {
+    Up,
+    /// A non-blocking connect in progress since this time.
+    Connecting(u64),
+    /// To reconnect at this time.
+    Waiting(u64),
+    /// Closed for good: the target spoke something else than the protocol.
+    Dead,
 }
 
 struct Conn {
-    sock: Sock,
+    sock: Option<Sock>,
     fd: RawFd,
+    addr: SocketAddr,
     codec: Box<dyn Codec>,
     id_mask: u64,
     wbuf: Vec<u8>,
@@ -85,7 +160,17 @@ struct Conn {
     unsent: usize,
     dirty: bool,
     want_write: bool,
-    dead: bool,
+    state: State,
+    /// Attempts in a row that failed: refused, or closed by the target before any reply.
+    fails: u32,
+    /// A reply has arrived since this connection was (re)established.
+    replied: bool,
+}
+
+impl Conn {
+    fn up(&self) -> bool {
+        self.state == State::Up
+    }
 }
 
 struct Worker {
@@ -97,28 +182,46 @@ struct Worker {
     /// The protocol sends keys: draw each request from the workload.
     keyed: bool,
     gen: OpGen,
+    key: Vec<u8>,
     ep: Epoll,
     rr: usize,
     next_id: u64,
-    backlog: VecDeque<u64>,
+    backlog: VecDeque<Req>,
     dirty: Vec<usize>,
     ready: Vec<(usize, u32)>,
     sampler: Sampler,
     c: Counters,
     received_in_window: u64,
+    /// Replies of any kind (answers and error replies).
+    replies: u64,
     hist: Histograms,
+    intervals: IntervalRecorder,
+    pending: IntervalRecorder,
     stalls: u64,
     stalled_ns: u64,
-    /// End of the latest stall: a request intended before it and sent after it was delayed by it.
+    /// End of the latest loop-gap stall: a request intended before it and sent after it was delayed by it.
     last_stall_end: u64,
     /// The wait asked of epoll in the current iteration (blocking mode).
     planned_wait: u64,
     /// Every clock read of the timing loop goes through it: a gap of ≥ 200 µs between two reads
-    /// (beyond a planned wait) is a time the thread did not run, logged for masking (stall.rs).
-    /// The loop-gap count above also includes the loop's own long iterations; this does not.
+    /// (beyond a planned wait) is a time the thread did not run (stall.rs).
     watch: StallWatch,
+    /// Stall windows recent enough to matter, oldest first, and the first one an enqueue at the
+    /// current intended time can still fall in.
+    windows: VecDeque<StallWindow>,
+    window_at: usize,
+    /// Running mean of the time one request's send takes (ns).
+    send_cost_ns: f64,
     samples: SampleStore,
     reasons: Vec<(String, u64)>,
+    /// Reachability: the last reply, the target-side failures since it (the first and the
+    /// latest), and whether the target closed a connection since it.
+    last_reply: u64,
+    failure_since_reply: Option<String>,
+    last_failure: String,
+    closed_since_reply: bool,
+    snap_seen: u64,
+    test_stall: Option<(u64, u64)>,
     t0: u64,
     end: u64,
 }
@@ -140,6 +243,18 @@ fn thread_cpu_ns() -> u64 {
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
+fn backoff_ns(fails: u32) -> u64 {
+    if fails == 0 {
+        0
+    } else {
+        (1_000_000u64 << (fails - 1).min(20)).min(MAX_BACKOFF_NS)
+    }
+}
+
+fn ms(ns: u64) -> String {
+    format!("{} ms", ns / 1_000_000)
+}
+
 pub(crate) fn run(ctx: ThreadCtx) -> ThreadResult {
     set_timer_slack_1ns();
     let pinned_cpu = ctx.cpu.filter(|&c| net::pin_to_cpu(c));
@@ -157,25 +272,30 @@ pub(crate) fn run(ctx: ThreadCtx) -> ThreadResult {
             .map(|sock| {
                 let codec = cfg.protocol.codec();
                 Conn {
-                fd: sock.fd(),
-                sock,
-                id_mask: codec.id_mask(),
-                codec,
-                wbuf: Vec::with_capacity(4096),
-                dgram_ends: VecDeque::new(),
-                wpos: 0,
-                rbuf: Vec::with_capacity(READ_CHUNK),
-                rpos: 0,
-                inflight: VecDeque::with_capacity(cfg.outstanding),
-                unsent: 0,
-                dirty: false,
-                want_write: false,
-                dead: false,
-            }})
+                    fd: sock.fd(),
+                    addr: sock.peer(),
+                    sock: Some(sock),
+                    id_mask: codec.id_mask(),
+                    codec,
+                    wbuf: Vec::with_capacity(4096),
+                    dgram_ends: VecDeque::new(),
+                    wpos: 0,
+                    rbuf: Vec::with_capacity(READ_CHUNK),
+                    rpos: 0,
+                    inflight: VecDeque::with_capacity(cfg.outstanding),
+                    unsent: 0,
+                    dirty: false,
+                    want_write: false,
+                    state: State::Up,
+                    fails: 0,
+                    replied: false,
+                }
+            })
             .collect(),
         datagram: cfg.protocol.is_datagram(),
         keyed: cfg.protocol.has_keys(),
         gen: OpGen::new(cfg.workload.clone(), seed ^ 0xC0FF_EE00),
+        key: Vec::with_capacity(crate::workload::MAX_KEY),
         shared: ctx.shared,
         index: ctx.index,
         rr: 0,
@@ -186,14 +306,26 @@ pub(crate) fn run(ctx: ThreadCtx) -> ThreadResult {
         sampler: Sampler::new(cfg.sample_every, seed ^ 0x5A5A),
         c: Counters::default(),
         received_in_window: 0,
+        replies: 0,
         hist: Histograms::new(),
+        intervals: IntervalRecorder::default(),
+        pending: IntervalRecorder::default(),
         stalls: 0,
         stalled_ns: 0,
         last_stall_end: 0,
         planned_wait: 0,
         watch,
+        windows: VecDeque::new(),
+        window_at: 0,
+        send_cost_ns: INITIAL_SEND_COST_NS,
         samples: SampleStore::default(),
         reasons: Vec::new(),
+        last_reply: ctx.start_ns,
+        failure_since_reply: None,
+        last_failure: String::new(),
+        closed_since_reply: false,
+        snap_seen: 0,
+        test_stall: cfg.test_stall,
         t0: ctx.start_ns,
         end: ctx.start_ns + cfg.duration_ns,
         cfg,
@@ -206,7 +338,8 @@ pub(crate) fn run(ctx: ThreadCtx) -> ThreadResult {
     let mut sched = Schedule::new(w.cfg.arrival, share, w.t0, phase, seed);
     let elapsed_ns = w.main_loop(&mut sched);
     w.drain();
-    w.hand_over_samples();
+    w.hand_over(None);
+    w.shared.progress[w.index].done.store(true, SeqCst);
     ThreadResult {
         counters: w.c,
         received_in_window: w.received_in_window,
@@ -225,17 +358,21 @@ impl Worker {
     /// Returns how long the schedule ran (ns).
     fn main_loop(&mut self, sched: &mut Schedule) -> u64 {
         let mut next = sched.next_ns();
-        let mut next_timeout_check = self.t0 + 1_000_000;
-        let mut next_harvest = self.t0 + HARVEST_NS;
+        let mut next_tick = self.t0 + TICK_NS;
+        let mut paused_at: Option<u64> = None;
         // Wait for the common start, sleeping most of it.
         crate::clock::sleep_until(self.t0, SPIN_NS);
         self.watch.reset();
         let mut prev = self.watch.now();
         loop {
             let now = self.watch.now();
+            if let Some((a, b)) = self.watch.take_fresh() {
+                self.windows.push_back(StallWindow { start: a, end: b, backlog: 0, send_cost_ns: self.send_cost_ns });
+            }
             if now >= self.end || self.shared.stop.load(Relaxed) {
                 break;
             }
+            self.test_hook(now);
             let gap = now - prev;
             prev = now;
             // A planned sleep (blocking mode) is not a stall: only time past the wake-up counts.
@@ -244,14 +381,25 @@ impl Worker {
                 self.stalled_ns += gap;
                 self.last_stall_end = now;
             }
-            while next <= now {
-                self.enqueue(next);
+            // A pause holds the schedule; when it ends, every time to come moves by its length.
+            match (self.shared.paused.load(Relaxed), paused_at) {
+                (true, None) => paused_at = Some(now),
+                (false, Some(p)) => {
+                    paused_at = None;
+                    sched.shift(now - p);
+                    next += now - p;
+                }
+                _ => {}
+            }
+            while next <= now && paused_at.is_none() {
+                self.enqueue(next, now);
                 next = sched.next_ns();
             }
             if !self.backlog.is_empty() {
                 self.dispatch();
                 self.flush_dirty();
             }
+            let next = if paused_at.is_some() { now + MAX_WAIT_NS } else { next };
             let wait = if self.cfg.busy_poll || (!self.backlog.is_empty() && self.has_free_slot()) {
                 0
             } else {
@@ -259,83 +407,248 @@ impl Worker {
             };
             self.planned_wait = wait;
             self.poll(wait, next);
-            if now >= next_timeout_check {
-                self.check_timeouts(now);
-                next_timeout_check = now + 1_000_000;
+            if now >= next_tick {
+                self.tick(now);
+                next_tick = now + TICK_NS;
             }
-            if now >= next_harvest {
-                self.hand_over_samples();
-                next_harvest = now + HARVEST_NS;
-            }
+            self.serve_snapshot();
         }
         let stopped = now_ns().min(self.end);
-        // Requests due before the end are still sent (late) rather than dropped.
-        if !self.shared.stop.load(Relaxed) {
+        // Requests due before the end are still sent (late) rather than dropped (none is due
+        // while the schedule is held).
+        if !self.shared.stop.load(Relaxed) && paused_at.is_none() {
             while next < self.end {
-                self.enqueue(next);
+                self.enqueue(next, stopped);
                 next = sched.next_ns();
             }
-            self.dispatch();
-            self.flush_dirty();
         }
-        self.c.never_sent += self.backlog.len() as u64;
-        self.backlog.clear();
         stopped.saturating_sub(self.t0)
     }
 
-    /// After the schedule: collect the replies still in flight, up to the timeout.
+    /// After the schedule: send what is due and collect the replies still in flight, until each
+    /// is answered or times out (from its intended time) — or, when the caller stopped the run,
+    /// for `DRAIN_ON_STOP_NS` at most. What is left is censored.
     fn drain(&mut self) {
-        let deadline = now_ns() + self.cfg.timeout_ns;
-        while self.conns.iter().any(|c| !c.dead && !c.inflight.is_empty()) {
-            let now = now_ns();
-            if now >= deadline || (self.shared.stop.load(Relaxed) && self.shared.abort.lock().unwrap().is_some()) {
+        let stopped = self.shared.stop.load(Relaxed);
+        let start = now_ns();
+        let deadline = start + if stopped { DRAIN_ON_STOP_NS } else { self.cfg.timeout_ns + TICK_NS };
+        let mut next_tick = start;
+        loop {
+            let now = self.watch.now();
+            let outstanding = self.conns.iter().any(|c| !c.inflight.is_empty()) || !self.backlog.is_empty();
+            if !outstanding || now >= deadline || self.aborted() || !self.conns.iter().any(|c| c.state != State::Dead) {
                 break;
             }
-            self.poll(if self.cfg.busy_poll { 0 } else { (deadline - now).min(MAX_WAIT_NS) }, u64::MAX);
-        }
-        for i in 0..self.conns.len() {
-            let left = self.conns[i].inflight.len() as u64;
-            if left > 0 && !self.conns[i].dead {
-                self.c.timeouts += left;
-                self.conns[i].inflight.clear();
+            if !stopped && !self.backlog.is_empty() {
+                self.dispatch();
+                self.flush_dirty();
             }
+            self.poll(if self.cfg.busy_poll { 0 } else { (deadline - now).min(MAX_WAIT_NS) }, u64::MAX);
+            if now >= next_tick {
+                self.tick(now);
+                next_tick = now + TICK_NS;
+            }
+            self.serve_snapshot();
+        }
+        let now = now_ns();
+        for i in 0..self.conns.len() {
+            let flights: Vec<Flight> = self.conns[i].inflight.drain(..).filter(|f| !f.ghost).collect();
+            self.conns[i].unsent = 0;
+            for f in flights {
+                self.censor_flight(f, now);
+            }
+        }
+        while let Some(r) = self.backlog.pop_front() {
+            if r.flags & F::RESENT != 0 {
+                self.c.unfinished += 1;
+                self.finish(r, 0, now - r.intended, F::CENSORED | F::PENDING, 0);
+            } else {
+                self.c.never_sent += 1;
+                self.finish(r, 0, now - r.intended, F::CENSORED | F::NEVER_SENT, 0);
+            }
+        }
+        if self.replies == 0 && self.c.sent > 0 && !self.aborted() {
+            let why = self
+                .failure_since_reply
+                .clone()
+                .or_else(|| self.reasons.first().map(|(r, _)| r.clone()))
+                .unwrap_or_else(|| "no reply".into());
+            self.shared.abort(format!("the target answered none of the {} requests sent ({why})", self.c.sent));
         }
         self.publish();
     }
 
-    /// Move the kept samples to the shared harvest: an O(1) push under a lock that the
-    /// coordinator holds only to swap the list out.
-    fn hand_over_samples(&mut self) {
-        if self.samples.is_empty() {
-            return;
+    /// A request still in flight when the run ends: a timeout if it has been outstanding longer
+    /// than the timeout, else `unfinished` (the run was stopped before it could end).
+    fn censor_flight(&mut self, f: Flight, now: u64) {
+        let age = now - f.req.intended;
+        if age > self.cfg.timeout_ns {
+            self.c.timeouts += 1;
+            self.finish(f.req, f.sent, age, F::CENSORED | F::TIMEOUT, 0);
+        } else {
+            self.c.unfinished += 1;
+            self.finish(f.req, f.sent, age, F::CENSORED | F::PENDING, 0);
         }
-        let mine = std::mem::take(&mut self.samples);
-        self.shared.harvest.lock().unwrap().push(mine);
     }
 
-    fn enqueue(&mut self, intended: u64) {
+    fn aborted(&self) -> bool {
+        self.shared.stop.load(Relaxed) && self.shared.abort.lock().unwrap().is_some()
+    }
+
+    /// Tests only: stop the thread once, as a preemption would (`EngineConfig::test_stall`).
+    fn test_hook(&mut self, now: u64) {
+        if let Some((at, dur)) = self.test_stall {
+            if now >= self.t0 + at {
+                self.test_stall = None;
+                std::thread::sleep(std::time::Duration::from_nanos(dur));
+                eprintln!(
+                    "tailwise test hook: engine thread {} stalled at {:.3} s for {} µs",
+                    self.index,
+                    (now - self.t0) as f64 / 1e9,
+                    dur / 1_000
+                );
+            }
+        }
+    }
+
+    /// The coordinator asked for a snapshot: hand over everything up to now and report what is
+    /// outstanding, censored at the time it has waited so far.
+    fn serve_snapshot(&mut self) {
+        let seq = self.shared.snap_seq.load(Relaxed);
+        if seq != self.snap_seen {
+            self.hand_over(Some(seq));
+        }
+    }
+
+    /// Hand the samples and interval histograms to the shared state; for a snapshot (`seq`), also
+    /// what is outstanding now.
+    fn hand_over(&mut self, seq: Option<u64>) {
+        let now = now_ns();
+        if !self.samples.is_empty() {
+            let mine = std::mem::take(&mut self.samples);
+            self.shared.harvest.lock().unwrap().push(mine);
+        }
+        let mut pending = Vec::new();
+        if seq.is_some() {
+            let t0 = self.t0;
+            let flights = self.conns.iter().flat_map(|c| c.inflight.iter()).filter(|f| !f.ghost).map(|f| (f.req, f.sent));
+            for (r, sent) in flights.chain(self.backlog.iter().map(|r| (*r, 0))) {
+                self.pending.record(r.intended - t0, now - r.intended);
+                if r.flags & SAMPLED != 0 {
+                    pending.push(Sample {
+                        intended_ns: r.intended - t0,
+                        sent_ns: sent.saturating_sub(t0),
+                        latency_ns: now - r.intended,
+                        flags: F::CENSORED | F::PENDING | (r.flags & !SAMPLED),
+                        inflation_ns: 0,
+                    });
+                }
+            }
+        }
+        {
+            let mut store = self.shared.intervals.lock().unwrap();
+            self.intervals.hand_over(&mut store, false);
+            if let Some(s) = seq {
+                if store.pending_seq == s {
+                    self.pending.hand_over(&mut store, true);
+                } else {
+                    self.pending.hand_over(&mut Default::default(), true);
+                }
+            }
+        }
+        if let Some(s) = seq {
+            {
+                let mut p = self.shared.pending.lock().unwrap();
+                if p.0 == s {
+                    p.1.extend(pending);
+                }
+            }
+            self.snap_seen = s;
+            self.publish_snapshot(now);
+            self.shared.progress[self.index].snap_seq.store(s, SeqCst);
+        } else {
+            self.publish_snapshot(now); // the end: a finished thread's counters are final
+        }
+    }
+
+    fn publish_snapshot(&self, now: u64) {
+        let prog = &self.shared.progress[self.index];
+        prog.snap_ns.store(now - self.t0, Relaxed);
+        let c = &self.c;
+        *prog.at_snapshot.lock().unwrap() = super::Snapshot {
+            elapsed_ns: now - self.t0,
+            intended: c.intended,
+            sent: c.sent,
+            late: c.late,
+            received: c.received,
+            errors: c.errors,
+            timeouts: c.timeouts,
+            never_sent: c.never_sent,
+            reconnects: c.reconnects,
+            received_in_window: self.received_in_window,
+        };
+        self.publish();
+    }
+
+    fn enqueue(&mut self, intended: u64, now: u64) {
         self.c.intended += 1;
+        let mut flags = if self.sampler.take() { SAMPLED } else { 0 };
+        if self.in_stall_window(intended) {
+            flags |= F::ENGINE_STALL;
+        }
+        let op = if self.keyed { self.gen.next_op() } else { Op::KEYLESS };
+        let req = Req { intended, op, flags };
         if self.backlog.len() < MAX_BACKLOG {
-            self.backlog.push_back(intended);
+            self.backlog.push_back(req);
         } else {
             self.c.never_sent += 1;
+            self.finish(req, 0, now - intended, F::CENSORED | F::NEVER_SENT, 0);
         }
+    }
+
+    /// Whether a request intended at `t` (called in increasing `t`) falls in a stall of this
+    /// thread or its guard; counts the stall's backlog as it goes.
+    #[inline]
+    fn in_stall_window(&mut self, t: u64) -> bool {
+        while let Some(w) = self.windows.get(self.window_at) {
+            if t < w.start {
+                return false;
+            }
+            if t < w.end {
+                self.windows[self.window_at].backlog += 1;
+                return true;
+            }
+            if t < w.guard_end() {
+                return true;
+            }
+            self.window_at += 1;
+        }
+        false
+    }
+
+    /// How much of the time a request was outstanding, from `intended` to `t_rx`, this thread
+    /// spent in stalls and their guards: its latency may be that much the client's.
+    fn inflation(&self, intended: u64, t_rx: u64) -> u64 {
+        self.windows
+            .iter()
+            .map(|w| t_rx.min(w.guard_end()).saturating_sub(intended.max(w.start)))
+            .sum()
     }
 
     fn has_free_slot(&self) -> bool {
-        self.conns.iter().any(|c| !c.dead && c.inflight.len() < self.cfg.outstanding)
+        self.conns.iter().any(|c| c.up() && c.inflight.len() < self.cfg.outstanding)
     }
 
     /// Hand backlog entries to connections with a free slot, round-robin.
     fn dispatch(&mut self) {
         let n = self.conns.len();
         let k = self.cfg.outstanding;
-        while let Some(&intended) = self.backlog.front() {
+        while let Some(&req) = self.backlog.front() {
             let mut found = None;
             for step in 0..n {
                 let i = (self.rr + step) % n;
                 let c = &self.conns[i];
-                if !c.dead && c.inflight.len() < k {
+                if c.up() && c.inflight.len() < k {
                     found = Some(i);
                     break;
                 }
@@ -344,14 +657,18 @@ impl Worker {
             self.rr = (i + 1) % n;
             let id = self.next_id;
             self.next_id += 1;
-            let sampled = self.sampler.take();
-            let (kind, key, value) = if self.keyed { self.gen.next_op() } else { (OpKind::Get, &b""[..], &b""[..]) };
+            let key: &[u8] = if self.keyed {
+                self.gen.workload().write_key(req.op.key, &mut self.key);
+                &self.key
+            } else {
+                b""
+            };
             let c = &mut self.conns[i];
-            c.codec.encode(&Request { id, kind, key, value }, &mut c.wbuf);
+            c.codec.encode(&Request { id, kind: req.op.kind, key, value: value_bytes(req.op.value_len) }, &mut c.wbuf);
             if self.datagram {
                 c.dgram_ends.push_back(c.wbuf.len());
             }
-            c.inflight.push_back(Flight { id, kind, intended, sent: 0, sampled });
+            c.inflight.push_back(Flight { req, id, sent: 0, ghost: false });
             c.unsent += 1;
             if !c.dirty {
                 c.dirty = true;
@@ -363,40 +680,56 @@ impl Worker {
 
     /// One write per connection with new requests; stamp their send time.
     fn flush_dirty(&mut self) {
+        let mut written = 0u64;
+        let t_start = self.watch.now();
         for d in 0..self.dirty.len() {
             let i = self.dirty[d];
             let t = self.watch.now();
             let late_ns = self.cfg.late_ns;
             let c = &mut self.conns[i];
             c.dirty = false;
+            if !c.up() {
+                continue;
+            }
             let first = c.inflight.len() - c.unsent;
             for f in c.inflight.range_mut(first..) {
                 f.sent = t;
-                let lag = t.saturating_sub(f.intended);
+                if f.req.flags & F::RESENT != 0 {
+                    self.c.resent += 1;
+                    continue;
+                }
+                self.c.sent += 1;
+                let lag = t.saturating_sub(f.req.intended);
                 self.hist.send_lag.saturating_record(lag.max(1));
-                if f.intended >= self.last_stall_end {
+                if f.req.intended >= self.last_stall_end {
                     self.hist.send_lag_unstalled.saturating_record(lag.max(1));
                 }
                 if lag > late_ns {
                     self.c.late += 1;
                 }
-                match f.kind {
+                match f.req.op.kind {
                     OpKind::Get => self.c.gets += 1,
                     OpKind::Set => self.c.sets += 1,
                 }
             }
-            self.c.sent += c.unsent as u64;
+            written += c.unsent as u64;
             c.unsent = 0;
             if let Err(e) = self.write_conn(i) {
-                self.fail_conn(i, format!("send failed: {e}"));
+                self.lost_conn(i, format!("send failed: {e}"), true);
             }
         }
         self.dirty.clear();
+        if written > 0 {
+            // The guard after a stall is its backlog times this cost (StallWindow::guard_end).
+            let per = (self.watch.now() - t_start) as f64 / written as f64;
+            self.send_cost_ns += (per - self.send_cost_ns) / 64.0;
+        }
         self.publish();
     }
 
     fn write_conn(&mut self, i: usize) -> io::Result<()> {
         let datagram = self.datagram;
+        let mut failed = None;
         let c = &mut self.conns[i];
         while c.wpos < c.wbuf.len() {
             // A datagram goes whole, one per request; a stream takes what fits.
@@ -410,9 +743,19 @@ impl Worker {
                 Ok(n) => c.wpos += n,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) if datagram => {
+                    // This datagram is lost (its request will time out); the socket goes on.
+                    c.wpos = end;
+                    c.dgram_ends.pop_front();
+                    failed = Some(format!("send to {} failed: {e}", c.addr));
+                }
                 Err(e) => return Err(e),
             }
         }
+        if let Some(why) = failed {
+            self.target_failure(why);
+        }
+        let c = &mut self.conns[i];
         let pending = c.wpos < c.wbuf.len();
         if !pending {
             c.wbuf.clear();
@@ -448,25 +791,26 @@ impl Worker {
             Ok(evs) => ready.extend(evs.iter().map(|e| (e.u64 as usize, e.events))),
             Err(e) => self.shared.abort(format!("epoll failed: {e}")),
         }
-        if ready.is_empty() {
-            self.ready = ready;
-            return;
-        }
         for (n, &(i, events)) in ready.iter().enumerate() {
             // At least one event is served per poll, or at high rates (a send due every µs) the
             // replies would never be read.
             if n > 0 && self.watch.now() >= next_due {
                 break;
             }
-            if self.conns[i].dead {
-                continue;
+            match self.conns[i].state {
+                State::Up => {}
+                State::Connecting(_) => {
+                    self.connect_done(i);
+                    continue;
+                }
+                State::Waiting(_) | State::Dead => continue,
             }
             if events & (EPOLLIN | EPOLLHUP | EPOLLERR) as u32 != 0 {
                 self.read_conn(i);
             }
-            if events & EPOLLOUT as u32 != 0 && !self.conns[i].dead {
+            if events & EPOLLOUT as u32 != 0 && self.conns[i].up() {
                 if let Err(e) = self.write_conn(i) {
-                    self.fail_conn(i, format!("send failed: {e}"));
+                    self.lost_conn(i, format!("send failed: {e}"), true);
                 }
             }
         }
@@ -487,7 +831,7 @@ impl Worker {
             let len = c.rbuf.len();
             if c.rbuf.capacity() - len < READ_CHUNK / 4 {
                 if len >= MAX_READ_BUF {
-                    self.fail_conn(i, format!("reply longer than {MAX_READ_BUF} bytes"));
+                    self.kill_conn(i, format!("reply longer than {MAX_READ_BUF} bytes"));
                     return;
                 }
                 c.rbuf.reserve(READ_CHUNK);
@@ -499,19 +843,14 @@ impl Worker {
             let t_rx = self.watch.now();
             match got {
                 Ok(0) => {
-                    let why = format!(
-                        "the target closed the connection mid-run ({} replies received before)",
-                        self.c.received
-                    );
-                    self.fail_conn(i, "connection closed by the target".into());
-                    self.shared.abort(why);
+                    self.lost_conn(i, "the target closed the connection".into(), true);
                     return;
                 }
                 Ok(n) => {
                     // SAFETY: the kernel initialised n bytes.
                     unsafe { c.rbuf.set_len(len + n) };
                     self.parse_replies(i, t_rx);
-                    if n < spare.len() || self.conns[i].dead {
+                    if n < spare.len() || !self.conns[i].up() {
                         return;
                     }
                 }
@@ -519,12 +858,11 @@ impl Worker {
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) => {
                     let why = if e.kind() == io::ErrorKind::ConnectionReset {
-                        format!("the target closed the connection mid-run (reset; {} replies received before)", self.c.received)
+                        "the target closed the connection (reset)".to_string()
                     } else {
-                        format!("the connection to the target failed mid-run: {e}")
+                        format!("the connection to the target failed: {e}")
                     };
-                    self.fail_conn(i, format!("receive failed: {e}"));
-                    self.shared.abort(why);
+                    self.lost_conn(i, why, true);
                     return;
                 }
             }
@@ -553,7 +891,7 @@ impl Worker {
                             let mask = c.id_mask;
                             let pos = id.and_then(|id| c.inflight.iter().position(|f| f.sent > 0 && f.id & mask == id));
                             match pos.and_then(|p| c.inflight.remove(p)) {
-                                Some(f) => self.complete(f, outcome, t_rx),
+                                Some(f) => self.complete(i, f, outcome, t_rx),
                                 // A reply to a request already timed out, or a duplicate.
                                 None => self.note("reply to no request in flight (after its timeout, or duplicated)".into()),
                             }
@@ -564,39 +902,70 @@ impl Worker {
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) => {
+                    // An ICMP error (nothing listens): the datagrams in flight time out one by
+                    // one and the socket goes on, until the target stays unreachable.
                     let hint = if e.kind() == io::ErrorKind::ConnectionRefused {
                         " — nothing listens on that UDP port: start the server or fix the port"
                     } else {
                         ""
                     };
-                    self.fail_conn(i, format!("receive failed: {e}{hint}"));
+                    let why = format!("receive from {} failed: {e}{hint}", c.addr);
+                    self.note(why.clone());
+                    self.target_failure(why);
                     return;
                 }
             }
         }
     }
 
-    /// Record a reply to `f`.
-    fn complete(&mut self, f: Flight, outcome: Outcome, t_rx: u64) {
+    /// Record a reply to `f` on connection `i`.
+    fn complete(&mut self, i: usize, f: Flight, outcome: Outcome, t_rx: u64) {
+        let mut flags = 0;
         match outcome {
             Outcome::Error(reason) => {
                 self.c.errors += 1;
                 self.note(format!("error reply: {reason}"));
-                return;
+                flags |= F::ERROR_REPLY;
             }
             Outcome::Hit => self.c.hits += 1,
             Outcome::Miss => self.c.misses += 1,
             Outcome::Stored => self.c.stored += 1,
             Outcome::Done => {}
         }
-        let latency = t_rx.saturating_sub(f.intended);
-        self.hist.latency.saturating_record(latency.max(1));
-        self.c.received += 1;
-        if f.intended < self.end {
-            self.received_in_window += 1;
+        if flags & F::ERROR_REPLY == 0 {
+            self.c.received += 1;
+            if f.req.intended < self.end {
+                self.received_in_window += 1;
+            }
         }
-        if f.sampled {
-            self.samples.push(Sample { intended_ns: f.intended - self.t0, sent_ns: f.sent - self.t0, latency_ns: latency });
+        self.replies += 1;
+        self.last_reply = t_rx;
+        self.failure_since_reply = None;
+        self.closed_since_reply = false;
+        let c = &mut self.conns[i];
+        c.replied = true;
+        c.fails = 0;
+        let inflation = if self.windows.is_empty() { 0 } else { self.inflation(f.req.intended, t_rx) };
+        self.finish(f.req, f.sent, t_rx - f.req.intended, flags, inflation);
+    }
+
+    /// The end of a request: into the histograms (whole run and its interval), and into the
+    /// samples if it was chosen.
+    fn finish(&mut self, r: Req, sent: u64, latency: u64, flags: u32, inflation: u64) {
+        let mut flags = flags | (r.flags & !SAMPLED);
+        if inflation > 0 {
+            flags |= F::INFLATED;
+        }
+        self.hist.latency.saturating_record(latency.max(1));
+        self.intervals.record(r.intended - self.t0, latency);
+        if r.flags & SAMPLED != 0 {
+            self.samples.push(Sample {
+                intended_ns: r.intended - self.t0,
+                sent_ns: sent.saturating_sub(self.t0),
+                latency_ns: latency,
+                flags,
+                inflation_ns: inflation.min(u32::MAX as u64) as u32,
+            });
         }
     }
 
@@ -620,73 +989,252 @@ impl Worker {
                 Parsed::Reply { len, id, outcome } => {
                     c.rpos += len;
                     let Some(f) = c.inflight.pop_front() else {
-                        self.fail_conn(i, "a reply arrived with no request outstanding".into());
+                        self.kill_conn(i, "a reply arrived with no request outstanding".into());
                         return;
                     };
                     if let Some(id) = id {
                         if id != f.id & c.id_mask {
                             let want = f.id & c.id_mask;
                             c.inflight.push_front(f);
-                            self.fail_conn(i, format!("reply id {id} does not match the oldest request {want}"));
+                            self.kill_conn(i, format!("reply id {id} does not match the oldest request {want}"));
                             return;
                         }
                     }
-                    self.complete(f, outcome, t_rx);
+                    if f.ghost {
+                        continue; // the late reply of a request already counted as a timeout
+                    }
+                    self.complete(i, f, outcome, t_rx);
                 }
                 Parsed::Malformed { reason } => {
-                    self.fail_conn(i, format!("malformed reply: {reason}"));
+                    self.kill_conn(i, format!("malformed reply: {reason}"));
                     return;
                 }
             }
         }
     }
 
-    fn check_timeouts(&mut self, now: u64) {
+    /// Every millisecond: timeouts (from the intended time), reconnections, the target's
+    /// reachability, and old stall windows.
+    fn tick(&mut self, now: u64) {
+        let timeout = self.cfg.timeout_ns;
+        let t_ms = ms(timeout);
+        // Requests still waiting for a slot past their timeout were never sent.
+        let mut expired = 0;
+        while let Some(&r) = self.backlog.front() {
+            if now - r.intended <= timeout {
+                break;
+            }
+            self.backlog.pop_front();
+            if r.flags & F::RESENT != 0 {
+                self.c.timeouts += 1;
+                self.finish(r, 0, now - r.intended, F::CENSORED | F::TIMEOUT, 0);
+            } else {
+                self.c.never_sent += 1;
+                self.finish(r, 0, now - r.intended, F::CENSORED | F::NEVER_SENT, 0);
+            }
+            expired += 1;
+        }
+        if expired > 0 {
+            self.note_n(format!("not sent within {t_ms}: every connection busy or down"), expired);
+        }
         for i in 0..self.conns.len() {
-            let c = &self.conns[i];
-            if c.dead {
-                continue;
+            match self.conns[i].state {
+                State::Up => self.time_out_flights(i, now),
+                State::Waiting(at) if now >= at => self.start_connect(i, now),
+                State::Connecting(since) if now - since > self.cfg.connect_timeout_ns => {
+                    let why = format!("cannot reconnect to {}: no answer within {}", self.conns[i].addr, ms(self.cfg.connect_timeout_ns));
+                    self.connect_failed(i, why, now);
+                }
+                _ => {}
             }
-            if self.datagram {
-                // A lost datagram costs its request only; the socket goes on.
-                let mut lost = 0;
-                let c = &mut self.conns[i];
-                while c.inflight.front().is_some_and(|f| f.sent > 0 && now.saturating_sub(f.sent) > self.cfg.timeout_ns) {
-                    c.inflight.pop_front();
-                    lost += 1;
-                }
-                if lost > 0 {
-                    self.c.timeouts += lost;
-                    self.note_n(format!("no reply within {} ms (datagram lost)", self.cfg.timeout_ns / 1_000_000), lost);
-                }
-                continue;
+        }
+        if self.failure_since_reply.is_some() && now - self.last_reply > self.cfg.unreachable_ns {
+            let secs = (now - self.last_reply) as f64 / 1e9;
+            let what = if self.last_failure.starts_with("the target closed") {
+                format!("the target closed every connection before replying for {secs:.1} s")
+            } else if self.closed_since_reply {
+                format!("the target closed the connection and stays unreachable ({}) for {secs:.1} s", self.last_failure)
+            } else {
+                format!("the target stays unreachable ({}) for {secs:.1} s", self.last_failure)
+            };
+            self.shared.abort(format!("{what} ({} replies received before)", self.replies));
+        }
+        // A stall window matters while a request outstanding across it can still end.
+        let horizon = now.saturating_sub(timeout + 10 * TICK_NS);
+        while self.windows.front().is_some_and(|w| w.guard_end() < horizon) && self.window_at > 0 {
+            self.windows.pop_front();
+            self.window_at -= 1;
+        }
+    }
+
+    fn time_out_flights(&mut self, i: usize, now: u64) {
+        let timeout = self.cfg.timeout_ns;
+        let mut lost = 0;
+        if self.datagram {
+            // A lost datagram costs its request only; the socket goes on.
+            while self.conns[i].inflight.front().is_some_and(|f| now - f.req.intended > timeout) {
+                let f = self.conns[i].inflight.pop_front().unwrap();
+                self.c.timeouts += 1;
+                self.finish(f.req, f.sent, now - f.req.intended, F::CENSORED | F::TIMEOUT, 0);
+                lost += 1;
             }
-            if let Some(f) = c.inflight.front() {
-                if f.sent > 0 && now.saturating_sub(f.sent) > self.cfg.timeout_ns {
-                    let n = c.inflight.len() as u64;
-                    self.c.timeouts += n;
-                    self.conns[i].inflight.clear();
-                    self.fail_conn(i, format!("no reply within {} ms", self.cfg.timeout_ns / 1_000_000));
-                }
+            if lost > 0 {
+                self.note_n(format!("no reply within {} (datagram lost)", ms(timeout)), lost);
+            }
+            return;
+        }
+        // A stream: the timed-out requests stay in their slots as ghosts, so that their replies,
+        // if they come, keep the stream in step.
+        let mut timed_out = Vec::new();
+        for f in self.conns[i].inflight.iter_mut() {
+            if now - f.req.intended <= timeout {
+                break;
+            }
+            if !f.ghost {
+                f.ghost = true;
+                timed_out.push((f.req, f.sent));
+            }
+        }
+        for (r, sent) in timed_out {
+            self.c.timeouts += 1;
+            self.finish(r, sent, now - r.intended, F::CENSORED | F::TIMEOUT, 0);
+            lost += 1;
+        }
+        if lost > 0 {
+            self.note_n(format!("no reply within {}", ms(timeout)), lost);
+        }
+        // Twice the timeout without a reply to the oldest: replace the connection and send what
+        // it still holds again (not the target's failure: it may only be slow).
+        if self.conns[i].inflight.front().is_some_and(|f| f.ghost && now - f.req.intended > 2 * timeout) {
+            self.lost_conn(i, format!("no reply within {}", ms(2 * timeout)), false);
+        }
+    }
+
+    /// A target-side failure (a refusal, a close before any reply): for reachability.
+    fn target_failure(&mut self, why: String) {
+        if self.failure_since_reply.is_none() {
+            self.failure_since_reply = Some(why.clone());
+        }
+        self.last_failure = why;
+    }
+
+    /// A connection that ended (closed or reset by the target, a send error, or closed by us
+    /// after a timeout): its unanswered requests go back to the front of the backlog, in intended
+    /// order, to be sent again with their original intended times; reconnect with back-off.
+    fn lost_conn(&mut self, i: usize, why: String, by_target: bool) {
+        let now = now_ns();
+        if self.datagram {
+            return self.kill_conn(i, why); // a datagram socket has no connection to lose
+        }
+        let c = &mut self.conns[i];
+        if !matches!(c.state, State::Up | State::Connecting(_)) {
+            return;
+        }
+        let _ = self.ep.delete(c.fd);
+        if let Some(s) = c.sock.take() {
+            s.shutdown();
+        }
+        let flights: Vec<Flight> = c.inflight.drain(..).collect();
+        c.unsent = 0;
+        c.wbuf.clear();
+        c.wpos = 0;
+        c.dgram_ends.clear();
+        c.rbuf.clear();
+        c.rpos = 0;
+        c.want_write = false;
+        if by_target {
+            c.fails = if c.replied { 0 } else { c.fails + 1 };
+        }
+        c.state = State::Waiting(now + backoff_ns(c.fails));
+        let no_reply = !c.replied;
+        c.replied = false;
+        for f in flights.into_iter().filter(|f| !f.ghost) {
+            let mut r = f.req;
+            if f.sent > 0 {
+                r.flags |= F::RESENT;
+            }
+            let at = self.backlog.partition_point(|b| b.intended <= r.intended);
+            self.backlog.insert(at, r);
+        }
+        if by_target {
+            self.closed_since_reply |= why.starts_with("the target closed");
+            if no_reply {
+                let why = if why.starts_with("the target closed") { format!("{why} before replying") } else { why };
+                self.target_failure(why);
             }
         }
     }
 
-    /// Close a connection; its requests in flight count as errors. The run goes on on the
-    /// others, and stops when a thread has none left.
-    fn fail_conn(&mut self, i: usize, reason: String) {
+    /// Start a non-blocking reconnect of connection `i`.
+    fn start_connect(&mut self, i: usize, now: u64) {
+        let addr = self.conns[i].addr;
+        match net::connect_nonblocking(&addr) {
+            Ok((s, done)) => {
+                let c = &mut self.conns[i];
+                c.fd = s.as_raw_fd();
+                c.sock = Some(Sock::Tcp(s));
+                c.codec = self.cfg.protocol.codec();
+                c.state = State::Connecting(now);
+                if let Err(e) = self.ep.add(c.fd, EPOLLOUT, i as u64) {
+                    self.connect_failed(i, format!("cannot reconnect to {addr}: {e}"), now);
+                } else if done {
+                    self.connect_done(i);
+                }
+            }
+            Err(e) => self.connect_failed(i, format!("cannot reconnect to {addr}: {e}"), now),
+        }
+    }
+
+    /// A reconnect in progress became writable: connected, or failed.
+    fn connect_done(&mut self, i: usize) {
+        let fd = self.conns[i].fd;
+        if let Err(e) = net::take_socket_error(fd) {
+            let why = format!("cannot reconnect to {}: {e}", self.conns[i].addr);
+            return self.connect_failed(i, why, now_ns());
+        }
         let c = &mut self.conns[i];
-        if c.dead {
+        if let Some(Sock::Tcp(s)) = &c.sock {
+            let _ = s.set_nodelay(true);
+        }
+        c.state = State::Up;
+        c.want_write = false;
+        if self.ep.modify(fd, EPOLLIN, i as u64).is_err() {
+            return self.connect_failed(i, format!("cannot watch the connection to {}", self.conns[i].addr), now_ns());
+        }
+        self.c.reconnects += 1;
+    }
+
+    fn connect_failed(&mut self, i: usize, why: String, now: u64) {
+        let c = &mut self.conns[i];
+        let _ = self.ep.delete(c.fd);
+        c.sock = None;
+        c.fails += 1;
+        c.state = State::Waiting(now + backoff_ns(c.fails));
+        self.target_failure(why);
+    }
+
+    /// Close a connection for good (the target does not speak the protocol); its requests in
+    /// flight are errors, censored at the time they were outstanding. The run goes on on the
+    /// others, and stops when a thread has none left.
+    fn kill_conn(&mut self, i: usize, reason: String) {
+        let now = now_ns();
+        let c = &mut self.conns[i];
+        if c.state == State::Dead {
             return;
         }
-        c.dead = true;
-        self.c.errors += c.inflight.len() as u64;
-        c.inflight.clear();
-        c.unsent = 0;
+        c.state = State::Dead;
         let _ = self.ep.delete(c.fd);
-        c.sock.shutdown();
+        if let Some(s) = c.sock.take() {
+            s.shutdown();
+        }
+        let flights: Vec<Flight> = c.inflight.drain(..).filter(|f| !f.ghost).collect();
+        c.unsent = 0;
+        self.c.errors += flights.len() as u64;
+        for f in flights {
+            self.finish(f.req, f.sent, now - f.req.intended, F::CENSORED | F::FAILED, 0);
+        }
         self.note(reason.clone());
-        if self.conns.iter().all(|c| c.dead) {
+        if self.conns.iter().all(|c| c.state == State::Dead) {
             self.shared.abort(format!("every connection of engine thread {} failed; last: {reason}", self.index));
         }
     }
@@ -699,6 +1247,8 @@ impl Worker {
         p.received.store(self.c.received, Relaxed);
         p.errors.store(self.c.errors, Relaxed);
         p.timeouts.store(self.c.timeouts, Relaxed);
+        p.never_sent.store(self.c.never_sent, Relaxed);
+        p.reconnects.store(self.c.reconnects, Relaxed);
+        p.received_in_window.store(self.received_in_window, Relaxed);
     }
 }
-
