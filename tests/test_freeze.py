@@ -44,6 +44,9 @@ class Run:
                                      text=True, env={**os.environ, **(env or {})})
         self.reader = threading.Thread(target=self._read, daemon=True)
         self.reader.start()
+        self.out: list[str] = []
+        self.out_reader = threading.Thread(target=lambda: self.out.append(self.proc.stdout.read()), daemon=True)
+        self.out_reader.start()
 
     def _read(self) -> None:
         for line in self.proc.stderr:
@@ -66,11 +69,13 @@ class Run:
 
     def summary(self, timeout_s: float = 120.0) -> dict:
         try:
-            out, _ = self.proc.communicate(timeout=timeout_s)
+            self.proc.wait(timeout=timeout_s)
         finally:
             if self.proc.poll() is None:
                 self.proc.kill()
         self.reader.join(5)
+        self.out_reader.join(5)
+        out = "".join(self.out)
         stderr = "\n".join(line for _, line in self.lines)
         assert self.proc.returncode in (0, 1), (self.proc.returncode, stderr)
         assert "Traceback" not in stderr, stderr

@@ -3,6 +3,7 @@ agent, the statistics and the output modules. Every user error ends as one line 
 
 from __future__ import annotations
 
+import ipaddress
 import math
 import os
 import random
@@ -203,7 +204,10 @@ def run(
     elif busy > cores:
         warn(f"{busy} spinning engine threads on {cores} CPUs", f"use --threads {cores} or fewer, or --poll block")
 
-    busy_cpus = _busy_cpus(threads, 0 if tgts else workers) if pin else None
+    # The CPUs the coordinator must not take: the engine's and the built-in server's; all of them
+    # when the target is on this machine (loopback), whose CPUs we cannot know.
+    local = any(ipaddress.ip_address(t.socket_addr().rsplit(":", 1)[0].strip("[]")).is_loopback for t in tgts)
+    busy_cpus = (set(os.sched_getaffinity(0)) if local else _busy_cpus(threads, 0 if tgts else workers)) if pin else None
 
     def measure(addrs: list[str], target_url: str, stall_sources=()):
         first = tgts[0] if tgts else None

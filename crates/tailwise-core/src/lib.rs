@@ -7,15 +7,15 @@
 //! | module | what it holds |
 //! |---|---|
 //! | [`clock`] | the monotonic ns clock, spinning, precise sleeps (timer slack 1 ns) |
-//! | [`stall`] | stalls (≥ 200 µs) of the spinning engine and server threads, logged for masking |
+//! | [`stall`] | stalls (≥ 200 µs) of the spinning engine and server threads, logged and turned into per-request flags |
 //! | [`dist`] | service-time / gap distributions parsed from `fixed:10us`, `exp:10us`, … |
 //! | [`schedule`] | precomputed open-loop arrival schedules (Poisson, fixed, uniform or log-normal gaps) |
 //! | [`workload`] | keys, key and value sizes (fixed, uniform, GEV, generalised Pareto, Facebook ETC/USR), Zipf popularity, get:set mix |
-//! | [`recorder`] | per-thread HDR histograms, the random 1-in-k sampler, the raw sample store |
+//! | [`recorder`] | per-thread HDR histograms (whole run, and per 100 ms of intended time), the random 1-in-k sampler, the raw sample store with per-request flags |
 //! | [`preload`] | `tailwise load`: store every key of a workload before a run |
 //! | [`protocol`] | client codecs and server-side parsers, one module per protocol family |
 //! | [`net`] | epoll with ns timeouts, non-blocking socket I/O, CPU pinning |
-//! | [`engine`] | the open-loop load generator: threads, connections, backlog, matching replies |
+//! | [`engine`] | the open-loop load generator: threads, connections (reconnected when the target closes them), backlog, matching replies, snapshots, pauses |
 //! | [`server`] | the synthetic server behind `tailwise serve` |
 //! | [`model`] | queueing-model ground truth: M/G/1 (Lindley) and M/G/k (Kiefer–Wolfowitz) sojourn times |
 //!
@@ -24,11 +24,17 @@
 //!   counted from it, so a client that falls behind is charged for it (no coordinated omission).
 //! * **Send lag**: actual − intended send time, kept in its own histogram: it is the client's
 //!   own error, reported rather than hidden.
-//! * **Histograms and samples**: every reply goes into an HDR histogram (mergeable across threads
-//!   and agents); a random 1-in-k subset is kept raw (24 bytes each) for the statistics, which
-//!   need independent samples rather than bucketed counts.
+//! * **Histograms and samples**: every request goes into HDR histograms (mergeable across threads
+//!   and agents); a random 1-in-k subset, chosen when each request falls due, is kept raw (32 bytes
+//!   each) for the statistics, which need the samples rather than bucketed counts.
+//! * **Censoring**: a request without a reply (timed out from its intended time, never sent, lost
+//!   with its connection, outstanding at a snapshot or at the end) is recorded at the time it has
+//!   waited, flagged: a lower bound of its latency. Nothing is dropped, so a freeze of the target
+//!   can only push the tail up.
 //! * **Stalls**: a spinning thread that sees a gap of ≥ 200 µs between two clock reads did not
-//!   run; it logs the interval so that the coordinator can leave out the requests it disturbed.
+//!   run. The engine flags, per request and by the clock, the requests due during its own stalls
+//!   (the statistics leave them out and count them) and those outstanding across one (kept, marked
+//!   as possibly inflated by the part of the stall they span).
 
 pub mod clock;
 pub mod dist;

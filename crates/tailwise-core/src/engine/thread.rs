@@ -375,8 +375,8 @@ impl Worker {
             self.test_hook(now);
             let gap = now - prev;
             prev = now;
-            // A planned sleep (blocking mode) is not a stall: only time past the wake-up counts.
-            if gap > STALL_NS && (self.cfg.busy_poll || gap > self.planned_wait + STALL_NS) {
+            // A planned sleep (blocking mode, a pause) is not a stall: only time past the wake-up counts.
+            if gap > self.planned_wait + STALL_NS {
                 self.stalls += 1;
                 self.stalled_ns += gap;
                 self.last_stall_end = now;
@@ -400,7 +400,10 @@ impl Worker {
                 self.flush_dirty();
             }
             let next = if paused_at.is_some() { now + MAX_WAIT_NS } else { next };
-            let wait = if self.cfg.busy_poll || (!self.backlog.is_empty() && self.has_free_slot()) {
+            // While paused nothing falls due: block, and leave the CPU to the coordinator.
+            let wait = if paused_at.is_some() && self.backlog.is_empty() {
+                MAX_WAIT_NS
+            } else if self.cfg.busy_poll || (!self.backlog.is_empty() && self.has_free_slot()) {
                 0
             } else {
                 next.saturating_sub(self.watch.now() + SPIN_NS).min(MAX_WAIT_NS)
@@ -435,7 +438,8 @@ impl Worker {
         let mut next_tick = start;
         loop {
             let now = self.watch.now();
-            let outstanding = self.conns.iter().any(|c| !c.inflight.is_empty()) || !self.backlog.is_empty();
+            let outstanding =
+                self.conns.iter().any(|c| c.inflight.iter().any(|f| !f.ghost)) || !self.backlog.is_empty();
             if !outstanding || now >= deadline || self.aborted() || !self.conns.iter().any(|c| c.state != State::Dead) {
                 break;
             }
@@ -459,13 +463,7 @@ impl Worker {
             }
         }
         while let Some(r) = self.backlog.pop_front() {
-            if r.flags & F::RESENT != 0 {
-                self.c.unfinished += 1;
-                self.finish(r, 0, now - r.intended, F::CENSORED | F::PENDING, 0);
-            } else {
-                self.c.never_sent += 1;
-                self.finish(r, 0, now - r.intended, F::CENSORED | F::NEVER_SENT, 0);
-            }
+            self.censor_waiting(r, now, false);
         }
         if self.replies == 0 && self.c.sent > 0 && !self.aborted() {
             let why = self
@@ -489,6 +487,27 @@ impl Worker {
             self.c.unfinished += 1;
             self.finish(f.req, f.sent, age, F::CENSORED | F::PENDING, 0);
         }
+    }
+
+    /// A request that waited in the backlog past its timeout (`timed_out`) or to the end of the
+    /// run: never sent, or — if it was sent before, on a connection since lost — a timeout or
+    /// unfinished; censored at the time it waited.
+    fn censor_waiting(&mut self, r: Req, now: u64, timed_out: bool) {
+        let flag = match (r.flags & F::RESENT != 0, timed_out) {
+            (true, true) => {
+                self.c.timeouts += 1;
+                F::TIMEOUT
+            }
+            (true, false) => {
+                self.c.unfinished += 1;
+                F::PENDING
+            }
+            (false, _) => {
+                self.c.never_sent += 1;
+                F::NEVER_SENT
+            }
+        };
+        self.finish(r, 0, now - r.intended, F::CENSORED | flag, 0);
     }
 
     fn aborted(&self) -> bool {
@@ -629,10 +648,20 @@ impl Worker {
     /// How much of the time a request was outstanding, from `intended` to `t_rx`, this thread
     /// spent in stalls and their guards: its latency may be that much the client's.
     fn inflation(&self, intended: u64, t_rx: u64) -> u64 {
-        self.windows
-            .iter()
-            .map(|w| t_rx.min(w.guard_end()).saturating_sub(intended.max(w.start)))
-            .sum()
+        let mut sum = 0;
+        // Windows are in time order, each stall after the last: scan back from the newest and stop
+        // at the first that ended before the request was due.
+        for w in self.windows.iter().rev() {
+            if w.start >= t_rx {
+                continue;
+            }
+            let g = w.guard_end();
+            if g <= intended {
+                break;
+            }
+            sum += t_rx.min(g) - intended.max(w.start);
+        }
+        sum
     }
 
     fn has_free_slot(&self) -> bool {
@@ -1025,13 +1054,7 @@ impl Worker {
                 break;
             }
             self.backlog.pop_front();
-            if r.flags & F::RESENT != 0 {
-                self.c.timeouts += 1;
-                self.finish(r, 0, now - r.intended, F::CENSORED | F::TIMEOUT, 0);
-            } else {
-                self.c.never_sent += 1;
-                self.finish(r, 0, now - r.intended, F::CENSORED | F::NEVER_SENT, 0);
-            }
+            self.censor_waiting(r, now, true);
             expired += 1;
         }
         if expired > 0 {
