@@ -56,7 +56,7 @@ def one_run(rate: float, *, seconds: float, conns: int, outstanding: int, servic
         "stalls_per_s": r["stalls"] / el,
         "lat_p50_ns": lat.get_value_at_percentile(50), "lat_p99_ns": lat.get_value_at_percentile(99),
         "cpu_s_per_million": r["cpu_ns"] / 1e9 / max(c["sent"], 1) * 1e6,
-        "bytes_per_sample": r["sample_bytes"] / max(len(r["samples"]) // 24, 1),
+        "bytes_per_sample": r["sample_bytes"] / max(len(r["samples"]) // 32, 1),
         "samples": len(r["samples"]) // 24,
         "preemptions": r["preemptions"],
     }

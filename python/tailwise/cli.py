@@ -11,7 +11,6 @@ import shlex
 import signal
 import sys
 import threading
-from contextlib import contextmanager
 from enum import Enum
 from typing import Optional
 

@@ -231,6 +231,8 @@ impl Intervals {
 #[derive(Default)]
 pub struct IntervalRecorder {
     open: Vec<(usize, IntervalHistogram)>,
+    /// Where the last record went: nearly every record goes to the same interval as the last.
+    last: usize,
 }
 
 /// Interval histograms kept for reuse behind the newest one seen (requests finish at most a
@@ -247,9 +249,14 @@ impl IntervalRecorder {
     #[inline]
     pub fn histogram(&mut self, intended_ns: u64) -> &mut IntervalHistogram {
         let index = (intended_ns / INTERVAL_NS) as usize;
-        // Records go to the newest intervals almost always: search from the back.
+        if self.open.get(self.last).is_some_and(|(i, _)| *i == index) {
+            return &mut self.open[self.last].1;
+        }
         match self.open.iter().rposition(|(i, _)| *i == index) {
-            Some(p) => &mut self.open[p].1,
+            Some(p) => {
+                self.last = p;
+                &mut self.open[p].1
+            }
             None => {
                 let newest = self.open.iter().map(|(i, _)| *i).max().unwrap_or(index).max(index);
                 // Reuse the oldest zeroed histogram once there are enough.
@@ -259,6 +266,7 @@ impl IntervalRecorder {
                     None => self.open.push((index, new_interval_histogram())),
                 }
                 let p = self.open.iter().rposition(|(i, _)| *i == index).unwrap();
+                self.last = p;
                 &mut self.open[p].1
             }
         }

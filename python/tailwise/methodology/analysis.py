@@ -212,7 +212,9 @@ def analyse(samples: np.ndarray, *, counters: dict, elapsed_s: float, received_i
 
     # Percentiles on every kept sample, with the indicator's autocorrelation in the variance.
     ps = sorted({*DEFAULT_PERCENTILES, precision.percentile})
-    est = {p: estimate_percentile(lat_used, p, precision.confidence, censored=cens_used) for p in ps}
+    used_sorted = np.sort(lat_used)
+    est = {p: estimate_percentile(lat_used, p, precision.confidence, censored=cens_used, sorted_x=used_sorted)
+           for p in ps}
     pcts = [est[p][0] for p in DEFAULT_PERCENTILES]
     target, ind = est[precision.percentile]
 
@@ -261,7 +263,7 @@ def analyse(samples: np.ndarray, *, counters: dict, elapsed_s: float, received_i
     checks.append(conf)
 
     every = every_request(w0 // INTERVAL_NS, -(-end // INTERVAL_NS)) if every_request is not None else None
-    rows = consistency(every, lat[excluded], sample_every, np.sort(lat_used), est)
+    rows = consistency(every, lat[excluded], sample_every, used_sorted, est)
     checks.append(consistency_check(rows, causes, sample_every, every is not None))
 
     by_name = {c.name: c for c in checks}

@@ -34,7 +34,6 @@ pooled samples.
 
 from __future__ import annotations
 
-import math
 import os
 import time
 from dataclasses import dataclass, replace
@@ -42,7 +41,6 @@ from typing import Callable
 
 import numpy as np
 
-from tailwise import _core
 from tailwise.agent import AgentResult, LoadSpec, Session, Taken
 from tailwise.methodology.analysis import Analysis, Precision, analyse
 from tailwise.methodology.checks import Check, target_width_ns

@@ -54,6 +54,8 @@ import numpy as np
 from scipy import stats
 
 MAX_GAPS = 2_000
+#: Gaps compared by the transport distance, at most (a random subsample of each).
+MAX_W1_GAPS = 200_000
 ALPHA = 0.01
 D_MAX = 0.05
 DISTANCE_MAX = 0.1
@@ -155,7 +157,12 @@ def arrival_fit(sent_ns: np.ndarray, intended_ns: np.ndarray, *, process: str, r
         sched_ok, pvalue = True, None
         sched_txt = f"the {process} schedule is not tested (a random subset of it is no longer {process})"
 
-    # (b) the sends against the schedule
+    # (b) the sends against the schedule; on a random subsample of the gaps when there are many
+    # (the distance between two empirical distributions of 200k gaps each is estimated to a few
+    # thousandths of the mean gap, far inside the 0.1 threshold, at a tenth of the cost at 2M).
+    if len(g_sent) > MAX_W1_GAPS:
+        g_sent = rng.choice(g_sent, MAX_W1_GAPS, replace=False)
+        g_int = rng.choice(g_int, MAX_W1_GAPS, replace=False)
     distance = float(stats.wasserstein_distance(g_sent, g_int)) / mean_gap
     dist_ok = distance <= DISTANCE_MAX
     lag = sent - intended

@@ -180,12 +180,14 @@ def percentiles(x: np.ndarray, ps=DEFAULT_PERCENTILES, confidence: float = 0.95)
 
 
 def estimate_percentile(lat_in_send_order: np.ndarray, p: float, confidence: float = 0.95,
-                        censored: np.ndarray | None = None) -> tuple[Percentile, Independence]:
+                        censored: np.ndarray | None = None,
+                        sorted_x: np.ndarray | None = None) -> tuple[Percentile, Independence]:
     """Percentile ``p`` (0–100) of all samples with a CI widened by their autocorrelation.
 
     ``lat_in_send_order``: latencies (ns) in the order the requests were sent; ``censored``: an
     optional boolean mask of samples whose latency is only a lower bound (timed out, never sent,
-    still in flight), given at that bound. The independence of the percentile's indicator is
+    still in flight), given at that bound; ``sorted_x``: the same latencies sorted, when the caller
+    has them (several percentiles of one series). The independence of the percentile's indicator is
     judged on the series in send order (independence.py); the interval is then taken on every
     sample with its effective size. If the correlation cannot be judged (``ind.ok`` False) the
     value stands but no interval is claimed (bounds None), unless there are too few samples for
@@ -199,7 +201,7 @@ def estimate_percentile(lat_in_send_order: np.ndarray, p: float, confidence: flo
     if n < need:
         n_eff = ind.n_effective if ind.ok else float(n)
         return Percentile(p, None, None, None, n_eff, need), ind
-    sx = np.sort(x)
+    sx = np.sort(x) if sorted_x is None else np.asarray(sorted_x, dtype=float)
     if ind.ok:
         pc = percentile_ci(sx, p, confidence, ind.n_effective)
     else:  # correlated beyond reach: the value stands, no interval can be claimed
