@@ -82,7 +82,7 @@ def run(
     poll: Optional[Poll] = typer.Option(None, "--poll", help="spin: busy-poll (precise, one core per thread); block: sleep between sends [default: spin]"),
     pin: bool = typer.Option(True, "--pin/--no-pin", help="pin engine threads (and built-in server workers) to CPUs"),
     warmup: Optional[str] = typer.Option(None, "--warmup", help="leading span left out of the statistics (reported with its own p99); whole 100 ms intervals, at most 10% of the run [default: 100ms]"),
-    keep_stalls: bool = typer.Option(False, "--keep-stalls", help="keep the requests that stalls (≥ 200 µs) of tailwise's own threads delayed in the statistics instead of leaving them out"),
+    keep_stalls: bool = typer.Option(False, "--keep-stalls", help="keep the requests due during stalls (≥ 200 µs) of tailwise's engine threads in the statistics instead of leaving them out"),
     seed: Optional[int] = typer.Option(None, "--seed", help="random seed of schedules, sampling and statistics (default: random, recorded)"),
     out: Optional[str] = typer.Option(None, "--out", help="write summary.json, samples and histograms to this directory"),
     samples_format: str = typer.Option("csv", "--samples-format", help="raw samples file format: csv or parquet"),
