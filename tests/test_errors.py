@@ -3,10 +3,11 @@
 import json
 import signal
 import socket
-import threading
+import time
 
 import pytest
 from conftest import run_cli
+from live_run import Run
 
 
 #: Progress on stderr (the run's start, one line per round) is not part of an error.
@@ -76,14 +77,12 @@ def test_bad_flag_values_are_one_line_too():
 def test_server_that_dies_mid_run_keeps_the_results(tmp_path, serve):
     srv = serve("--service", "fixed:5us")
     out = tmp_path / "partial"
-    # The CLI takes ~1 s to start (imports); the kill lands mid-run, not before it.
-    killer = threading.Timer(2.5, lambda: srv.stop(signal.SIGKILL))
-    killer.start()
-    try:
-        r = run_cli("run", srv.url, "--rate", "2000", "--duration", "6", "--out", str(out))
-    finally:
-        killer.cancel()
-    line = _one_line_error(r, "closed the connection")
+    run = Run(srv.url, "--rate", "2000", "--duration", "6", "--out", str(out), json_out=False)
+    # Killed 1.5 s after the schedule started (the CLI's start-up varies by machine).
+    start = run.wait_line("measuring ")
+    time.sleep(max(0.0, start + 1.5 - time.monotonic()))
+    srv.stop(signal.SIGKILL)
+    line = _one_line_error(run.finish(), "closed the connection")
     assert str(out) in line
     s = json.loads((out / "summary.json").read_text())
     assert s["verdict"] == "not-measurable"

@@ -55,6 +55,18 @@ def test_confidence_width_and_samples_needed(rng):
     assert not few.ok and "368" in few.detail and need_few >= 368
 
 
+def test_confidence_without_an_interval_says_why():
+    """No interval for a cause other than too few samples: the detail names the cause, never a
+    negative number of samples or seconds still needed."""
+    from tailwise.stats.quantiles import Percentile
+    correlated, need = confidence_check(Percentile(99, 50_000.0, None, None, None), 500_000, 0.95, 1e4, 1e5)
+    assert not correlated.ok and need is None
+    assert "correlated beyond every lag" in correlated.detail and "-" not in correlated.detail.split("µs")[1]
+    censored, need = confidence_check(Percentile(99, 50_000.0, 40_000.0, None, 5_000.0, None, True), 500_000, 0.95,
+                                      1e4, 1e5)
+    assert not censored.ok and need is None and "no upper bound" in censored.detail and "--timeout" in censored.remedy
+
+
 def test_closed_loop_shortfall_names_connections_needed():
     c = rate_check(50_000, 20_000, 20_000, 5.0, conns=1, outstanding=1, response_ns=40_000)
     assert not c.ok and "closed loop: too few connections" in c.detail

@@ -63,6 +63,17 @@ def test_correlation_beyond_reach_is_not_ok(rng):
     assert not ind.ok and "stays correlated" in ind.detail
 
 
+def test_a_weak_lasting_correlation_is_caught_by_batch_means(rng):
+    """Levels that shift a little every 10,000 samples: Geyer's sum ends on noise within a few
+    lags (τ ≈ 1), batch means see the shifts; theory for this series gives τ ≈ 35."""
+    x = np.repeat(rng.normal(size=30) * 0.1, 10_000) + rng.normal(size=300_000)
+    ind = independence(x, 90)
+    assert ind.ok and "from the means of 20 batches" in ind.detail and "Geyer's sum" in ind.detail
+    assert 10 < ind.tau < 80, ind.tau
+    iid = independence(rng.normal(size=300_000), 90)
+    assert "from the means" not in iid.detail and iid.tau < 1.5
+
+
 def test_too_few_or_constant_samples_do_not_raise():
     few = independence(np.arange(50.0), 99)
     assert not few.ok and "too few" in few.detail and few.step == 1

@@ -61,7 +61,16 @@ from tailwise.stats.histogram import Buckets
 from tailwise.stats.quantiles import DEFAULT_PERCENTILES, Percentile, estimate_percentile, percentile_ci
 from tailwise.stats.stationarity import stationarity
 
-STATES = ("load", "arrivals", "stationarity", "independence", "confidence", "consistency")
+#: The methodology's steps in order, each with its checks; ``Analysis.state`` is the first that fails.
+STEPS: dict[str, tuple[str, ...]] = {
+    "load": ("rate", "errors", "stalls", "exclusions"),
+    "arrivals": ("arrivals",),
+    "stationarity": ("stationarity",),
+    "independence": ("independence",),
+    "confidence": ("confidence",),
+    "consistency": ("consistency",),
+}
+STATES = tuple(STEPS)
 
 #: Width of the engine's every-request interval histograms (recorder.rs INTERVAL_NS).
 INTERVAL_NS = 100_000_000
@@ -268,9 +277,7 @@ def analyse(samples: np.ndarray, *, counters: dict, elapsed_s: float, received_i
 
     by_name = {c.name: c for c in checks}
     state = "done"
-    for step_name, names in (("load", ("rate", "errors", "stalls", "exclusions")), ("arrivals", ("arrivals",)),
-                             ("stationarity", ("stationarity",)), ("independence", ("independence",)),
-                             ("confidence", ("confidence",)), ("consistency", ("consistency",))):
+    for step_name, names in STEPS.items():
         if not all(by_name[nm].ok for nm in names):
             state = step_name
             break

@@ -253,6 +253,20 @@ def confidence_check(pc: Percentile, n: int, confidence: float, width_target_ns:
     count estimated to meet it (an order-statistic interval narrows as 1/√n)."""
     n_eff = pc.n_effective if pc.n_effective is not None else float(n)
     scale = n / n_eff if n_eff else 1.0  # samples per effective sample
+    if pc.value is not None and pc.low is None and pc.high is None and pc.n_effective is None:
+        # The value stands but the correlation could not be estimated (independence failed).
+        return Check("confidence", False,
+                     f"p{pc.p:g} = {pc.value / 1e3:,.1f} µs from {n:,} samples, no interval: whether a sample lies "
+                     f"above it stays correlated beyond every lag tried, so its uncertainty cannot be estimated "
+                     f"(the independence check says how far)",
+                     "run longer (--max-time or --duration), so that the correlation ends within the run",
+                     float("nan")), None
+    if pc.value is not None and pc.low is not None and pc.high is None:
+        return Check("confidence", False,
+                     f"p{pc.p:g} ≥ {pc.value / 1e3:,.1f} µs (lower bound {pc.low / 1e3:,.1f} µs) from {n:,} samples "
+                     f"(n_eff ≈ {n_eff:,.0f}): requests that timed out, were never sent or were still in flight "
+                     f"reach it, so it has no upper bound",
+                     "find why requests went unanswered (the errors check), or raise --timeout", float("nan")), None
     if pc.value is None or pc.low is None or pc.high is None:
         need_eff = pc.samples_needed or samples_needed(pc.p, confidence)
         need = int(math.ceil(max(need_eff * 1.2, need_eff + 1) * scale))

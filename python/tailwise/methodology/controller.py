@@ -42,7 +42,7 @@ from typing import Callable
 import numpy as np
 
 from tailwise.agent import AgentResult, LoadSpec, Session, Taken
-from tailwise.methodology.analysis import Analysis, Precision, analyse
+from tailwise.methodology.analysis import STEPS, Analysis, Precision, analyse
 from tailwise.methodology.checks import Check, target_width_ns
 from tailwise.stats.histogram import Buckets, decode
 
@@ -197,7 +197,8 @@ class Controller:
                 for k in streaks:
                     streaks[k] = streaks[k] + 1 if a.state == k else 0
                 if n > 1 and any(v >= PATIENCE for v in streaks.values()):
-                    stop_reason = f"the {a.state} step failed in rounds {n - PATIENCE + 1}–{n}"
+                    names = ", ".join(c.name for c in a.failed() if c.name in STEPS[a.state])
+                    stop_reason = f"{names} failed in rounds {n - PATIENCE + 1}–{n}"
                     break
                 c = taken.counters
                 if n > 1 and c["never_sent"] > BEHIND * max(c["intended"], 1):

@@ -32,9 +32,19 @@ rule covered 89–96.5 %, Geyer's 90–97.5 %, at least as much in all 12 cells 
 ρ = 0.5: 92 % against 94 %). The threshold is still computed and reported as the size of a
 correlation that is negligible at this n.
 
-``ok`` is False when ``n < MIN_SAMPLES`` or when the pair sums are still positive at ``max_lag``
-(default ``min(5000, n // 50)``: beyond n/50 lags each estimate rests on too few pairs): the
-correlation does not decay within reach, and ``τ`` (a lower bound then) cannot be trusted.
+Correlation that lasts longer than the lags tried (``max_lag``, default ``min(5000, n // 50)``:
+beyond n/50 lags each estimate rests on too few pairs) — a level drifting with the host's noise —
+either keeps the pair sums positive to ``max_lag`` or, weak at each lag, ends them early on noise.
+Non-overlapping batch means then estimate it: ``τ = m·Var(batch mean)/Var(I)`` over ``BATCHES`` =
+20 batches of m samples (Geyer 1992, §3.2; Flegal & Jones, Ann. Stat. 38, 2010), valid when the
+batches are much longer than the correlation — here at least ``BATCH_LAGS`` = 2 times its reach
+(``max_lag``, or its exponential extrapolation ``max_lag/−ln ρ(max_lag)`` when it has not died out).
+With 20 batches the estimate varies by ~±30 %, so it replaces an ended Geyer sum only beyond
+``LONG_RANGE_FACTOR`` = 2 times it. Simulated (a slow AR(1), φ = 0.9995, at a tenth of unit noise;
+300k samples, 100 seeds): the p50 and p90 intervals covered 93 % and 93 % with batch means against
+20 % and 49 % without. ``ok`` is False when ``n < MIN_SAMPLES``, or when the correlation reaches
+past ``max_lag`` and the series is too short for such batches: ``τ`` (a lower bound then) cannot be
+trusted.
 """
 
 from __future__ import annotations
@@ -104,6 +114,32 @@ def geyer_tau(rho: np.ndarray) -> tuple[float, int, bool]:
     return max(tau, 1.0), max(2 * m - 1, 0), bool(nonpos.size)
 
 
+#: Batch means: this many batches, each at least BATCH_LAGS times the longest lag the ACF tried.
+BATCHES = 20
+BATCH_LAGS = 2
+#: Batch means replace a Geyer sum that ended only when they exceed it this many times.
+LONG_RANGE_FACTOR = 2.0
+
+
+def batch_means_tau(x: np.ndarray, p: float, length: float) -> tuple[float, int, int] | None:
+    """(τ, batches, batch size) of the p-th percentile's indicator by non-overlapping batch means —
+    τ = m·Var(batch mean)/Var(indicator) for batches of m (Geyer 1992, §3.2; Flegal & Jones, Ann.
+    Stat. 38, 2010) — when the series holds ``BATCHES`` batches of ≥ ``BATCH_LAGS``·length, the
+    lags over which the correlation is known to reach; None otherwise (batches shorter than the
+    correlation understate τ)."""
+    n = len(x)
+    size = n // BATCHES
+    if not size >= BATCH_LAGS * length:
+        return None
+    q = np.percentile(x, p, method="inverted_cdf")
+    ind = (x[: size * BATCHES] <= q).astype(float)
+    var = ind.var()
+    if var == 0:
+        return 1.0, BATCHES, size
+    means = ind.reshape(BATCHES, size).mean(axis=1)
+    return max(1.0, size * float(means.var(ddof=1)) / var), BATCHES, size
+
+
 def independence(latency_in_send_order: np.ndarray, p: float = 99.0, max_lag: int | None = None) -> Independence:
     """Integrated autocorrelation time and effective sample size of the p-th percentile's indicator
     (see the module doc). Never raises on data: too few samples give ``ok=False``."""
@@ -120,11 +156,34 @@ def independence(latency_in_send_order: np.ndarray, p: float = 99.0, max_lag: in
                             f"the autocorrelation of the p{p:g} indicator could not be computed from {n:,} samples")
     tau, lags, ended = geyer_tau(rho)
     n_eff = n / tau
+    # A weak correlation that lasts (a level drifting with the host's noise) can end Geyer's
+    # sequence early, on noise, and leave τ far too small: batch means over batches much longer
+    # than the lags tried see it. Their estimate varies by ~±30 % with 20 batches, so it replaces
+    # Geyer's only beyond twice it.
+    # How far the correlation reaches: the lags tried, or, when it has not died out by then, its
+    # exponential extrapolation max_lag / −ln ρ(max_lag) (ρ ≥ 1: unknown, no batches are long enough).
+    r_end = float(rho[max_lag])
+    reach = float(max_lag) if ended or r_end <= 0 else (max_lag / -math.log(r_end) if r_end < 1 else math.inf)
+    bm = batch_means_tau(x, p, max(float(max_lag), reach))
+    if ended and bm is not None and bm[0] > LONG_RANGE_FACTOR * tau:
+        tau_bm, batches, size = bm
+        return Independence(True, tau_bm, n, n / tau_bm, float(rho[1]), lags, thr,
+                            f"p{p:g} indicator: lag-1 autocorrelation {rho[1]:.2f}, correlated beyond the {lags:,} "
+                            f"lags of Geyer's sum (τ = {tau:,.1f}): τ = {tau_bm:,.1f} from the means of {batches} "
+                            f"batches of {size:,} samples: n_eff ≈ {n / tau_bm:,.0f} of {n:,}")
     if not ended:
+        # Correlated beyond every lag tried: batch means over batches far longer still estimate τ.
+        if bm is not None:
+            tau_bm, batches, size = bm
+            tau = max(tau, tau_bm)  # the partial Geyer sum is a lower bound of τ
+            return Independence(True, tau, n, n / tau, float(rho[1]), lags, thr,
+                                f"p{p:g} indicator still correlated at lag {max_lag:,} (ρ = {rho[max_lag]:.3f}): "
+                                f"τ = {tau:,.1f} from the means of {batches} batches of {size:,} samples: "
+                                f"n_eff ≈ {n / tau:,.0f} of {n:,}")
         return Independence(False, tau, n, n_eff, float(rho[1]), lags, thr,
                             f"whether a latency is above p{p:g} stays correlated up to lag {max_lag:,} "
-                            f"(ρ = {rho[max_lag]:.3f}, τ ≥ {tau:,.1f}) with {n:,} samples: "
-                            f"n_eff ≤ {n_eff:,.0f} cannot be trusted")
+                            f"(ρ = {r_end:.3f}, τ ≥ {tau:,.1f}) with {n:,} samples, too few for {BATCHES} batches "
+                            f"of {BATCH_LAGS}× its reach (~{reach:,.0f} lags): n_eff ≤ {n_eff:,.0f} cannot be trusted")
     return Independence(True, tau, n, n_eff, float(rho[1]), lags, thr,
                         f"p{p:g} indicator: lag-1 autocorrelation {rho[1]:.2f}, τ = {tau:,.1f} over {lags:,} "
                         f"lag{'' if lags == 1 else 's'}: "
