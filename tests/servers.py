@@ -365,8 +365,8 @@ def memcached_server(udp: bool = False, threads: int = 1, memory_mb: int = 64,
 # --------------------------------------------------------------------------- redis
 
 @contextmanager
-def redis_server() -> Iterator[ProcessServer]:
-    """redis-server on a free port, no persistence, working dir in a temp dir."""
+def redis_server(port: int | None = None) -> Iterator[ProcessServer]:
+    """redis-server on a free port (or ``port``), no persistence, working dir in a temp dir."""
     binary = _require("redis-server")
 
     def argv(port: int, tmp: str) -> list[str]:
@@ -381,7 +381,7 @@ def redis_server() -> Iterator[ProcessServer]:
                          PROBE_TIMEOUT_S)
         return f"process_id:{s.pid}\r\n".encode() in info
 
-    server = _start_process("redis", argv, is_ours, lambda p: f"redis://{HOST}:{p}")
+    server = _start_process("redis", argv, is_ours, lambda p: f"redis://{HOST}:{p}", port=port)
     try:
         yield server
     finally:
@@ -423,8 +423,10 @@ def _body(body_bytes: int) -> bytes:
 
 
 @contextmanager
-def nginx_server(body_bytes: int = 200, keepalive_requests: int | None = None) -> Iterator[ProcessServer]:
-    """nginx in a temp prefix: ``/fixed`` (Content-Length) and ``/chunked`` (chunked) of ``body_bytes``.
+def nginx_server(body_bytes: int = 200, keepalive_requests: int | None = None,
+                 port: int | None = None) -> Iterator[ProcessServer]:
+    """nginx in a temp prefix (on a free port, or ``port``): ``/fixed`` and ``/index.html``
+    (Content-Length) and ``/chunked`` (chunked), each of ``body_bytes``.
 
     ``.url`` is the ``/fixed`` URL; ``.chunked_url`` and ``.base_url`` too; ``.body`` is the body.
     Keep-alive is nginx's own default (a connection closes after 1000 requests) unless
@@ -436,7 +438,7 @@ def nginx_server(body_bytes: int = 200, keepalive_requests: int | None = None) -
 
     def prepare(port: int, tmp: str) -> None:
         os.makedirs(os.path.join(tmp, "html"))
-        for name in ("fixed", "chunked"):
+        for name in ("fixed", "chunked", "index.html"):
             with open(os.path.join(tmp, "html", name), "wb") as f:
                 f.write(body)
         with open(os.path.join(tmp, "nginx.conf"), "w") as f:
@@ -453,7 +455,8 @@ def nginx_server(body_bytes: int = 200, keepalive_requests: int | None = None) -
         status, _, got = http_get(s.port, "/fixed", timeout_s=1.0)
         return status == 200 and got == body
 
-    server = _start_process("nginx", argv, is_ours, lambda p: f"http://{HOST}:{p}/fixed", prepare=prepare)
+    server = _start_process("nginx", argv, is_ours, lambda p: f"http://{HOST}:{p}/fixed", prepare=prepare,
+                            port=port)
     server.base_url = f"http://{HOST}:{server.port}"
     server.chunked_url = f"{server.base_url}/chunked"
     server.body = body
@@ -501,11 +504,11 @@ class UdpEchoServer(_ThreadServer):
 
     default_scheme = "udp"
 
-    def __init__(self) -> None:
+    def __init__(self, port: int = 0) -> None:
         super().__init__()
         self.echoed = 0
         self._sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-        self._sock.bind((HOST, 0))
+        self._sock.bind((HOST, port))
         self._sock.settimeout(0.05)  # how quickly stop() is noticed
         self.port = self._sock.getsockname()[1]
         self._spawn(self._serve)
@@ -626,8 +629,8 @@ def _silent_handler(server: FaultyTcpServer, conn: socket.socket) -> None:
 
 
 @contextmanager
-def udp_echo_server() -> Iterator[UdpEchoServer]:
-    server = UdpEchoServer()
+def udp_echo_server(port: int = 0) -> Iterator[UdpEchoServer]:
+    server = UdpEchoServer(port)
     try:
         yield server
     finally:

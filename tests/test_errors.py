@@ -130,7 +130,7 @@ def test_key_flags_with_a_keyless_protocol():
 @pytest.mark.parametrize("content,needles", [
     (None, ("does not exist", "examples/workload.toml")),
     ("rate = ", ("not valid TOML",)),
-    ('rat = "10k"', ("unknown setting(s) rat", "use only")),
+    ('rat = "10k"', ("unknown setting rat", "did you mean rate?")),
     ("conns = \"many\"", ("conns = 'many' is not an integer",)),
     ("targets = [1]", ("targets = [1] is not a list of URLs",)),
 ])

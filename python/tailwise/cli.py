@@ -38,6 +38,18 @@ app = typer.Typer(
 EXIT_OK, EXIT_NOT_MEASURABLE, EXIT_ERROR, EXIT_INTERRUPTED = 0, 1, 2, 130
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        print(f"tailwise {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(version: bool = typer.Option(False, "--version", callback=_print_version, is_eager=True,
+                                       help="print the version and exit")) -> None:
+    """Open-loop tail-latency measurement of µs-scale services, with statistics that say whether to trust it."""
+
+
 class Poll(str, Enum):
     spin = "spin"
     block = "block"
@@ -71,7 +83,7 @@ def run(
     arrival: Optional[str] = typer.Option(None, "--arrival", help="inter-arrival process: exp (Poisson), fixed, uniform, lognormal:SIGMA [default: exp]"),
     keys: Optional[int] = typer.Option(None, "--keys", help="memcached/redis: number of distinct keys [default: 10000]"),
     key_size: Optional[str] = typer.Option(None, "--key-size", help="key sizes in bytes: 30, uniform:10:60, gev:LOC:SCALE:SHAPE, etc or usr (Facebook) [default: 30]"),
-    value: Optional[str] = typer.Option(None, "--value", help="value sizes of sets in bytes: 200, uniform:MIN:MAX, gpareto:LOC:SCALE:SHAPE, etc or usr [default: 200]"),
+    value: Optional[str] = typer.Option(None, "--value-size", "--value", help="value sizes of sets in bytes: 200, uniform:MIN:MAX, gpareto:LOC:SCALE:SHAPE, etc or usr [default: 200]"),
     popularity: Optional[str] = typer.Option(None, "--popularity", help="key popularity: uniform or zipf:S [default: uniform]"),
     mix: Optional[str] = typer.Option(None, "--mix", help="GET:SET ratio, e.g. 9:1 [default: 1:0, gets only]"),
     service: Optional[str] = typer.Option(None, "--service", help="service time: built-in server's distribution (default fixed:10us); with a synthetic:// target only fixed:T, carried in each request"),
@@ -103,13 +115,20 @@ def run(
              "sample_every": sample_every, "timeout": timeout, "late": late, "warmup": warmup,
              "poll": poll.value if poll else None, "seed": seed}
     st = resolve(flags, load_file(workload))
-    rate_rps = parse_rate(str(st["rate"]))
+    rate_rps = parse_rate(st["rate"])
     duration = st["duration"]
     duration_ns = parse_time_ns(str(duration), what="--duration") if duration is not None else None
     max_time_ns = parse_time_ns(str(st["max_time"]), what="--max-time")
     timeout_ns = parse_time_ns(str(st["timeout"]), what="--timeout")
-    late_ns = parse_time_ns(str(st["late"]), default_unit="us", what="--late")
-    warmup_ns = parse_time_ns(str(st["warmup"]), default_unit="ms", what="--warmup", allow_zero=True)
+    if cap := os.environ.get(TIME_CAP_ENV):
+        # For the test that runs every README example as written, in seconds rather than minutes.
+        cap_ns = parse_time_ns(cap, what=TIME_CAP_ENV)
+        if (duration_ns or max_time_ns) > cap_ns:
+            warn(f"{TIME_CAP_ENV}={cap} shortens this run to {cap_ns / 1e9:g} s", f"unset {TIME_CAP_ENV} to measure as asked")
+        duration_ns = min(duration_ns, cap_ns) if duration_ns else None
+        max_time_ns = min(max_time_ns, cap_ns)
+    late_ns = parse_time_ns(str(st["late"]), what="--late", unit_required=True)
+    warmup_ns = parse_time_ns(str(st["warmup"]), what="--warmup", allow_zero=True, unit_required=True)
     ci = st["ci"]
     ci_ns, ci_rel = _parse_ci(str(ci) if ci is not None else ("10%" if duration is None else None))
     percentile, confidence = float(st["percentile"]), float(st["confidence"])
@@ -135,7 +154,7 @@ def run(
     scheme = tgts[0].scheme if tgts else "synthetic"
     work = Workload.from_settings(st)
     if tgts and not tgts[0].keyed:
-        names = {"keys": "--keys", "key_size": "--key-size", "value_size": "--value", "popularity": "--popularity", "mix": "--mix"}
+        names = {"keys": "--keys", "key_size": "--key-size", "value_size": "--value-size", "popularity": "--popularity", "mix": "--mix"}
         given = [flag for name, flag in names.items() if flags[name] is not None]
         if given:
             raise InputError(f"{given[0]} does not apply to {scheme}://", "key and value settings are for memcached and redis targets")
@@ -260,9 +279,11 @@ def run(
         print(dumps(summary))
     else:
         print_summary(summary)
-        if out and not summary["error"]:
+        if out and not summary["error"] and not result.interrupted:
             err_console.print(f"results written to {out}/")
     if result.interrupted:
+        kept = f"results kept in {out}/" if out else "nothing kept on disk (--out DIR keeps the results)"
+        err_console.print(f"tailwise: interrupted after {result.elapsed_ns / 1e9:.1f} s of measuring; {kept}")
         return EXIT_INTERRUPTED
     if summary["error"]:
         err_console.print(f"tailwise: {summary['error']}" + (f" (results so far in {out}/)" if out else ""))
@@ -270,6 +291,8 @@ def run(
     return EXIT_OK if summary["verdict"] == "ok" else EXIT_NOT_MEASURABLE
 
 
+#: An upper bound on --duration and --max-time from the environment (the README test sets it).
+TIME_CAP_ENV = "TAILWISE_TIME_CAP"
 #: Without --sample-every, the engine keeps at most this many raw samples per second, so that a
 #: methodology round on everything collected stays around a second.
 AUTO_SAMPLES_PER_S = 20_000
@@ -316,11 +339,12 @@ def _parse_ci(text: str | None) -> tuple[float | None, float | None]:
         try:
             rel = float(t[:-1]) / 100.0
         except ValueError:
-            rel = -1.0
-        if not 0.0 < rel < 10.0:
-            raise InputError(f"--ci {text} is not a usable percentage", "give e.g. --ci 5% or --ci 10us")
+            raise InputError(f"--ci {text} is not a percentage", "give e.g. --ci 5% or --ci 10us") from None
+        if not 0.0 < rel < 1.0:
+            raise InputError(f"--ci {text}: a share of the percentile's value must lie between 0 and 100 %",
+                             "give e.g. --ci 5% or a time, --ci 10us")
         return None, rel
-    return float(parse_time_ns(t, default_unit="us", what="--ci")), None
+    return float(parse_time_ns(t, what="--ci", unit_required=True)), None
 
 
 def _with_progress(agent: LocalAgent, spec: LoadSpec, quiet: bool, stall_sources=(), on_start=None):
@@ -402,7 +426,7 @@ def load(
     workload: Optional[str] = typer.Option(None, "--workload", help="TOML workload file: its keys, key_size and value_size are used"),
     keys: Optional[int] = typer.Option(None, "--keys", help="number of keys to store, 0 … N−1 [default: 10000]"),
     key_size: Optional[str] = typer.Option(None, "--key-size", help="key sizes: as for `tailwise run` [default: 30]"),
-    value: Optional[str] = typer.Option(None, "--value", help="value sizes: 200, uniform:MIN:MAX, gpareto:LOC:SCALE:SHAPE, etc, usr [default: 200]"),
+    value: Optional[str] = typer.Option(None, "--value-size", "--value", help="value sizes: 200, uniform:MIN:MAX, gpareto:LOC:SCALE:SHAPE, etc, usr [default: 200]"),
     conns: int = typer.Option(4, "--conns", help="connections storing in parallel"),
     depth: int = typer.Option(64, "--depth", help="sets pipelined per connection"),
     json_out: bool = typer.Option(False, "--json", help="print the result as JSON"),
@@ -462,7 +486,7 @@ def main() -> None:
         print(f"tailwise: {e.line()}", file=sys.stderr)
         code = e.exit_code
     except (KeyboardInterrupt, typer.Abort):
-        print("tailwise: interrupted", file=sys.stderr)
+        print("tailwise: interrupted before a result was complete; nothing was kept", file=sys.stderr)
         code = EXIT_INTERRUPTED
     sys.stdout.flush()
     sys.exit(code if isinstance(code, int) else EXIT_OK)

@@ -1,4 +1,5 @@
-"""Parsing of the quantities users type: rates (``50k``), durations (``3``, ``500ms``)."""
+"""Parsing of the quantities users type — rates (``50k``, ``1.5M``) and times (``3``, ``500ms``,
+``2m``) — in one place, for every option and every workload file."""
 
 from __future__ import annotations
 
@@ -8,36 +9,52 @@ import re
 from tailwise import _core
 from tailwise.errors import InputError
 
-_RATE = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([kKmM]?)\s*(?:rps|/s)?\s*$")
-_SCALE = {"": 1.0, "k": 1e3, "m": 1e6}
+_NUMBER = r"([+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?)"
+_RATE = re.compile(rf"^\s*{_NUMBER}\s*([kKM]?)\s*(?:rps|/s|req/s)?\s*$")
+_RATE_SCALE = {"": 1.0, "k": 1e3, "K": 1e3, "M": 1e6}
+_TIME = re.compile(rf"^\s*{_NUMBER}\s*([^\s0-9.+-]*)\s*$")
+#: Every time unit any option or workload file accepts (the data plane's parser, dist.rs, the same).
+TIME_UNITS = {"ns": 1.0, "us": 1e3, "µs": 1e3, "μs": 1e3, "ms": 1e6, "s": 1e9, "m": 60e9, "min": 60e9, "h": 3600e9}
+UNITS_TEXT = "ns, us (µs), ms, s, m, h"
 
 
-def parse_rate(text: str | float) -> float:
+def parse_rate(text: str | float, *, what: str = "--rate") -> float:
     """``5000``, ``50k``, ``1.5M`` → requests per second (> 0)."""
-    if isinstance(text, (int, float)):
+    if isinstance(text, (int, float)) and not isinstance(text, bool):
         value = float(text)
     else:
         m = _RATE.match(str(text))
         if not m:
-            raise InputError(f"rate '{text}' is not a number", "write requests per second, e.g. --rate 5000 or --rate 50k")
-        value = float(m.group(1)) * _SCALE[m.group(2).lower()]
-    if not (value > 0 and math.isfinite(value)):
-        raise InputError(f"rate {text} must be above zero", "give a positive rate, e.g. --rate 5000")
+            hint = " (M for millions)" if str(text).rstrip().endswith("m") else ""
+            raise InputError(f"{what} {text} is not a rate{hint}",
+                             f"write requests per second, e.g. {what} 5000, {what} 50k or {what} 1.5M")
+        value = float(m.group(1)) * _RATE_SCALE[m.group(2)]
+    if not math.isfinite(value):
+        raise InputError(f"{what} {text} is not a finite rate", f"give e.g. {what} 5000")
+    if value <= 0:
+        raise InputError(f"{what} {text} must be positive", f"give requests per second above zero, e.g. {what} 5000")
     return value
 
 
-def parse_time_ns(text: str | float, *, default_unit: str = "s", what: str = "duration", allow_zero: bool = False) -> int:
-    """``3`` (in ``default_unit``), ``3s``, ``500ms``, ``10us`` → integer nanoseconds (> 0, or ≥ 0
-    with ``allow_zero``)."""
-    t = str(text).strip()
-    if re.fullmatch(r"[0-9]*\.?[0-9]+", t):
-        t += default_unit
-    try:
-        _, ns = _core.parse_dist(f"fixed:{t}")
-    except ValueError as e:
-        raise InputError(f"{what} '{text}' is not a time ({e})", "write e.g. 3s, 500ms or 10us") from None
-    if not (ns > 0 or (allow_zero and ns == 0)):
-        raise InputError(f"{what} '{text}' must be above zero", "give a positive time, e.g. 3s")
+def parse_time_ns(text: str | float, *, what: str = "--duration", allow_zero: bool = False,
+                  unit_required: bool = False) -> int:
+    """A time as users type it → integer nanoseconds: ``3`` (plain seconds), ``3s``, ``500ms``,
+    ``10us``/``10µs``, ``250ns``, ``2m``, ``1h``; above zero (or zero with ``allow_zero``).
+    ``unit_required``: a plain number is refused (where seconds would be absurd: ``--late 50``)."""
+    t = str(text)
+    m = _TIME.match(t)
+    if not m:
+        raise InputError(f"{what} {text} is not a time", f"write a number and a unit ({UNITS_TEXT}), e.g. 3s or 500ms")
+    number, unit = m.group(1), m.group(2)
+    if unit not in TIME_UNITS and unit != "":
+        raise InputError(f"{what} {text}: unknown time unit '{unit}'", f"use {UNITS_TEXT}, e.g. 3s or 500ms")
+    if unit == "" and unit_required and float(number) != 0:
+        raise InputError(f"{what} {text} has no unit", f"write e.g. {what} {number}us or {number}ms ({UNITS_TEXT})")
+    ns = float(number) * TIME_UNITS.get(unit, 1e9)
+    if not math.isfinite(ns):
+        raise InputError(f"{what} {text} is not a finite time", "write e.g. 3s")
+    if ns < 0 or (ns == 0 and not allow_zero):
+        raise InputError(f"{what} {text} must be positive", "give a time above zero, e.g. 3s or 500ms")
     return int(round(ns))
 
 

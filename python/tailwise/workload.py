@@ -1,14 +1,16 @@
 """Workload and experiment specs: command-line flags over a TOML workload file over defaults.
 
 A workload file (``--workload FILE``, see ``examples/workload.toml``) holds the same settings as
-the flags of ``tailwise run``, with ``_`` for ``-``: ``targets``, ``rate``, ``keys``,
-``key_size``, ``value_size``, ``popularity``, ``mix``, ``conns``, … A flag given on the command
-line wins over the file; what neither gives takes the default below. Unknown names in the file are
-an error (a typo must not silently measure another workload).
+the flags of ``tailwise run``, named exactly as the flags with ``_`` for ``-``: ``targets``,
+``rate``, ``keys``, ``key_size``, ``value_size`` (or ``value``, as ``--value``), ``popularity``,
+``mix``, ``conns``, … A flag given on the command line wins over the file; what neither gives takes
+the default below. Unknown names in the file are an error naming the closest valid one (a typo
+must not silently measure another workload).
 """
 
 from __future__ import annotations
 
+import difflib
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,6 +47,9 @@ DEFAULTS: dict[str, Any] = {
     "workers": 1,
 }
 
+#: Other flag names of the same setting (``--value`` is ``--value-size``).
+ALIASES = {"value": "value_size"}
+
 _TYPES: dict[str, tuple[type, ...]] = {
     "targets": (list, str),
     "rate": (str, int, float),
@@ -59,6 +64,8 @@ _TYPES: dict[str, tuple[type, ...]] = {
     "workers": (int,),
     "key_size": (str, int),
     "value_size": (str, int),
+    # Times: a string with its unit, or a plain number of seconds, as on the command line.
+    **{name: (str, int, float) for name in ("max_time", "duration", "timeout", "late", "warmup", "ci")},
 }
 
 
@@ -75,10 +82,17 @@ def load_file(path: str | None) -> dict[str, Any]:
         raise InputError(f"cannot read workload file {path} ({e})", "check the path and its permissions") from None
     except tomllib.TOMLDecodeError as e:
         raise InputError(f"workload file {path} is not valid TOML ({e})", "fix the line it names") from None
-    unknown = sorted(set(data) - set(DEFAULTS))
-    if unknown:
-        raise InputError(f"workload file {path} has unknown setting(s) {', '.join(unknown)}",
-                         f"use only: {', '.join(DEFAULTS)}")
+    for alias, name in ALIASES.items():
+        if alias in data:
+            if name in data:
+                raise InputError(f"workload file {path} gives both {alias} and {name}", "keep one of them")
+            data[name] = data.pop(alias)
+    for name in data:
+        if name not in DEFAULTS:
+            close = difflib.get_close_matches(name, [*DEFAULTS, *ALIASES], n=1, cutoff=0.5)
+            hint = f"did you mean {close[0]}? " if close else ""
+            raise InputError(f"workload file {path}: unknown setting {name}",
+                             f"{hint}settings are the flags of `tailwise run` with _ for - ({', '.join(DEFAULTS)})")
     for name, value in data.items():
         kinds = _TYPES.get(name, (str,))
         if not isinstance(value, kinds) or isinstance(value, bool) and bool not in kinds:

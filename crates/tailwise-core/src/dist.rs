@@ -37,12 +37,15 @@ pub fn parse_duration_ns(text: &str) -> Result<f64, String> {
         .map_err(|_| format!("'{text}' is not a time: write a number and a unit, like 10us"))?;
     let scale = match unit.trim() {
         "ns" => 1.0,
-        "us" | "µs" => 1e3,
+        // The units of every option (python/tailwise/units.py TIME_UNITS): one set everywhere.
+        "us" | "µs" | "μs" => 1e3,
         "ms" => 1e6,
         "s" => 1e9,
+        "m" | "min" => 60e9,
+        "h" => 3600e9,
         "" if value == 0.0 => 1.0,
-        "" => return Err(format!("'{text}' has no unit: write e.g. {value}us (units: ns, us, ms, s)")),
-        u => return Err(format!("unknown time unit '{u}' in '{text}': use ns, us, ms or s")),
+        "" => return Err(format!("'{text}' has no unit: write e.g. {value}us (units: ns, us, ms, s, m, h)")),
+        u => return Err(format!("unknown time unit '{u}' in '{text}': use ns, us, ms, s, m or h")),
     };
     let ns = value * scale;
     if !ns.is_finite() || ns < 0.0 {
@@ -166,6 +169,9 @@ mod tests {
         assert_eq!(parse_duration_ns("10us").unwrap(), 10_000.0);
         assert_eq!(parse_duration_ns("1.5ms").unwrap(), 1_500_000.0);
         assert_eq!(parse_duration_ns("250ns").unwrap(), 250.0);
+        assert_eq!(parse_duration_ns("10µs").unwrap(), 10_000.0);
+        assert_eq!(parse_duration_ns("2m").unwrap(), 120e9);
+        assert_eq!(parse_duration_ns("1h").unwrap(), 3600e9);
         assert_eq!(parse_duration_ns("0").unwrap(), 0.0);
         assert!(parse_duration_ns("10").unwrap_err().contains("no unit"));
         assert!(parse_duration_ns("10parsecs").unwrap_err().contains("unknown time unit"));

@@ -1,0 +1,209 @@
+"""A new user's first hour (issue 10): units, workload-file names, --version, input errors,
+interrupts, output that fits the protocol and is never wrapped off a terminal, and scripts/test
+running every suite. Each case is what a newcomer typed; runs are bounded by --duration or the
+time cap."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import CLI, run_cli
+from live_run import Run
+from tailwise import _core
+from tailwise.errors import InputError
+from tailwise.units import TIME_UNITS, parse_rate, parse_time_ns
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _error_line(r: subprocess.CompletedProcess) -> str:
+    assert r.returncode == 2, (r.returncode, r.stdout, r.stderr)
+    assert "Traceback" not in r.stderr
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1, r.stderr
+    return lines[0]
+
+
+# --- units: one parser ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("text,ns", [
+    ("3", 3_000_000_000), ("0.5", 500_000_000), ("3s", 3_000_000_000), ("500ms", 500_000_000),
+    ("10us", 10_000), ("10µs", 10_000), ("250ns", 250), ("2m", 120_000_000_000), ("1.5h", 5_400_000_000_000),
+    ("2 m", 120_000_000_000), (".5s", 500_000_000), (7, 7_000_000_000),
+])
+def test_times_accept_every_unit(text, ns):
+    assert parse_time_ns(text) == ns
+
+
+@pytest.mark.parametrize("text,says", [
+    ("-5s", "must be positive"), ("0", "must be positive"), ("5x", "unknown time unit 'x'"), ("soon", "is not a time"),
+])
+def test_bad_times_say_what_is_wrong(text, says):
+    with pytest.raises(InputError) as e:
+        parse_time_ns(text, what="--max-time")
+    assert says in e.value.line() and "--max-time" in e.value.line()
+
+
+def test_the_data_plane_reads_times_with_the_same_units():
+    """Service times (fixed:T, parsed in Rust) take exactly the units of the options."""
+    for unit, scale in TIME_UNITS.items():
+        _, mean_ns = _core.parse_dist(f"fixed:3{unit}")
+        assert mean_ns == pytest.approx(3 * scale), unit
+
+
+@pytest.mark.parametrize("text,rps", [("5000", 5000), ("50k", 50_000), ("50K", 50_000), ("1.5M", 1_500_000),
+                                      ("2e4", 20_000), (300, 300)])
+def test_rates_accept_k_and_m(text, rps):
+    assert parse_rate(text) == rps
+
+
+def test_the_readme_s_two_minutes_run():
+    """`--max-time 2m` and `--duration 2m`: accepted (cut to 1 s by the time cap)."""
+    env = {**os.environ, "TAILWISE_TIME_CAP": "1s"}
+    for flag in ("--max-time", "--duration"):
+        r = subprocess.run([*CLI, "run", "--rate", "2k", flag, "2m", "--json"], capture_output=True, text=True,
+                           timeout=60, env=env)
+        assert r.returncode in (0, 1), r.stderr
+        assert "TAILWISE_TIME_CAP=1s shortens this run" in r.stderr
+        assert json.loads(r.stdout)["rate"]["duration_s"] < 5
+
+
+# --- input errors ------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("args,says", [
+    (("--rate", "-5"), "--rate -5 must be positive"),
+    (("--rate", "0"), "--rate 0 must be positive"),
+    (("--rate", "5m"), "M for millions"),
+    (("--ci", "200%"), "between 0 and 100 %"),
+    (("--ci", "100%"), "between 0 and 100 %"),
+    (("--late", "50"), "--late 50 has no unit"),
+    (("--max-time", "2 weeks"), "unknown time unit"),
+])
+def test_nonsense_is_refused_before_anything_runs(args, says):
+    line = _error_line(run_cli("run", *args, "--duration", "30"))
+    assert says in line, line
+
+
+def test_version_flag_and_command():
+    for args in (("--version",), ("version",)):
+        r = run_cli(*args)
+        assert r.returncode == 0 and r.stdout.startswith("tailwise "), r
+
+
+# --- workload files use the flag names -----------------------------------------------------------
+
+def test_workload_file_takes_the_flag_names(tmp_path):
+    for key, duration in (("value", "1"), ("value_size", '"1s"')):  # --value and --value-size; plain seconds
+        f = tmp_path / f"{key}.toml"
+        f.write_text(f'{key} = "uniform:100:300"\nduration = {duration}\nrate = "1k"\n')
+        r = run_cli("run", "--workload", str(f), "--json")
+        assert r.returncode in (0, 1), r.stderr
+        assert json.loads(r.stdout)["config"]["rate_rps"] == 1000
+
+
+@pytest.mark.parametrize("text,says", [
+    ('value_sise = "200"', "unknown setting value_sise: did you mean value_size?"),
+    ('max_tim = "2m"', "did you mean max_time?"),
+    ('value = "200"\nvalue_size = "300"', "gives both value and value_size"),
+])
+def test_unknown_workload_settings_name_the_closest(tmp_path, text, says):
+    f = tmp_path / "w.toml"
+    f.write_text(text + "\n")
+    line = _error_line(run_cli("run", "--workload", str(f)))
+    assert says in line, line
+
+
+# --- interrupts ----------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("keep", [True, False])
+def test_ctrl_c_says_it_was_interrupted_and_where_the_results_are(tmp_path, keep):
+    out = tmp_path / "r"
+    run = Run("--rate", "5k", "--percentile", "99.99", "--ci", "1%", "--max-time", "30",
+              *(["--out", str(out)] if keep else []), json_out=False)
+    start = run.wait_line("measuring ")
+    time.sleep(max(0.0, start + 2.5 - time.monotonic()))
+    run.proc.send_signal(signal.SIGINT)
+    r = run.finish(timeout_s=60)
+    assert r.returncode == 130, (r.returncode, r.stderr)
+    assert "Traceback" not in r.stderr
+    last = r.stderr.strip().splitlines()[-1]
+    assert last.startswith("tailwise: interrupted after ") and "s of measuring" in last, last
+    if keep:
+        assert f"results kept in {out}/" in last
+        s = json.loads((out / "summary.json").read_text())
+        assert s["interrupted"] and s["methodology"]["stopped"] == "interrupted"
+    else:
+        assert "nothing kept on disk" in last
+    # The user stopped it: no remedy may tell them to run longer.
+    assert "run longer" not in r.stdout, r.stdout
+    assert "stopped: interrupted" in r.stdout
+
+
+# --- output fits the protocol, never wrapped off a terminal --------------------------------------
+
+def test_no_keys_line_without_keys_and_no_wrapping_off_a_terminal():
+    env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}  # a pipe: rich would take 80 columns
+    r = subprocess.run([*CLI, "run", "--rate", "2k", "--duration", "1"], capture_output=True, text=True,
+                       timeout=60, env=env)
+    assert r.returncode in (0, 1), r.stderr
+    assert "keys:" not in r.stdout and "gets (" not in r.stdout
+    checks = [ln for ln in r.stdout.splitlines() if ln.startswith(("✓ ", "✗ "))]
+    assert len(checks) >= 8 and max(len(ln) for ln in checks) > 120, checks
+    # Every line after the table is a whole sentence: none starts as a wrapped continuation.
+    after = r.stdout.split("send lag", 1)[1].splitlines()[1:]
+    assert all(ln.startswith(("✓ ", "✗ ", "stopped", "keys", "server's", "error", "warm-up", "left out"))
+               for ln in after if ln.strip()), after
+    long_error = run_cli("run", "--workload", "/nonexistent/" + "very-long-directory-name/" * 4 + "w.toml")
+    assert len(_error_line(long_error)) > 120
+
+
+# --- scripts/test runs every suite ---------------------------------------------------------------
+
+def test_scripts_test_runs_every_suite_and_summarises():
+    script = (f"source {ROOT / 'scripts' / 'suites.sh'}; suite first false; suite second true; "
+              "suite third false; suites_summary")
+    r = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=30)
+    assert r.returncode == 1
+    lines = r.stdout.strip().splitlines()
+    assert [ln.split()[0] for ln in lines] == ["FAILED", "ok", "FAILED"], lines
+    assert "second" in lines[1] and "third" in lines[2]
+    ok = subprocess.run(["bash", "-c", f"source {ROOT / 'scripts' / 'suites.sh'}; suite one true; suites_summary"],
+                        capture_output=True, text=True, timeout=30)
+    assert ok.returncode == 0 and ok.stdout.strip().startswith("ok      one")
+
+
+# --- the examples in --help ----------------------------------------------------------------------
+
+def test_every_example_in_the_help_texts_parses():
+    """The values `--help` shows as examples or defaults are accepted by the parser of their option."""
+    import re
+
+    import typer
+
+    from tailwise.cli import _parse_ci, app
+    from tailwise.units import parse_dist
+
+    parsers = {"rate": parse_rate, "ci": _parse_ci, **{n: parse_time_ns for n in
+                                                      ("max_time", "duration", "timeout", "late", "warmup")}}
+    checked = 0
+    for cmd in typer.main.get_command(app).commands.values():
+        for param in cmd.params:
+            text = getattr(param, "help", None) or ""
+            if param.name in parsers:
+                shown = [t for group in re.findall(r"\(([^)]*)\)", text) for t in group.split(", ")]
+                shown += re.findall(r"\[default: ([^\]]+)\]", text) + re.findall(r"default ([0-9][^\s;,)]*)", text)
+                for example in (t.strip() for t in shown if re.match(r"^[0-9.]", t.strip())):
+                    parsers[param.name](example)
+                    checked += 1
+            if param.name == "service":
+                for example in re.findall(r"\b(?:fixed|exp|bimodal|lognormal|uniform):[0-9][^\s,;)]*", text):
+                    parse_dist(example)
+                    checked += 1
+    assert checked >= 15, checked
