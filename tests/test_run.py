@@ -21,7 +21,8 @@ def _check_summary_shape(s: dict) -> None:
         # A percentile the samples cannot support is null with what it would need, never a number.
         assert p["value_ns"] is not None or p["samples_needed"]
     assert set(s["counters"]) == {"intended", "sent", "received", "late", "never_sent", "errors", "timeouts",
-                                  "unfinished", "reconnects", "resent", "gets", "sets", "hits", "misses", "stored"}
+                                  "unfinished", "reconnects", "resent", "gets", "sets", "hits", "misses", "stored",
+                                  "rx_kernel"}
     c = s["counters"]
     assert c["intended"] == c["sent"] + c["never_sent"]
     assert c["sent"] == c["received"] + c["errors"] + c["timeouts"] + c["unfinished"]

@@ -61,6 +61,8 @@ class LoadSpec:
     unreachable_ns: int = 2_000_000_000
     #: Tests only: (at_ns, for_ns) — each engine thread stops once, as a preemption would.
     test_stall_ns: tuple[int, int] | None = None
+    #: Receive times: "kernel" (SO_TIMESTAMPING software stamps) or "user" (the clock after read).
+    timestamps: str = "user"
     service_ns: int | None = None  # carried in each synthetic request; None: the server chooses
     scheme: str = "synthetic"
     http_host: str = ""  # Host header of http:// requests
@@ -252,6 +254,7 @@ class LocalAgent:
                 late_ns=spec.late_ns,
                 unreachable_ns=spec.unreachable_ns,
                 test_stall_ns=spec.test_stall_ns,
+                timestamps=spec.timestamps,
                 seed=spec.seed,
                 pin=spec.pin,
                 busy_poll=spec.busy_poll,

@@ -92,6 +92,7 @@ def run(
     timeout: Optional[str] = typer.Option(None, "--timeout", help="a request unanswered this long is a timeout [default: 1s]"),
     late: Optional[str] = typer.Option(None, "--late", help="a request sent this long after its intended time counts as late [default: 50us]"),
     poll: Optional[Poll] = typer.Option(None, "--poll", help="spin: busy-poll (precise, one core per thread); block: sleep between sends [default: spin]"),
+    timestamps: Optional[str] = typer.Option(None, "--timestamps", help="where reply times come from: auto (the best available), nic (hardware), kernel (software stamps on arrival), user (the clock after read) [default: auto]"),
     pin: bool = typer.Option(True, "--pin/--no-pin", help="pin engine threads (and built-in server workers) to CPUs"),
     warmup: Optional[str] = typer.Option(None, "--warmup", help="leading span left out of the statistics (reported with its own p99); whole 100 ms intervals, at most 10% of the run [default: 100ms]"),
     keep_stalls: bool = typer.Option(False, "--keep-stalls", help="keep the requests due during stalls (≥ 200 µs) of tailwise's engine threads in the statistics instead of leaving them out"),
@@ -113,7 +114,7 @@ def run(
              "outstanding": outstanding, "arrival": arrival, "keys": keys, "key_size": key_size,
              "value_size": value, "popularity": popularity, "mix": mix, "service": service, "workers": workers,
              "sample_every": sample_every, "timeout": timeout, "late": late, "warmup": warmup,
-             "poll": poll.value if poll else None, "seed": seed}
+             "poll": poll.value if poll else None, "seed": seed, "timestamps": timestamps}
     st = resolve(flags, load_file(workload))
     rate_rps = parse_rate(st["rate"])
     duration = st["duration"]
@@ -137,6 +138,8 @@ def run(
     if st["poll"] not in ("spin", "block"):
         raise InputError(f"poll = {st['poll']!r} is unknown", "use spin or block")
     busy_poll = st["poll"] == "spin"
+    if st["timestamps"] not in TIMESTAMPS:
+        raise InputError(f"--timestamps {st['timestamps']} is unknown", f"use one of {', '.join(TIMESTAMPS)}")
     if not 0.0 < percentile < 100.0:
         raise InputError(f"--percentile {percentile} is outside (0, 100)", "give e.g. --percentile 99")
     sample_every = st["sample_every"]
@@ -204,6 +207,8 @@ def run(
         "late_ns": late_ns,
         "warmup_ns": warmup_ns,
         "poll": st["poll"],
+        "timestamps": None,  # set once the target's interface is known (_timestamps)
+        "timestamps_note": None,
         "pin": pin,
         "keep_stalls": keep_stalls,
         "seed": seed,
@@ -229,13 +234,15 @@ def run(
 
     def measure(addrs: list[str], target_url: str, stall_sources=()):
         first = tgts[0] if tgts else None
+        source, note = _timestamps(str(st["timestamps"]), addrs[0])
+        config["timestamps"], config["timestamps_note"] = source, note
         spec = LoadSpec(
             targets=addrs, rate_rps=rate_rps, duration_ns=duration_ns or max_time_ns, threads=threads, conns=conns,
             outstanding=outstanding, arrival=arrival, sample_every=sample_every, timeout_ns=timeout_ns,
             late_ns=late_ns, seed=seed, pin=pin, busy_poll=busy_poll, service_ns=service_ns, scheme=scheme,
             http_host=first.netloc if first else "", http_path=first.path if first and first.path else "/",
             udp_size=first.udp_size if first else UDP_SIZE, workload=work,
-            unreachable_ns=max(UNREACHABLE_NS, 2 * timeout_ns), test_stall_ns=_test_stall(),
+            unreachable_ns=max(UNREACHABLE_NS, 2 * timeout_ns), test_stall_ns=_test_stall(), timestamps=source,
         )
         agent = LocalAgent()
         span_s = (duration_ns or max_time_ns) / 1e9
@@ -309,6 +316,34 @@ def _busy_cpus(threads: int, workers: int) -> set[int]:
     workers (from the lowest up) pin themselves to (engine/mod.rs, server/mod.rs)."""
     cpus = sorted(os.sched_getaffinity(0))
     return {cpus[len(cpus) - 1 - (t % len(cpus))] for t in range(threads)} | {cpus[w % len(cpus)] for w in range(workers)}
+
+
+TIMESTAMPS = ("auto", "nic", "kernel", "user")
+
+
+def _timestamps(choice: str, addr: str) -> tuple[str, str | None]:
+    """--timestamps → (the engine's source, "kernel" or "user"; why not a better one, or None).
+
+    NIC stamps need the driver of the interface that routes to the target (SIOCGHWTSTAMP: a
+    socket option alone is accepted silently and no stamp comes); tailwise does not read hardware
+    stamps yet, so ``nic`` fails with the reason and ``auto`` falls back to kernel stamps, and says so."""
+    from tailwise import _core
+
+    if choice not in TIMESTAMPS:
+        raise InputError(f"--timestamps {choice} is unknown", f"use one of {', '.join(TIMESTAMPS)}")
+    if choice in ("kernel", "user"):
+        return choice, None
+    try:
+        iface = _core.route_interface(addr)
+        reason = _core.hardware_timestamping(iface)
+    except ValueError as e:
+        iface, reason = "?", str(e)
+    why = (f"{iface} cannot stamp in hardware: {reason}" if reason else
+           f"{iface} could stamp in hardware, but tailwise does not read hardware stamps yet")
+    if choice == "nic":
+        raise InputError(f"--timestamps nic: the interface to {addr}, {why}",
+                         "use --timestamps kernel (software stamps taken on arrival) or auto")
+    return "kernel", f"nic: {why}; kernel software stamps used"
 
 
 def _test_stall() -> tuple[int, int] | None:

@@ -113,7 +113,10 @@ def build_summary(*, target: str, config: dict, host: dict, result: AgentResult,
             "paused_s": paused_s,
         },
         "latency": {
-            "source": "user",
+            # Where each reply's receive time came from (cli._timestamps), and why not a better one.
+            "source": config.get("timestamps", "user"),
+            "source_note": config.get("timestamps_note"),
+            "kernel_stamped_replies": result.counters.get("rx_kernel", 0),
             # Samples behind the percentiles: after the warm-up, thinned to independence.
             "samples": analysis.details["samples_used"],
             "sample_every": methodology["effective_sample_every"],

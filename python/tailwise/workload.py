@@ -41,6 +41,7 @@ DEFAULTS: dict[str, Any] = {
     "late": "50us",
     "warmup": "100ms",
     "poll": "spin",
+    "timestamps": "auto",
     "sample_every": None,
     "seed": None,
     "service": None,

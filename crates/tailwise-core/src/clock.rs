@@ -14,6 +14,31 @@ pub fn now_ns() -> u64 {
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
+/// Nanoseconds of `CLOCK_REALTIME` (the clock of the kernel's software packet stamps).
+#[inline(always)]
+pub fn realtime_ns() -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: valid pointer to a timespec.
+    unsafe { libc::clock_gettime(libc::CLOCK_REALTIME, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// `CLOCK_REALTIME − CLOCK_MONOTONIC` in ns, from the tightest of three bracketed reads
+/// (monotonic, realtime, monotonic): the error is half the bracket, ~40 ns here. Realtime moves
+/// with NTP, so a user re-reads it now and then (the engine: every 100 ms).
+pub fn realtime_offset_ns() -> i64 {
+    let mut best = (u64::MAX, 0i64);
+    for _ in 0..3 {
+        let a = now_ns();
+        let r = realtime_ns();
+        let b = now_ns();
+        if b - a < best.0 {
+            best = (b - a, r as i64 - (a + (b - a) / 2) as i64);
+        }
+    }
+    best.1
+}
+
 /// Busy-wait until `deadline_ns` (monotonic). Sub-µs precise while the thread is not preempted.
 #[inline]
 pub fn spin_until(deadline_ns: u64) {

@@ -296,3 +296,146 @@ mod tests {
         std::thread::spawn(move || assert!(pin_to_cpu(cpus[0]))).join().unwrap();
     }
 }
+
+/// SO_TIMESTAMPING flags (linux/net_tstamp.h): software receive stamps, reported.
+const SOF_TIMESTAMPING_RX_SOFTWARE: libc::c_uint = 1 << 3;
+const SOF_TIMESTAMPING_SOFTWARE: libc::c_uint = 1 << 4;
+
+/// Ask the kernel to stamp every packet this socket receives (software, CLOCK_REALTIME): the
+/// stamp is taken when the packet arrives (on loopback, in the sender's context), whether or not
+/// the receiving thread runs (shared/notes/platform.md: none missing in 100k, TCP and UDP).
+pub fn enable_rx_timestamps(fd: RawFd) -> io::Result<()> {
+    let flags: libc::c_uint = SOF_TIMESTAMPING_RX_SOFTWARE | SOF_TIMESTAMPING_SOFTWARE;
+    // SAFETY: a valid c_uint option value of its size.
+    let rc = unsafe {
+        libc::setsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_TIMESTAMPING,
+            &flags as *const libc::c_uint as *const libc::c_void,
+            std::mem::size_of::<libc::c_uint>() as libc::socklen_t,
+        )
+    };
+    if rc < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(())
+    }
+}
+
+/// Non-blocking read that also returns the kernel's software receive stamp (CLOCK_REALTIME ns),
+/// when one came. For TCP it is the stamp of the last segment the read took bytes from (Linux
+/// `tcp_recv_timestamp`); for UDP, of the datagram.
+pub fn read_stamped(fd: RawFd, buf: &mut [u8]) -> io::Result<(usize, Option<u64>)> {
+    // Room for one SCM_TIMESTAMPING (3 timespecs) and, to be safe, one more small cmsg.
+    let mut control = [0u64; 16];
+    let mut iov = libc::iovec { iov_base: buf.as_mut_ptr() as *mut libc::c_void, iov_len: buf.len() };
+    // SAFETY: zeroed msghdr is valid; pointers set below point at live buffers.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control.as_mut_ptr() as *mut libc::c_void;
+    msg.msg_controllen = std::mem::size_of_val(&control) as _;
+    // SAFETY: msg describes valid buffers for the duration of the call.
+    let n = unsafe { libc::recvmsg(fd, &mut msg, libc::MSG_DONTWAIT) };
+    if n < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let mut stamp = None;
+    // SAFETY: walking the control buffer the kernel filled, with the CMSG_* macros.
+    unsafe {
+        let mut c = libc::CMSG_FIRSTHDR(&msg);
+        while !c.is_null() {
+            if (*c).cmsg_level == libc::SOL_SOCKET && (*c).cmsg_type == libc::SCM_TIMESTAMPING {
+                let ts = std::ptr::read_unaligned(libc::CMSG_DATA(c) as *const [libc::timespec; 3]);
+                if ts[0].tv_sec != 0 || ts[0].tv_nsec != 0 {
+                    stamp = Some(ts[0].tv_sec as u64 * 1_000_000_000 + ts[0].tv_nsec as u64);
+                }
+            }
+            c = libc::CMSG_NXTHDR(&msg, c);
+        }
+    }
+    Ok((n as usize, stamp))
+}
+
+/// The interface the kernel routes `target` through: the one holding the local address a UDP
+/// socket connected to it gets (no packet is sent).
+pub fn route_interface(target: &SocketAddr) -> Result<String, String> {
+    let local: SocketAddr = if target.is_ipv4() { "0.0.0.0:0".parse().unwrap() } else { "[::]:0".parse().unwrap() };
+    let s = std::net::UdpSocket::bind(local).map_err(|e| format!("cannot open a UDP socket: {e}"))?;
+    s.connect(target).map_err(|e| format!("no route to {target}: {e}"))?;
+    let ip = s.local_addr().map_err(|e| format!("no local address towards {target}: {e}"))?.ip();
+    let mut ifs: *mut libc::ifaddrs = std::ptr::null_mut();
+    // SAFETY: getifaddrs fills a list we free below.
+    if unsafe { libc::getifaddrs(&mut ifs) } != 0 {
+        return Err(format!("cannot list interfaces: {}", io::Error::last_os_error()));
+    }
+    let mut found = None;
+    let mut p = ifs;
+    // SAFETY: walking the list getifaddrs returned, reading sockaddrs by their family.
+    unsafe {
+        while !p.is_null() {
+            let a = (*p).ifa_addr;
+            if !a.is_null() {
+                let here = match (*a).sa_family as i32 {
+                    libc::AF_INET => {
+                        let v4 = &*(a as *const libc::sockaddr_in);
+                        Some(std::net::IpAddr::from(u32::from_be(v4.sin_addr.s_addr).to_be_bytes()))
+                    }
+                    libc::AF_INET6 => {
+                        let v6 = &*(a as *const libc::sockaddr_in6);
+                        Some(std::net::IpAddr::from(v6.sin6_addr.s6_addr))
+                    }
+                    _ => None,
+                };
+                if here == Some(ip) {
+                    found = Some(std::ffi::CStr::from_ptr((*p).ifa_name).to_string_lossy().into_owned());
+                    break;
+                }
+            }
+            p = (*p).ifa_next;
+        }
+        libc::freeifaddrs(ifs);
+    }
+    found.ok_or_else(|| format!("no interface holds {ip}, the local address towards {target}"))
+}
+
+/// Can `ifname` stamp packets in hardware? Asks the driver (SIOCGHWTSTAMP): a socket option
+/// alone is accepted silently and no stamp ever comes (shared/notes/platform.md), so only the
+/// ioctl tells. Err: the driver's reason (virtio, lo and veth: EOPNOTSUPP).
+pub fn hardware_timestamping(ifname: &str) -> Result<(), String> {
+    const SIOCGHWTSTAMP: libc::c_ulong = 0x89b1;
+    #[repr(C)]
+    struct HwtstampConfig {
+        flags: libc::c_int,
+        tx_type: libc::c_int,
+        rx_filter: libc::c_int,
+    }
+    #[repr(C)]
+    struct Ifreq {
+        name: [libc::c_char; libc::IFNAMSIZ],
+        data: *mut libc::c_void,
+        _pad: [u8; 16],
+    }
+    if ifname.len() >= libc::IFNAMSIZ {
+        return Err(format!("interface name {ifname} is too long"));
+    }
+    let mut cfg = HwtstampConfig { flags: 0, tx_type: 0, rx_filter: 0 };
+    let mut req = Ifreq { name: [0; libc::IFNAMSIZ], data: &mut cfg as *mut HwtstampConfig as *mut libc::c_void, _pad: [0; 16] };
+    for (d, s) in req.name.iter_mut().zip(ifname.bytes()) {
+        *d = s as libc::c_char;
+    }
+    let s = std::net::UdpSocket::bind("0.0.0.0:0").map_err(|e| format!("cannot open a socket: {e}"))?;
+    // SAFETY: a valid ifreq whose data points at a live hwtstamp_config.
+    let rc = unsafe { libc::ioctl(s.as_raw_fd(), SIOCGHWTSTAMP as _, &mut req as *mut Ifreq) };
+    if rc < 0 {
+        let e = io::Error::last_os_error();
+        let why = if e.raw_os_error() == Some(libc::EOPNOTSUPP) {
+            "its driver cannot stamp packets in hardware (EOPNOTSUPP)".to_string()
+        } else {
+            format!("asking its driver failed: {e}")
+        };
+        return Err(why);
+    }
+    Ok(())
+}

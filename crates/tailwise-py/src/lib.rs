@@ -10,7 +10,7 @@ use pyo3::types::{PyBytes, PyDict};
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::sync::{Arc, Mutex};
 use tailwise_core::dist::Dist;
-use tailwise_core::engine::{Counters, Engine, EngineConfig, Snapshot};
+use tailwise_core::engine::{Counters, Engine, EngineConfig, Snapshot, Timestamps};
 use tailwise_core::protocol::Protocol;
 use tailwise_core::recorder::{
     encode_histogram, samples_to_le_bytes, Intervals, HIST_MAX_NS, HIST_SIGFIG, INTERVAL_NS, INTERVAL_SIGFIG,
@@ -44,6 +44,18 @@ fn workload(keys: u64, key_size: &str, value_size: &str, popularity: &str, set_f
     };
     w.validate().map_err(PyValueError::new_err)?;
     Ok(w)
+}
+
+/// The interface the kernel routes `target` (HOST:PORT) through. Raises ValueError with the reason.
+#[pyfunction]
+fn route_interface(target: &str) -> PyResult<String> {
+    tailwise_core::net::route_interface(&resolve(target)?).map_err(PyValueError::new_err)
+}
+
+/// Whether `ifname`'s driver can stamp packets in hardware: None if it can, else the reason.
+#[pyfunction]
+fn hardware_timestamping(ifname: &str) -> Option<String> {
+    tailwise_core::net::hardware_timestamping(ifname).err()
 }
 
 /// Check a workload's fields; returns the mean key and value sizes (bytes) over a sample of keys.
@@ -260,6 +272,7 @@ fn counters_dict<'py>(py: Python<'py>, c: &Counters) -> PyResult<Bound<'py, PyDi
         ("errors", c.errors),
         ("timeouts", c.timeouts),
         ("unfinished", c.unfinished),
+        ("rx_kernel", c.rx_kernel),
         ("reconnects", c.reconnects),
         ("resent", c.resent),
         ("gets", c.gets),
@@ -286,7 +299,7 @@ impl PyEngine {
     #[pyo3(signature = (targets, rate_rps, duration_ns, *, threads=1, conns=1, outstanding=1,
         arrival="exp", sample_every=1, timeout_ns=1_000_000_000, late_ns=50_000,
         connect_timeout_ns=2_000_000_000, unreachable_ns=2_000_000_000, test_stall_ns=None,
-        seed=1, pin=true, busy_poll=true,
+        timestamps="user", seed=1, pin=true, busy_poll=true,
         service_ns=None, reply_pad=0, scheme="synthetic", http_host="", http_path="/", udp_size=64,
         keys=10_000, key_size="30", value_size="200", popularity="uniform", set_fraction=0.0))]
     #[allow(clippy::too_many_arguments)]
@@ -305,6 +318,7 @@ impl PyEngine {
         connect_timeout_ns: u64,
         unreachable_ns: u64,
         test_stall_ns: Option<(u64, u64)>,
+        timestamps: &str,
         seed: u64,
         pin: bool,
         busy_poll: bool,
@@ -339,6 +353,11 @@ impl PyEngine {
             pin,
             busy_poll,
             test_stall: test_stall_ns,
+            timestamps: match timestamps {
+                "user" => Timestamps::User,
+                "kernel" => Timestamps::Kernel,
+                other => return Err(PyValueError::new_err(format!("timestamps {other:?}: use user or kernel"))),
+            },
         };
         let e = py.detach(|| Engine::start(cfg)).map_err(|msg| {
             if msg.starts_with("cannot connect") {
@@ -467,6 +486,8 @@ impl PyEngine {
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(parse_dist, m)?)?;
+    m.add_function(wrap_pyfunction!(route_interface, m)?)?;
+    m.add_function(wrap_pyfunction!(hardware_timestamping, m)?)?;
     m.add_function(wrap_pyfunction!(now_ns, m)?)?;
     m.add_function(wrap_pyfunction!(histogram_params, m)?)?;
     m.add_function(wrap_pyfunction!(interval_params, m)?)?;

@@ -65,6 +65,21 @@ pub struct EngineConfig {
     /// Tests only: each engine thread stops for `.1` ns once, `.0` ns into the schedule, as a
     /// preemption would (and says so on stderr).
     pub test_stall: Option<(u64, u64)>,
+    /// Where a reply's receive time comes from (`Timestamps`).
+    pub timestamps: Timestamps,
+}
+
+/// The source of receive times. `User`: the clock read after `read` returns (a stalled engine
+/// thread adds its stall to every reply that arrives meanwhile). `Kernel`: the kernel's software
+/// stamp of the packet's arrival (SO_TIMESTAMPING), converted to CLOCK_MONOTONIC; taken whether
+/// or not the engine runs. For TCP a read's stamp is that of the last segment it took bytes from,
+/// and every reply completed by that read gets it: a reply that arrived in an earlier segment of
+/// the same read is overstated by the gap between the two segments, never understated.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Timestamps {
+    #[default]
+    User,
+    Kernel,
 }
 
 /// Request counts. `intended` = `sent` + `never_sent`; every sent request ends as exactly one of
@@ -90,6 +105,8 @@ pub struct Counters {
     pub reconnects: u64,
     pub resent: u64,
     pub unfinished: u64,
+    /// Replies whose receive time is the kernel's stamp (`Timestamps::Kernel`).
+    pub rx_kernel: u64,
 }
 
 impl Counters {
@@ -109,6 +126,7 @@ impl Counters {
         self.reconnects += o.reconnects;
         self.resent += o.resent;
         self.unfinished += o.unfinished;
+        self.rx_kernel += o.rx_kernel;
     }
 }
 
@@ -350,6 +368,10 @@ impl Engine {
             } else {
                 Sock::Tcp(connect(addr, cfg.connect_timeout_ns)?)
             };
+            if cfg.timestamps == Timestamps::Kernel {
+                net::enable_rx_timestamps(s.fd())
+                    .map_err(|e| format!("kernel receive timestamps (SO_TIMESTAMPING) refused: {e}"))?;
+            }
             per_thread[i % cfg.threads].push(s);
         }
         let shared = Arc::new(Shared {

@@ -222,9 +222,20 @@ struct Worker {
     closed_since_reply: bool,
     snap_seen: u64,
     test_stall: Option<(u64, u64)>,
+    /// Kernel receive stamps (`Timestamps::Kernel`): CLOCK_REALTIME − CLOCK_MONOTONIC, re-read
+    /// every `OFFSET_EVERY_NS`, and when it was.
+    kernel_rx: bool,
+    /// The latest read came with a kernel stamp (its replies count in `rx_kernel`).
+    rx_stamped: bool,
+    rt_offset: i64,
+    rt_offset_at: u64,
     t0: u64,
     end: u64,
 }
+
+/// How often the realtime–monotonic offset of the kernel stamps is re-read (NTP slews it by at
+/// most 500 ppm: 50 µs per 100 ms in the worst case, ~0 on a synced host).
+const OFFSET_EVERY_NS: u64 = 100_000_000;
 
 /// Involuntary context switches of this thread so far: times another task took its CPU.
 fn preemptions() -> u64 {
@@ -326,6 +337,10 @@ pub(crate) fn run(ctx: ThreadCtx) -> ThreadResult {
         closed_since_reply: false,
         snap_seen: 0,
         test_stall: cfg.test_stall,
+        kernel_rx: cfg.timestamps == super::Timestamps::Kernel,
+        rx_stamped: false,
+        rt_offset: crate::clock::realtime_offset_ns(),
+        rt_offset_at: ctx.start_ns,
         t0: ctx.start_ns,
         end: ctx.start_ns + cfg.duration_ns,
         cfg,
@@ -514,10 +529,13 @@ impl Worker {
         self.shared.stop.load(Relaxed) && self.shared.abort.lock().unwrap().is_some()
     }
 
-    /// Tests only: stop the thread once, as a preemption would (`EngineConfig::test_stall`).
+    /// Tests only: stop the thread once, as a preemption would (`EngineConfig::test_stall`), at
+    /// the first moment after `at` with a request in flight, so that replies arrive during it
+    /// (or 10 ms after `at` at the latest).
     fn test_hook(&mut self, now: u64) {
         if let Some((at, dur)) = self.test_stall {
-            if now >= self.t0 + at {
+            let in_flight = self.conns.iter().any(|c| c.inflight.iter().any(|f| f.sent > 0));
+            if now >= self.t0 + at && (in_flight || now >= self.t0 + at + 10_000_000) {
                 self.test_stall = None;
                 std::thread::sleep(std::time::Duration::from_nanos(dur));
                 eprintln!(
@@ -868,8 +886,10 @@ impl Worker {
             let cap = c.rbuf.capacity();
             // SAFETY: read into spare capacity, then set the length to what the kernel wrote.
             let spare = unsafe { std::slice::from_raw_parts_mut(c.rbuf.as_mut_ptr().add(len), cap - len) };
-            let got = net::read(c.fd, spare);
-            let t_rx = self.watch.now();
+            let spare_len = spare.len();
+            let (got, stamp) = if self.kernel_rx { split(net::read_stamped(c.fd, spare)) } else { (net::read(c.fd, spare), None) };
+            let t_rx = self.rx_time(stamp);
+            let c = &mut self.conns[i];
             match got {
                 Ok(0) => {
                     self.lost_conn(i, "the target closed the connection".into(), true);
@@ -879,7 +899,7 @@ impl Worker {
                     // SAFETY: the kernel initialised n bytes.
                     unsafe { c.rbuf.set_len(len + n) };
                     self.parse_replies(i, t_rx);
-                    if n < spare.len() || !self.conns[i].up() {
+                    if n < spare_len || !self.conns[i].up() {
                         return;
                     }
                 }
@@ -907,8 +927,9 @@ impl Worker {
             let cap = c.rbuf.capacity();
             // SAFETY: read into spare capacity, then set the length to what the kernel wrote.
             let spare = unsafe { std::slice::from_raw_parts_mut(c.rbuf.as_mut_ptr(), cap) };
-            let got = net::read(c.fd, spare);
-            let t_rx = self.watch.now();
+            let (got, stamp) = if self.kernel_rx { split(net::read_stamped(c.fd, spare)) } else { (net::read(c.fd, spare), None) };
+            let t_rx = self.rx_time(stamp);
+            let c = &mut self.conns[i];
             match got {
                 Ok(n) => {
                     // SAFETY: the kernel initialised n bytes.
@@ -947,8 +968,27 @@ impl Worker {
         }
     }
 
+    /// A reply's receive time on CLOCK_MONOTONIC: the kernel's stamp when there is one (never
+    /// later than now: the clock conversion may err by ~100 ns), else now. The clock is read
+    /// either way: every read feeds the stall watch.
+    fn rx_time(&mut self, stamp: Option<u64>) -> u64 {
+        let now = self.watch.now();
+        self.rx_stamped = stamp.is_some();
+        let Some(real) = stamp else { return now };
+        if now - self.rt_offset_at > OFFSET_EVERY_NS {
+            self.rt_offset = crate::clock::realtime_offset_ns();
+            self.rt_offset_at = now;
+        }
+        ((real as i64 - self.rt_offset).max(0) as u64).min(now)
+    }
+
     /// Record a reply to `f` on connection `i`.
     fn complete(&mut self, i: usize, f: Flight, outcome: Outcome, t_rx: u64) {
+        // A kernel stamp converted from another clock may lie a few ns before the send.
+        let t_rx = t_rx.max(f.sent);
+        if self.rx_stamped {
+            self.c.rx_kernel += 1;
+        }
         let mut flags = 0;
         match outcome {
             Outcome::Error(reason) => {
@@ -974,7 +1014,10 @@ impl Worker {
         let c = &mut self.conns[i];
         c.replied = true;
         c.fails = 0;
-        let inflation = if self.windows.is_empty() { 0 } else { self.inflation(f.req.intended, t_rx) };
+        // A datagram's kernel stamp is its arrival: an engine stall cannot have inflated it. A TCP
+        // read's stamp is its last segment's, so a stall before that segment still may have.
+        let exact = self.kernel_rx && self.datagram;
+        let inflation = if self.windows.is_empty() || exact { 0 } else { self.inflation(f.req.intended, t_rx) };
         self.finish(f.req, f.sent, t_rx - f.req.intended, flags, inflation);
     }
 
@@ -1193,6 +1236,11 @@ impl Worker {
         let addr = self.conns[i].addr;
         match net::connect_nonblocking(&addr) {
             Ok((s, done)) => {
+                if self.kernel_rx {
+                    if let Err(e) = net::enable_rx_timestamps(s.as_raw_fd()) {
+                        self.note(format!("kernel receive timestamps refused on a new connection: {e}"));
+                    }
+                }
                 let c = &mut self.conns[i];
                 c.fd = s.as_raw_fd();
                 c.sock = Some(Sock::Tcp(s));
@@ -1273,5 +1321,13 @@ impl Worker {
         p.never_sent.store(self.c.never_sent, Relaxed);
         p.reconnects.store(self.c.reconnects, Relaxed);
         p.received_in_window.store(self.received_in_window, Relaxed);
+    }
+}
+
+/// A stamped read as the plain read's result and the stamp.
+fn split(r: io::Result<(usize, Option<u64>)>) -> (io::Result<usize>, Option<u64>) {
+    match r {
+        Ok((n, stamp)) => (Ok(n), stamp),
+        Err(e) => (Err(e), None),
     }
 }
