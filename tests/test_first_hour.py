@@ -18,7 +18,7 @@ from conftest import CLI, run_cli
 from live_run import Run
 from tailwise import _core
 from tailwise.errors import InputError
-from tailwise.units import TIME_UNITS, parse_rate, parse_time_ns
+from tailwise.units import parse_rate, parse_time_ns
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -51,11 +51,16 @@ def test_bad_times_say_what_is_wrong(text, says):
     assert says in e.value.line() and "--max-time" in e.value.line()
 
 
+#: Every time unit of the options and workload files, with its size in ns.
+TIME_UNITS = {"ns": 1.0, "us": 1e3, "µs": 1e3, "μs": 1e3, "ms": 1e6, "s": 1e9, "m": 60e9, "min": 60e9, "h": 3600e9}
+
+
 def test_the_data_plane_reads_times_with_the_same_units():
     """Service times (fixed:T, parsed in Rust) take exactly the units of the options."""
     for unit, scale in TIME_UNITS.items():
         _, mean_ns = _core.parse_dist(f"fixed:3{unit}")
         assert mean_ns == pytest.approx(3 * scale), unit
+        assert parse_time_ns(f"3{unit}") == pytest.approx(3 * scale), unit
 
 
 @pytest.mark.parametrize("text,rps", [("5000", 5000), ("50k", 50_000), ("50K", 50_000), ("1.5M", 1_500_000),

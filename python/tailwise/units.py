@@ -12,9 +12,7 @@ from tailwise.errors import InputError
 _NUMBER = r"([+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?)"
 _RATE = re.compile(rf"^\s*{_NUMBER}\s*([kKM]?)\s*(?:rps|/s|req/s)?\s*$")
 _RATE_SCALE = {"": 1.0, "k": 1e3, "K": 1e3, "M": 1e6}
-_TIME = re.compile(rf"^\s*{_NUMBER}\s*([^\s0-9.+-]*)\s*$")
-#: Every time unit any option or workload file accepts (the data plane's parser, dist.rs, the same).
-TIME_UNITS = {"ns": 1.0, "us": 1e3, "µs": 1e3, "μs": 1e3, "ms": 1e6, "s": 1e9, "m": 60e9, "min": 60e9, "h": 3600e9}
+_TIME = re.compile(rf"^\s*{_NUMBER}\s*(\S*)\s*$")
 UNITS_TEXT = "ns, us (µs), ms, s, m, h"
 
 
@@ -40,20 +38,26 @@ def parse_time_ns(text: str | float, *, what: str = "--duration", allow_zero: bo
                   unit_required: bool = False) -> int:
     """A time as users type it → integer nanoseconds: ``3`` (plain seconds), ``3s``, ``500ms``,
     ``10us``/``10µs``, ``250ns``, ``2m``, ``1h``; above zero (or zero with ``allow_zero``).
-    ``unit_required``: a plain number is refused (where seconds would be absurd: ``--late 50``)."""
-    t = str(text)
-    m = _TIME.match(t)
+    ``unit_required``: a plain number is refused (where seconds would be absurd: ``--late 50``).
+    The units are the data plane's own (dist.rs ``parse_duration_ns``, through ``fixed:T``): one
+    parser for service times, options and workload files."""
+    m = _TIME.match(str(text))
     if not m:
         raise InputError(f"{what} {text} is not a time", f"write a number and a unit ({UNITS_TEXT}), e.g. 3s or 500ms")
-    number, unit = m.group(1), m.group(2)
-    if unit not in TIME_UNITS and unit != "":
-        raise InputError(f"{what} {text}: unknown time unit '{unit}'", f"use {UNITS_TEXT}, e.g. 3s or 500ms")
-    if unit == "" and unit_required and float(number) != 0:
-        raise InputError(f"{what} {text} has no unit", f"write e.g. {what} {number}us or {number}ms ({UNITS_TEXT})")
-    ns = float(number) * TIME_UNITS.get(unit, 1e9)
-    if not math.isfinite(ns):
-        raise InputError(f"{what} {text} is not a finite time", "write e.g. 3s")
-    if ns < 0 or (ns == 0 and not allow_zero):
+    number, unit = m.groups()
+    if float(number) < 0:
+        raise InputError(f"{what} {text} must be positive", "give a time above zero, e.g. 3s or 500ms")
+    if not unit:
+        if unit_required and float(number) != 0:
+            raise InputError(f"{what} {text} has no unit", f"write e.g. {what} {number}us or {number}ms ({UNITS_TEXT})")
+        unit = "s"
+    try:
+        _, ns = _core.parse_dist(f"fixed:{number}{unit}")
+    except ValueError as e:
+        problem, _, remedy = str(e).partition(": use ")
+        raise InputError(f"{what} {text}: {problem}",
+                         f"use {remedy}" if remedy else f"write a number and a unit ({UNITS_TEXT})") from None
+    if ns == 0 and not allow_zero:
         raise InputError(f"{what} {text} must be positive", "give a time above zero, e.g. 3s or 500ms")
     return int(round(ns))
 

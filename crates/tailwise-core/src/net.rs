@@ -237,66 +237,6 @@ pub fn allowed_cpus() -> Vec<usize> {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::clock::now_ns;
-
-    #[test]
-    fn sub_millisecond_wait_is_honoured() {
-        crate::clock::set_timer_slack_1ns();
-        let mut ep = Epoll::new(4).unwrap();
-        let t0 = now_ns();
-        ep.wait(200_000).unwrap();
-        let waited = now_ns() - t0;
-        // Never early. (How late is for the benchmark, not a test.)
-        assert!(waited >= 200_000, "{waited}");
-    }
-
-    #[test]
-    fn waker_wakes() {
-        let mut ep = Epoll::new(4).unwrap();
-        let w = Waker::new().unwrap();
-        ep.add(w.as_raw_fd(), EPOLLIN, 7).unwrap();
-        w.wake();
-        let ev = ep.wait(1_000_000_000).unwrap();
-        assert_eq!(ev.len(), 1);
-        assert_eq!({ ev[0].u64 }, 7);
-        w.drain();
-    }
-
-    #[test]
-    fn non_blocking_connect_ends_in_success_or_refusal() {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let (s, done) = connect_nonblocking(&l.local_addr().unwrap()).unwrap();
-        let mut ep = Epoll::new(2).unwrap();
-        if !done {
-            ep.add(s.as_raw_fd(), EPOLLOUT, 1).unwrap();
-            assert_eq!(ep.wait(1_000_000_000).unwrap().len(), 1);
-        }
-        assert!(take_socket_error(s.as_raw_fd()).is_ok());
-        let port = l.local_addr().unwrap();
-        drop(l);
-        drop(s);
-        match connect_nonblocking(&port) {
-            Err(e) => assert_eq!(e.kind(), io::ErrorKind::ConnectionRefused),
-            Ok((s, _)) => {
-                let mut ep = Epoll::new(2).unwrap();
-                ep.add(s.as_raw_fd(), EPOLLOUT, 1).unwrap();
-                ep.wait(1_000_000_000).unwrap();
-                assert_eq!(take_socket_error(s.as_raw_fd()).unwrap_err().kind(), io::ErrorKind::ConnectionRefused);
-            }
-        }
-    }
-
-    #[test]
-    fn we_can_pin_somewhere() {
-        let cpus = allowed_cpus();
-        assert!(!cpus.is_empty());
-        std::thread::spawn(move || assert!(pin_to_cpu(cpus[0]))).join().unwrap();
-    }
-}
-
 /// SO_TIMESTAMPING flags (linux/net_tstamp.h): software receive stamps, reported.
 const SOF_TIMESTAMPING_RX_SOFTWARE: libc::c_uint = 1 << 3;
 const SOF_TIMESTAMPING_SOFTWARE: libc::c_uint = 1 << 4;
@@ -438,4 +378,64 @@ pub fn hardware_timestamping(ifname: &str) -> Result<(), String> {
         return Err(why);
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::clock::now_ns;
+
+    #[test]
+    fn sub_millisecond_wait_is_honoured() {
+        crate::clock::set_timer_slack_1ns();
+        let mut ep = Epoll::new(4).unwrap();
+        let t0 = now_ns();
+        ep.wait(200_000).unwrap();
+        let waited = now_ns() - t0;
+        // Never early. (How late is for the benchmark, not a test.)
+        assert!(waited >= 200_000, "{waited}");
+    }
+
+    #[test]
+    fn waker_wakes() {
+        let mut ep = Epoll::new(4).unwrap();
+        let w = Waker::new().unwrap();
+        ep.add(w.as_raw_fd(), EPOLLIN, 7).unwrap();
+        w.wake();
+        let ev = ep.wait(1_000_000_000).unwrap();
+        assert_eq!(ev.len(), 1);
+        assert_eq!({ ev[0].u64 }, 7);
+        w.drain();
+    }
+
+    #[test]
+    fn non_blocking_connect_ends_in_success_or_refusal() {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let (s, done) = connect_nonblocking(&l.local_addr().unwrap()).unwrap();
+        let mut ep = Epoll::new(2).unwrap();
+        if !done {
+            ep.add(s.as_raw_fd(), EPOLLOUT, 1).unwrap();
+            assert_eq!(ep.wait(1_000_000_000).unwrap().len(), 1);
+        }
+        assert!(take_socket_error(s.as_raw_fd()).is_ok());
+        let port = l.local_addr().unwrap();
+        drop(l);
+        drop(s);
+        match connect_nonblocking(&port) {
+            Err(e) => assert_eq!(e.kind(), io::ErrorKind::ConnectionRefused),
+            Ok((s, _)) => {
+                let mut ep = Epoll::new(2).unwrap();
+                ep.add(s.as_raw_fd(), EPOLLOUT, 1).unwrap();
+                ep.wait(1_000_000_000).unwrap();
+                assert_eq!(take_socket_error(s.as_raw_fd()).unwrap_err().kind(), io::ErrorKind::ConnectionRefused);
+            }
+        }
+    }
+
+    #[test]
+    fn we_can_pin_somewhere() {
+        let cpus = allowed_cpus();
+        assert!(!cpus.is_empty());
+        std::thread::spawn(move || assert!(pin_to_cpu(cpus[0]))).join().unwrap();
+    }
 }

@@ -225,8 +225,6 @@ struct Worker {
     /// Kernel receive stamps (`Timestamps::Kernel`): CLOCK_REALTIME − CLOCK_MONOTONIC, re-read
     /// every `OFFSET_EVERY_NS`, and when it was.
     kernel_rx: bool,
-    /// The latest read came with a kernel stamp (its replies count in `rx_kernel`).
-    rx_stamped: bool,
     rt_offset: i64,
     rt_offset_at: u64,
     t0: u64,
@@ -338,7 +336,6 @@ pub(crate) fn run(ctx: ThreadCtx) -> ThreadResult {
         snap_seen: 0,
         test_stall: cfg.test_stall,
         kernel_rx: cfg.timestamps == super::Timestamps::Kernel,
-        rx_stamped: false,
         rt_offset: crate::clock::realtime_offset_ns(),
         rt_offset_at: ctx.start_ns,
         t0: ctx.start_ns,
@@ -534,8 +531,11 @@ impl Worker {
     /// (or 10 ms after `at` at the latest).
     fn test_hook(&mut self, now: u64) {
         if let Some((at, dur)) = self.test_stall {
+            if now < self.t0 + at {
+                return;
+            }
             let in_flight = self.conns.iter().any(|c| c.inflight.iter().any(|f| f.sent > 0));
-            if now >= self.t0 + at && (in_flight || now >= self.t0 + at + 10_000_000) {
+            if in_flight || now >= self.t0 + at + 10_000_000 {
                 self.test_stall = None;
                 std::thread::sleep(std::time::Duration::from_nanos(dur));
                 eprintln!(
@@ -887,7 +887,8 @@ impl Worker {
             // SAFETY: read into spare capacity, then set the length to what the kernel wrote.
             let spare = unsafe { std::slice::from_raw_parts_mut(c.rbuf.as_mut_ptr().add(len), cap - len) };
             let spare_len = spare.len();
-            let (got, stamp) = if self.kernel_rx { split(net::read_stamped(c.fd, spare)) } else { (net::read(c.fd, spare), None) };
+            let (got, stamp) = read(self.kernel_rx, c.fd, spare);
+            let stamped = stamp.is_some();
             let t_rx = self.rx_time(stamp);
             let c = &mut self.conns[i];
             match got {
@@ -898,7 +899,7 @@ impl Worker {
                 Ok(n) => {
                     // SAFETY: the kernel initialised n bytes.
                     unsafe { c.rbuf.set_len(len + n) };
-                    self.parse_replies(i, t_rx);
+                    self.parse_replies(i, t_rx, stamped);
                     if n < spare_len || !self.conns[i].up() {
                         return;
                     }
@@ -927,7 +928,8 @@ impl Worker {
             let cap = c.rbuf.capacity();
             // SAFETY: read into spare capacity, then set the length to what the kernel wrote.
             let spare = unsafe { std::slice::from_raw_parts_mut(c.rbuf.as_mut_ptr(), cap) };
-            let (got, stamp) = if self.kernel_rx { split(net::read_stamped(c.fd, spare)) } else { (net::read(c.fd, spare), None) };
+            let (got, stamp) = read(self.kernel_rx, c.fd, spare);
+            let stamped = stamp.is_some();
             let t_rx = self.rx_time(stamp);
             let c = &mut self.conns[i];
             match got {
@@ -941,7 +943,7 @@ impl Worker {
                             let mask = c.id_mask;
                             let pos = id.and_then(|id| c.inflight.iter().position(|f| f.sent > 0 && f.id & mask == id));
                             match pos.and_then(|p| c.inflight.remove(p)) {
-                                Some(f) => self.complete(i, f, outcome, t_rx),
+                                Some(f) => self.complete(i, f, outcome, t_rx, stamped),
                                 // A reply to a request already timed out, or a duplicate.
                                 None => self.note("reply to no request in flight (after its timeout, or duplicated)".into()),
                             }
@@ -973,7 +975,6 @@ impl Worker {
     /// either way: every read feeds the stall watch.
     fn rx_time(&mut self, stamp: Option<u64>) -> u64 {
         let now = self.watch.now();
-        self.rx_stamped = stamp.is_some();
         let Some(real) = stamp else { return now };
         if now - self.rt_offset_at > OFFSET_EVERY_NS {
             self.rt_offset = crate::clock::realtime_offset_ns();
@@ -982,13 +983,11 @@ impl Worker {
         ((real as i64 - self.rt_offset).max(0) as u64).min(now)
     }
 
-    /// Record a reply to `f` on connection `i`.
-    fn complete(&mut self, i: usize, f: Flight, outcome: Outcome, t_rx: u64) {
+    /// Record a reply to `f` on connection `i`, received at `t_rx` (the kernel's stamp if `stamped`).
+    fn complete(&mut self, i: usize, f: Flight, outcome: Outcome, t_rx: u64, stamped: bool) {
         // A kernel stamp converted from another clock may lie a few ns before the send.
         let t_rx = t_rx.max(f.sent);
-        if self.rx_stamped {
-            self.c.rx_kernel += 1;
-        }
+        self.c.rx_kernel += stamped as u64;
         let mut flags = 0;
         match outcome {
             Outcome::Error(reason) => {
@@ -1052,7 +1051,7 @@ impl Worker {
         super::count_reason(&mut self.reasons, key, n);
     }
 
-    fn parse_replies(&mut self, i: usize, t_rx: u64) {
+    fn parse_replies(&mut self, i: usize, t_rx: u64, stamped: bool) {
         loop {
             let c = &mut self.conns[i];
             let parsed = c.codec.parse(&c.rbuf[c.rpos..]);
@@ -1075,7 +1074,7 @@ impl Worker {
                     if f.ghost {
                         continue; // the late reply of a request already counted as a timeout
                     }
-                    self.complete(i, f, outcome, t_rx);
+                    self.complete(i, f, outcome, t_rx, stamped);
                 }
                 Parsed::Malformed { reason } => {
                     self.kill_conn(i, format!("malformed reply: {reason}"));
@@ -1324,9 +1323,12 @@ impl Worker {
     }
 }
 
-/// A stamped read as the plain read's result and the stamp.
-fn split(r: io::Result<(usize, Option<u64>)>) -> (io::Result<usize>, Option<u64>) {
-    match r {
+/// One non-blocking read of a connection, with the kernel's receive stamp when asked for one.
+fn read(kernel_rx: bool, fd: RawFd, buf: &mut [u8]) -> (io::Result<usize>, Option<u64>) {
+    if !kernel_rx {
+        return (net::read(fd, buf), None);
+    }
+    match net::read_stamped(fd, buf) {
         Ok((n, stamp)) => (Ok(n), stamp),
         Err(e) => (Err(e), None),
     }
