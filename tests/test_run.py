@@ -22,7 +22,7 @@ def _check_summary_shape(s: dict) -> None:
         assert p["value_ns"] is not None or p["samples_needed"]
     assert set(s["counters"]) == {"intended", "sent", "received", "late", "never_sent", "errors", "timeouts",
                                   "unfinished", "reconnects", "resent", "gets", "sets", "hits", "misses", "stored",
-                                  "rx_kernel"}
+                                  "rx_kernel", "tx_kernel"}
     c = s["counters"]
     assert c["intended"] == c["sent"] + c["never_sent"]
     assert c["sent"] == c["received"] + c["errors"] + c["timeouts"] + c["unfinished"]
@@ -106,7 +106,8 @@ def test_parquet_samples(tmp_path):
     r = run_cli("run", "--rate", "1000", "--duration", "0.5", "--out", str(out), "--samples-format", "parquet", "--json")
     assert r.returncode in (0, 1), r.stderr
     t = pq.read_table(out / "samples.parquet")
-    assert t.column_names == ["intended_ns", "sent_ns", "latency_ns", "flags", "inflation_ns", "used"]
+    assert t.column_names == ["intended_ns", "sent_ns", "received_ns", "latency_ns", "flags", "inflation_ns",
+                              "sent_user_ns", "received_user_ns", "used"]
     assert t.num_rows == json.loads(r.stdout)["methodology"]["samples_collected"]
 
 

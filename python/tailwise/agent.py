@@ -22,8 +22,12 @@ from tailwise.workload import Workload
 #: One raw sample: times in ns since the schedule's start; latency from the intended send time
 #: (for a censored sample, the time it had been outstanding: a lower bound); flags (``Flag``);
 #: for an ``INFLATED`` sample, how much of its latency may be its engine thread's own stall.
-SAMPLE_DTYPE = np.dtype([("intended_ns", "<u8"), ("sent_ns", "<u8"), ("latency_ns", "<u8"), ("flags", "<u4"),
-                         ("inflation_ns", "<u4")])
+# One row per kept request, as the engine writes it (recorder.rs, `Sample`): times in ns since the
+# engine's start; sent_ns/rx_user_ns are the user-space clock around the system calls, tx_ns the
+# kernel's transmit stamp (0: none); latency_ns counts to the kernel's receive stamp when flags has
+# KERNEL_RX, else to rx_user_ns.
+SAMPLE_DTYPE = np.dtype([("intended_ns", "<u8"), ("sent_ns", "<u8"), ("tx_ns", "<u8"), ("rx_user_ns", "<u8"),
+                         ("latency_ns", "<u8"), ("flags", "<u4"), ("inflation_ns", "<u4")])
 
 
 class Flag(enum.IntFlag):
@@ -38,6 +42,8 @@ class Flag(enum.IntFlag):
     RESENT = 1 << 6  # sent again on a new connection
     ENGINE_STALL = 1 << 8  # intended while its engine thread could not run (or in the guard after)
     INFLATED = 1 << 9  # outstanding across an engine stall: may include up to inflation_ns of it
+    KERNEL_RX = 1 << 10  # the reply time is the kernel's receive stamp
+    KERNEL_TX = 1 << 11  # tx_ns is the kernel's transmit stamp of its send
 
 
 @dataclass(frozen=True)

@@ -92,7 +92,7 @@ def run(
     timeout: Optional[str] = typer.Option(None, "--timeout", help="a request unanswered this long is a timeout [default: 1s]"),
     late: Optional[str] = typer.Option(None, "--late", help="a request sent this long after its intended time counts as late [default: 50us]"),
     poll: Optional[Poll] = typer.Option(None, "--poll", help="spin: busy-poll (precise, one core per thread); block: sleep between sends [default: spin]"),
-    timestamps: Optional[str] = typer.Option(None, "--timestamps", help="where reply times come from: auto (the best available), nic (hardware), kernel (software stamps on arrival), user (the clock after read) [default: auto]"),
+    timestamps: Optional[str] = typer.Option(None, "--timestamps", help="where send and reply times come from: auto (the best available), nic (hardware), kernel (software stamps of each send and arrival), user (the clock around the system calls) [default: auto]"),
     pin: bool = typer.Option(True, "--pin/--no-pin", help="pin engine threads (and built-in server workers) to CPUs"),
     warmup: Optional[str] = typer.Option(None, "--warmup", help="leading span left out of the statistics (reported with its own p99); whole 100 ms intervals, at most 10% of the run [default: 100ms]"),
     keep_stalls: bool = typer.Option(False, "--keep-stalls", help="keep the requests due during stalls (≥ 200 µs) of tailwise's engine threads in the statistics instead of leaving them out"),
@@ -497,6 +497,31 @@ def load(
         reasons = "; ".join(f"{m} ×{n}" for m, n in r["error_reasons"])
         raise TargetError(f"{r['errors']:,} sets failed ({reasons})",
                           "check the server's memory limit (memcached -m, redis maxmemory) and value sizes")
+    return EXIT_OK
+
+
+@app.command()
+def calibrate(
+    target: Optional[str] = typer.Argument(None, help="a reflector to measure against (synthetic://HOST:PORT from `tailwise serve --service fixed:0`, or udp://HOST:PORT echo); none: loopback, veth (when it may create network namespaces) and the model"),
+    duration: str = typer.Option("2s", "--duration", help="ping-pong traffic per path, e.g. 2s"),
+    with_model: bool = typer.Option(True, "--model/--no-model", help="also measure the whole tool against the queueing model (tailwise serve fixed:10us at 20 % load, 6 s)"),
+    json_out: bool = typer.Option(False, "--json", help="print JSON on stdout instead of the tables"),
+) -> int:
+    """What each timestamp source (kernel, user, nic) reports for the same traffic here: each one's bias against the best, the clock's cost, and the whole tool's bias against the model.
+
+    Example: tailwise calibrate --json
+    """
+    from tailwise.calibrate import calibrate as run_calibration, print_calibration
+    from tailwise.results import dumps
+
+    seconds = parse_time_ns(duration, what="--duration") / 1e9
+    if seconds < 0.5:
+        raise InputError(f"--duration {duration} is too short for calibration traffic", "give --duration 1s or more")
+    result = run_calibration(target, seconds=seconds, with_model=with_model)
+    if json_out:
+        print(dumps(result))
+    else:
+        print_calibration(result)
     return EXIT_OK
 
 

@@ -17,7 +17,7 @@ import numpy as np
 from hdrh.histogram import HdrHistogram
 
 from tailwise import __version__
-from tailwise.agent import AgentResult
+from tailwise.agent import AgentResult, Flag
 from tailwise.errors import InputError
 from tailwise.stats.quantiles import DEFAULT_PERCENTILES
 
@@ -117,6 +117,8 @@ def build_summary(*, target: str, config: dict, host: dict, result: AgentResult,
             "source": config.get("timestamps", "user"),
             "source_note": config.get("timestamps_note"),
             "kernel_stamped_replies": result.counters.get("rx_kernel", 0),
+            # Replies whose request carries the kernel's transmit stamp (samples: sent_ns).
+            "kernel_stamped_sends": result.counters.get("tx_kernel", 0),
             # Samples behind the percentiles: after the warm-up, thinned to independence.
             "samples": analysis.details["samples_used"],
             "sample_every": methodology["effective_sample_every"],
@@ -174,6 +176,27 @@ def dumps(summary: dict) -> str:
     return json.dumps(_clean(summary), indent=2, allow_nan=False)
 
 
+def sample_columns(samples: np.ndarray) -> dict[str, np.ndarray]:
+    """The samples file's columns, from engine rows (``SAMPLE_DTYPE``): per request its intended,
+    sent and received times (ns since the engine's start) with the best stamp each has — ``sent_ns``
+    the kernel's transmit stamp when there is one, ``received_ns`` the reply time the latency counts
+    to (the kernel's receive stamp when flags say KERNEL_RX; 0 without a reply) — and the user-space
+    clock around the system calls beside them, so that send lag (sent − intended) and response time
+    (received − sent) can be derived per source."""
+    answered = (samples["flags"] & int(Flag.CENSORED)) == 0
+    tx = samples["tx_ns"]
+    return {
+        "intended_ns": samples["intended_ns"],
+        "sent_ns": np.where(tx > 0, tx, samples["sent_ns"]),
+        "received_ns": np.where(answered, samples["intended_ns"] + samples["latency_ns"], 0).astype(np.uint64),
+        "latency_ns": samples["latency_ns"],
+        "flags": samples["flags"],
+        "inflation_ns": samples["inflation_ns"],
+        "sent_user_ns": samples["sent_ns"],
+        "received_user_ns": samples["rx_user_ns"],
+    }
+
+
 def write_out(out_dir: str | Path, summary: dict, result: AgentResult, used: np.ndarray | None = None,
               samples_format: str = "csv") -> list[Path]:
     """Write summary.json, the raw samples (with a ``used`` column: 1 where the sample went into
@@ -185,7 +208,7 @@ def write_out(out_dir: str | Path, summary: dict, result: AgentResult, used: np.
         raise InputError(f"cannot create output directory {out} ({e.strerror})", "choose a writable --out path") from None
     import pyarrow as pa
 
-    columns = {name: result.samples[name] for name in result.samples.dtype.names}
+    columns = sample_columns(result.samples)
     if used is not None and len(used) == len(result.samples):
         columns["used"] = used.astype(np.uint8)
     table = pa.table(columns)

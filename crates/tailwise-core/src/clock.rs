@@ -39,6 +39,29 @@ pub fn realtime_offset_ns() -> i64 {
     best.1
 }
 
+/// What one clock read costs, in ns: the median over 101 batches of `per_batch` back-to-back
+/// reads of CLOCK_MONOTONIC (`now_ns`, every data-plane stamp) and of CLOCK_REALTIME (the kernel
+/// stamps' clock). The median keeps a preemption during a batch out.
+pub fn clock_cost_ns(per_batch: u32) -> (f64, f64) {
+    let per_batch = per_batch.max(1);
+    let batch = |read: fn() -> u64| {
+        let mut costs: Vec<f64> = (0..101)
+            .map(|_| {
+                let a = now_ns();
+                let mut sink = 0u64;
+                for _ in 0..per_batch {
+                    sink = sink.wrapping_add(read());
+                }
+                std::hint::black_box(sink);
+                (now_ns() - a) as f64 / per_batch as f64
+            })
+            .collect();
+        costs.sort_by(|a, b| a.total_cmp(b));
+        costs[50]
+    };
+    (batch(now_ns), batch(realtime_ns))
+}
+
 /// Busy-wait until `deadline_ns` (monotonic). Sub-µs precise while the thread is not preempted.
 #[inline]
 pub fn spin_until(deadline_ns: u64) {
@@ -80,6 +103,14 @@ pub fn sleep_until(deadline_ns: u64, spin_ns: u64) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_clock_read_costs_something_and_less_than_a_microsecond() {
+        let (mono, real) = clock_cost_ns(1_000);
+        // vDSO reads: ~40 ns here; a syscall fallback ~220 ns (shared/notes/platform.md).
+        assert!(mono > 1.0 && mono < 1_000.0, "{mono}");
+        assert!(real > 1.0 && real < 1_000.0, "{real}");
+    }
 
     #[test]
     fn monotonic_and_spins_at_least_as_asked() {

@@ -25,7 +25,7 @@
 //! * **Send lag**: actual − intended send time, kept in its own histogram: it is the client's
 //!   own error, reported rather than hidden.
 //! * **Histograms and samples**: every request goes into HDR histograms (mergeable across threads
-//!   and agents); a random 1-in-k subset, chosen when each request falls due, is kept raw (32 bytes
+//!   and agents); a random 1-in-k subset, chosen when each request falls due, is kept raw (48 bytes
 //!   each) for the statistics, which need the samples rather than bucketed counts.
 //! * **Censoring**: a request without a reply (timed out from its intended time, never sent, lost
 //!   with its connection, outstanding at a snapshot or at the end) is recorded at the time it has

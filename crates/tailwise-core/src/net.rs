@@ -237,15 +237,20 @@ pub fn allowed_cpus() -> Vec<usize> {
     }
 }
 
-/// SO_TIMESTAMPING flags (linux/net_tstamp.h): software receive stamps, reported.
+/// SO_TIMESTAMPING flags (linux/net_tstamp.h; Debian 12's headers stop at 0x8000, so OPT_ID_TCP
+/// is defined here from the kernel's).
+const SOF_TIMESTAMPING_TX_SOFTWARE: libc::c_uint = 1 << 1;
 const SOF_TIMESTAMPING_RX_SOFTWARE: libc::c_uint = 1 << 3;
 const SOF_TIMESTAMPING_SOFTWARE: libc::c_uint = 1 << 4;
+const SOF_TIMESTAMPING_OPT_ID: libc::c_uint = 1 << 7;
+const SOF_TIMESTAMPING_OPT_TSONLY: libc::c_uint = 1 << 11;
+const SOF_TIMESTAMPING_OPT_ID_TCP: libc::c_uint = 1 << 16;
+/// `sock_extended_err.ee_origin` of a transmit stamp, and `ee_info` of the one taken when the
+/// packet is handed to the device (linux/errqueue.h).
+const SO_EE_ORIGIN_TIMESTAMPING: u8 = 4;
+const SCM_TSTAMP_SND: u32 = 0;
 
-/// Ask the kernel to stamp every packet this socket receives (software, CLOCK_REALTIME): the
-/// stamp is taken when the packet arrives (on loopback, in the sender's context), whether or not
-/// the receiving thread runs (shared/notes/platform.md: none missing in 100k, TCP and UDP).
-pub fn enable_rx_timestamps(fd: RawFd) -> io::Result<()> {
-    let flags: libc::c_uint = SOF_TIMESTAMPING_RX_SOFTWARE | SOF_TIMESTAMPING_SOFTWARE;
+fn set_timestamping(fd: RawFd, flags: libc::c_uint) -> io::Result<()> {
     // SAFETY: a valid c_uint option value of its size.
     let rc = unsafe {
         libc::setsockopt(
@@ -260,6 +265,87 @@ pub fn enable_rx_timestamps(fd: RawFd) -> io::Result<()> {
         Err(io::Error::last_os_error())
     } else {
         Ok(())
+    }
+}
+
+/// Ask the kernel to stamp every packet this socket receives (software, CLOCK_REALTIME): the
+/// stamp is taken when the packet arrives (on loopback, in the sender's context), whether or not
+/// the receiving thread runs (shared/notes/platform.md: none missing in 100k, TCP and UDP).
+pub fn enable_rx_timestamps(fd: RawFd) -> io::Result<()> {
+    set_timestamping(fd, SOF_TIMESTAMPING_RX_SOFTWARE | SOF_TIMESTAMPING_SOFTWARE)
+}
+
+/// Receive stamps as [`enable_rx_timestamps`], and a transmit stamp of every send, taken when the
+/// packet is handed to the device (SND), read back from the error queue ([`read_tx_stamps`])
+/// with a key (OPT_ID): for UDP the send's number (0, 1, 2, … per socket, failed sends not
+/// counted), for TCP the stream offset of the send's last byte. For TCP the key counts from the
+/// next byte to be written (OPT_ID_TCP; without it the kernel counts from the oldest unacked
+/// byte, one off while the SYN is unacked), so call this before anything is written.
+pub fn enable_tx_rx_timestamps(fd: RawFd, tcp: bool) -> io::Result<()> {
+    let base = SOF_TIMESTAMPING_RX_SOFTWARE
+        | SOF_TIMESTAMPING_SOFTWARE
+        | SOF_TIMESTAMPING_TX_SOFTWARE
+        | SOF_TIMESTAMPING_OPT_ID
+        | SOF_TIMESTAMPING_OPT_TSONLY;
+    if tcp {
+        set_timestamping(fd, base | SOF_TIMESTAMPING_OPT_ID_TCP)
+    } else {
+        set_timestamping(fd, base)
+    }
+}
+
+/// Read every transmit stamp queued on `fd`'s error queue: `(key, CLOCK_REALTIME ns)` pairs, in
+/// the order the kernel queued them, into `out` (cleared first). Only SND stamps are kept.
+/// Returns how many error-queue messages were read (0: the queue was empty).
+pub fn read_tx_stamps(fd: RawFd, out: &mut Vec<(u32, u64)>) -> io::Result<usize> {
+    out.clear();
+    let mut messages = 0;
+    loop {
+        // One SCM_TIMESTAMPING (3 timespecs) and one sock_extended_err with its offender address.
+        let mut control = [0u64; 24];
+        // SAFETY: zeroed msghdr is valid (OPT_TSONLY: no payload, so no iovec); control is live.
+        let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+        msg.msg_control = control.as_mut_ptr() as *mut libc::c_void;
+        msg.msg_controllen = std::mem::size_of_val(&control) as _;
+        // SAFETY: msg describes valid buffers for the duration of the call.
+        let n = unsafe { libc::recvmsg(fd, &mut msg, libc::MSG_ERRQUEUE | libc::MSG_DONTWAIT) };
+        if n < 0 {
+            let e = io::Error::last_os_error();
+            return match e.kind() {
+                io::ErrorKind::WouldBlock => Ok(messages),
+                io::ErrorKind::Interrupted => continue,
+                _ => Err(e),
+            };
+        }
+        messages += 1;
+        let (mut stamp, mut key) = (None, None);
+        // SAFETY: walking the control buffer the kernel filled, with the CMSG_* macros.
+        unsafe {
+            let mut c = libc::CMSG_FIRSTHDR(&msg);
+            while !c.is_null() {
+                let (level, kind) = ((*c).cmsg_level, (*c).cmsg_type);
+                if level == libc::SOL_SOCKET && kind == libc::SCM_TIMESTAMPING {
+                    let ts = std::ptr::read_unaligned(libc::CMSG_DATA(c) as *const [libc::timespec; 3]);
+                    if ts[0].tv_sec != 0 || ts[0].tv_nsec != 0 {
+                        stamp = Some(ts[0].tv_sec as u64 * 1_000_000_000 + ts[0].tv_nsec as u64);
+                    }
+                } else if (level == libc::SOL_IP && kind == libc::IP_RECVERR)
+                    || (level == libc::SOL_IPV6 && kind == libc::IPV6_RECVERR)
+                {
+                    let ee = std::ptr::read_unaligned(libc::CMSG_DATA(c) as *const libc::sock_extended_err);
+                    if ee.ee_errno == libc::ENOMSG as u32
+                        && ee.ee_origin == SO_EE_ORIGIN_TIMESTAMPING
+                        && ee.ee_info == SCM_TSTAMP_SND
+                    {
+                        key = Some(ee.ee_data);
+                    }
+                }
+                c = libc::CMSG_NXTHDR(&msg, c);
+            }
+        }
+        if let (Some(k), Some(t)) = (key, stamp) {
+            out.push((k, t));
+        }
     }
 }
 

@@ -94,15 +94,24 @@ pub mod flags {
     /// Outstanding across a stall of its engine thread: its latency may include up to
     /// `inflation_ns` of the client's own pause (it stays in; it can only be overstated).
     pub const INFLATED: u32 = 1 << 9;
+    /// The reply time is the kernel's receive stamp (else the user-space clock after the read).
+    pub const KERNEL_RX: u32 = 1 << 10;
+    /// `tx_ns` is the kernel's transmit stamp of the send that carried the request.
+    pub const KERNEL_TX: u32 = 1 << 11;
 }
 
-/// One kept request: 32 bytes. Times are ns since the engine's start.
+/// One kept request: 48 bytes. Times are ns since the engine's start.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 #[repr(C)]
 pub struct Sample {
     pub intended_ns: u64,
-    /// Last actual send time (0: never sent).
+    /// Last actual send time, the user-space clock before the write (0: never sent).
     pub sent_ns: u64,
+    /// The kernel's transmit stamp of that send (flag `KERNEL_TX`; 0: none).
+    pub tx_ns: u64,
+    /// The user-space clock after the read that completed the reply (0: no reply). The reply
+    /// time the latency counts to is this, or the kernel's receive stamp (flag `KERNEL_RX`).
+    pub rx_user_ns: u64,
     /// Reply time − intended send time; for a censored sample, the time outstanding so far.
     pub latency_ns: u64,
     pub flags: u32,
@@ -110,12 +119,12 @@ pub struct Sample {
     pub inflation_ns: u32,
 }
 
-/// 1024 samples (32 KiB) a chunk: small enough to come from malloc's free lists, not fresh pages,
+/// 1024 samples (48 KiB) a chunk: small enough to come from malloc's free lists, not fresh pages,
 /// when a thread starts a new store after handing one over.
 const CHUNK: usize = 1024;
 
 /// Append-only store of samples in fixed chunks: no doubling, so memory stays at
-/// `size_of::<Sample>()` (32 bytes) per sample plus one partly filled chunk.
+/// `size_of::<Sample>()` (48 bytes) per sample plus one partly filled chunk.
 #[derive(Default)]
 pub struct SampleStore {
     chunks: Vec<Vec<Sample>>,
@@ -149,8 +158,8 @@ impl SampleStore {
         self.chunks.iter().map(|c| c.capacity() * std::mem::size_of::<Sample>()).sum::<usize>()
             + self.chunks.capacity() * std::mem::size_of::<Vec<Sample>>()
     }
-    /// Little-endian rows of 32 bytes: intended_ns, sent_ns, latency_ns (u64), flags,
-    /// inflation_ns (u32).
+    /// Little-endian rows of 48 bytes: intended_ns, sent_ns, tx_ns, rx_user_ns, latency_ns (u64),
+    /// flags, inflation_ns (u32).
     pub fn to_le_bytes(&self) -> Vec<u8> {
         samples_to_le_bytes(self.iter())
     }
@@ -162,6 +171,8 @@ pub fn samples_to_le_bytes<'a>(samples: impl Iterator<Item = &'a Sample>) -> Vec
     for s in samples {
         out.extend_from_slice(&s.intended_ns.to_le_bytes());
         out.extend_from_slice(&s.sent_ns.to_le_bytes());
+        out.extend_from_slice(&s.tx_ns.to_le_bytes());
+        out.extend_from_slice(&s.rx_user_ns.to_le_bytes());
         out.extend_from_slice(&s.latency_ns.to_le_bytes());
         out.extend_from_slice(&s.flags.to_le_bytes());
         out.extend_from_slice(&s.inflation_ns.to_le_bytes());
@@ -394,22 +405,31 @@ mod tests {
     }
 
     #[test]
-    fn store_costs_32_bytes_a_sample() {
+    fn store_costs_48_bytes_a_sample() {
         let mut st = SampleStore::default();
         let n = 100 * CHUNK;
         for i in 0..n as u64 {
-            st.push(Sample { intended_ns: i, sent_ns: i + 1, latency_ns: 2 * i, flags: 5, inflation_ns: 7 });
+            st.push(Sample {
+                intended_ns: i,
+                sent_ns: i + 1,
+                tx_ns: i + 2,
+                rx_user_ns: i + 3,
+                latency_ns: 2 * i,
+                flags: 5,
+                inflation_ns: 7,
+            });
         }
         assert_eq!(st.len(), n);
         let per = st.allocated_bytes() as f64 / n as f64;
-        assert!(per <= 33.0, "{per} bytes per sample");
+        assert!(per <= 49.0, "{per} bytes per sample");
         let bytes = st.to_le_bytes();
-        assert_eq!(bytes.len(), n * 32);
-        // Row 1: intended 1, sent 2, latency 2, flags 5, inflation 7.
-        assert_eq!(u64::from_le_bytes(bytes[32..40].try_into().unwrap()), 1);
-        assert_eq!(u64::from_le_bytes(bytes[48..56].try_into().unwrap()), 2);
-        assert_eq!(u32::from_le_bytes(bytes[56..60].try_into().unwrap()), 5);
-        assert_eq!(u32::from_le_bytes(bytes[60..64].try_into().unwrap()), 7);
+        assert_eq!(bytes.len(), n * 48);
+        // Row 1: intended 1, sent 2, tx 3, rx_user 4, latency 2, flags 5, inflation 7.
+        let row = &bytes[48..96];
+        let u64_at = |o: usize| u64::from_le_bytes(row[o..o + 8].try_into().unwrap());
+        assert_eq!([u64_at(0), u64_at(8), u64_at(16), u64_at(24), u64_at(32)], [1, 2, 3, 4, 2]);
+        assert_eq!(u32::from_le_bytes(row[40..44].try_into().unwrap()), 5);
+        assert_eq!(u32::from_le_bytes(row[44..48].try_into().unwrap()), 7);
     }
 
     #[test]

@@ -125,6 +125,13 @@ fn now_ns() -> u64 {
     tailwise_core::clock::now_ns()
 }
 
+/// What one clock read costs here: (CLOCK_MONOTONIC ns, CLOCK_REALTIME ns), medians of batches.
+#[pyfunction]
+#[pyo3(signature = (per_batch=10_000))]
+fn clock_cost_ns(py: Python<'_>, per_batch: u32) -> (f64, f64) {
+    py.detach(|| tailwise_core::clock::clock_cost_ns(per_batch))
+}
+
 /// The HDR histogram parameters used everywhere: (lowest_ns, highest_ns, significant_digits).
 #[pyfunction]
 fn histogram_params() -> (u64, u64, u8) {
@@ -273,6 +280,7 @@ fn counters_dict<'py>(py: Python<'py>, c: &Counters) -> PyResult<Bound<'py, PyDi
         ("timeouts", c.timeouts),
         ("unfinished", c.unfinished),
         ("rx_kernel", c.rx_kernel),
+        ("tx_kernel", c.tx_kernel),
         ("reconnects", c.reconnects),
         ("resent", c.resent),
         ("gets", c.gets),
@@ -381,8 +389,8 @@ impl PyEngine {
 
     /// A snapshot of every thread (waiting up to `wait_ns` for them): {samples: the requests
     /// finished since the last take, pending: the sampled requests outstanding now, censored at
-    /// the time they have waited (both as 32-byte little-endian rows: intended_ns, sent_ns,
-    /// latency_ns as u64, flags, inflation_ns as u32), snap_ns, complete, counters}. The
+    /// the time they have waited (both as 48-byte little-endian rows: intended_ns, sent_ns, tx_ns,
+    /// rx_user_ns, latency_ns as u64, flags, inflation_ns as u32), snap_ns, complete, counters}. The
     /// interval histograms (`intervals()`) are up to date with it. `join` returns what was never taken.
     #[pyo3(signature = (wait_ns=1_000_000_000))]
     fn take<'py>(&self, py: Python<'py>, wait_ns: u64) -> PyResult<Bound<'py, PyDict>> {
@@ -489,6 +497,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(route_interface, m)?)?;
     m.add_function(wrap_pyfunction!(hardware_timestamping, m)?)?;
     m.add_function(wrap_pyfunction!(now_ns, m)?)?;
+    m.add_function(wrap_pyfunction!(clock_cost_ns, m)?)?;
     m.add_function(wrap_pyfunction!(histogram_params, m)?)?;
     m.add_function(wrap_pyfunction!(interval_params, m)?)?;
     m.add_function(wrap_pyfunction!(measure_stalls, m)?)?;

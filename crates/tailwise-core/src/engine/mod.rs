@@ -75,6 +75,9 @@ pub struct EngineConfig {
 /// or not the engine runs. For TCP a read's stamp is that of the last segment it took bytes from,
 /// and every reply completed by that read gets it: a reply that arrived in an earlier segment of
 /// the same read is overstated by the gap between the two segments, never understated.
+/// `Kernel` also stamps every send (the transmit stamp, kept beside the user-space send time):
+/// a request gets the stamp of the send that carried its last byte (thread.rs, `take_tx_stamps`).
+/// The user-space stamps are kept with every sample either way, for comparison.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Timestamps {
     #[default]
@@ -107,6 +110,8 @@ pub struct Counters {
     pub unfinished: u64,
     /// Replies whose receive time is the kernel's stamp (`Timestamps::Kernel`).
     pub rx_kernel: u64,
+    /// Replies whose request carries the kernel's transmit stamp.
+    pub tx_kernel: u64,
 }
 
 impl Counters {
@@ -127,6 +132,7 @@ impl Counters {
         self.resent += o.resent;
         self.unfinished += o.unfinished;
         self.rx_kernel += o.rx_kernel;
+        self.tx_kernel += o.tx_kernel;
     }
 }
 
@@ -369,8 +375,9 @@ impl Engine {
                 Sock::Tcp(connect(addr, cfg.connect_timeout_ns)?)
             };
             if cfg.timestamps == Timestamps::Kernel {
-                net::enable_rx_timestamps(s.fd())
-                    .map_err(|e| format!("kernel receive timestamps (SO_TIMESTAMPING) refused: {e}"))?;
+                // Before anything is written: TCP transmit-stamp keys count from here.
+                net::enable_tx_rx_timestamps(s.fd(), !cfg.protocol.is_datagram())
+                    .map_err(|e| format!("kernel timestamps (SO_TIMESTAMPING) refused: {e}"))?;
             }
             per_thread[i % cfg.threads].push(s);
         }
@@ -587,3 +594,5 @@ impl Engine {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod stamp_tests;

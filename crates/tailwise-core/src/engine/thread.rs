@@ -110,8 +110,29 @@ struct Flight {
     id: u64,
     /// Stamp just before the write that carried it.
     sent: u64,
+    /// Transmit-stamp key: for a stream, the stream offset one past its last byte; for datagrams,
+    /// its datagram's number on the socket (`Conn::stream_base`).
+    end: u64,
+    /// The kernel's transmit stamp of the send that carried its last byte (CLOCK_MONOTONIC; 0: none).
+    tx: u64,
     /// Timed out and already counted: its reply, if it comes, is read and dropped.
     ghost: bool,
+}
+
+impl Flight {
+    fn times(&self) -> Times {
+        Times { sent: self.sent, tx: self.tx, rx_user: 0 }
+    }
+}
+
+/// A request's clock readings (CLOCK_MONOTONIC ns; 0: none): the user-space stamp before the
+/// write that sent it, the kernel's transmit stamp, and the user-space stamp after the read that
+/// completed its reply.
+#[derive(Clone, Copy, Default)]
+struct Times {
+    sent: u64,
+    tx: u64,
+    rx_user: u64,
 }
 
 /// A stall of this thread and the guard after it, as intended times to flag.
@@ -165,6 +186,11 @@ struct Conn {
     fails: u32,
     /// A reply has arrived since this connection was (re)established.
     replied: bool,
+    /// Transmit stamps: stream offset of `wbuf[0]` (datagrams: the next datagram's number) on the
+    /// current socket; keys below `tx_next` are matched; `tx_ok` until a send fails.
+    stream_base: u64,
+    tx_next: u64,
+    tx_ok: bool,
 }
 
 impl Conn {
@@ -225,6 +251,9 @@ struct Worker {
     /// Kernel receive stamps (`Timestamps::Kernel`): CLOCK_REALTIME − CLOCK_MONOTONIC, re-read
     /// every `OFFSET_EVERY_NS`, and when it was.
     kernel_rx: bool,
+    /// Transmit stamps are on (with the receive stamps, `Timestamps::Kernel`), and a buffer for them.
+    kernel_tx: bool,
+    tx_buf: Vec<(u32, u64)>,
     rt_offset: i64,
     rt_offset_at: u64,
     t0: u64,
@@ -298,6 +327,9 @@ pub(crate) fn run(ctx: ThreadCtx) -> ThreadResult {
                     state: State::Up,
                     fails: 0,
                     replied: false,
+                    stream_base: 0,
+                    tx_next: 0,
+                    tx_ok: true,
                 }
             })
             .collect(),
@@ -336,6 +368,8 @@ pub(crate) fn run(ctx: ThreadCtx) -> ThreadResult {
         snap_seen: 0,
         test_stall: cfg.test_stall,
         kernel_rx: cfg.timestamps == super::Timestamps::Kernel,
+        kernel_tx: cfg.timestamps == super::Timestamps::Kernel,
+        tx_buf: Vec::new(),
         rt_offset: crate::clock::realtime_offset_ns(),
         rt_offset_at: ctx.start_ns,
         t0: ctx.start_ns,
@@ -494,10 +528,10 @@ impl Worker {
         let age = now - f.req.intended;
         if age > self.cfg.timeout_ns {
             self.c.timeouts += 1;
-            self.finish(f.req, f.sent, age, F::CENSORED | F::TIMEOUT, 0);
+            self.finish(f.req, f.times(), age, F::CENSORED | F::TIMEOUT, 0);
         } else {
             self.c.unfinished += 1;
-            self.finish(f.req, f.sent, age, F::CENSORED | F::PENDING, 0);
+            self.finish(f.req, f.times(), age, F::CENSORED | F::PENDING, 0);
         }
     }
 
@@ -519,7 +553,7 @@ impl Worker {
                 F::NEVER_SENT
             }
         };
-        self.finish(r, 0, now - r.intended, F::CENSORED | flag, 0);
+        self.finish(r, Times::default(), now - r.intended, F::CENSORED | flag, 0);
     }
 
     fn aborted(&self) -> bool {
@@ -568,13 +602,15 @@ impl Worker {
         let mut pending = Vec::new();
         if seq.is_some() {
             let t0 = self.t0;
-            let flights = self.conns.iter().flat_map(|c| c.inflight.iter()).filter(|f| !f.ghost).map(|f| (f.req, f.sent));
-            for (r, sent) in flights.chain(self.backlog.iter().map(|r| (*r, 0))) {
+            let flights = self.conns.iter().flat_map(|c| c.inflight.iter()).filter(|f| !f.ghost).map(|f| (f.req, f.times()));
+            for (r, times) in flights.chain(self.backlog.iter().map(|r| (*r, Times::default()))) {
                 self.pending.record(r.intended - t0, now - r.intended);
                 if r.flags & SAMPLED != 0 {
                     pending.push(Sample {
                         intended_ns: r.intended - t0,
-                        sent_ns: sent.saturating_sub(t0),
+                        sent_ns: times.sent.saturating_sub(t0),
+                        tx_ns: times.tx.saturating_sub(t0),
+                        rx_user_ns: 0,
                         latency_ns: now - r.intended,
                         flags: F::CENSORED | F::PENDING | (r.flags & !SAMPLED),
                         inflation_ns: 0,
@@ -639,7 +675,7 @@ impl Worker {
             self.backlog.push_back(req);
         } else {
             self.c.never_sent += 1;
-            self.finish(req, 0, now - intended, F::CENSORED | F::NEVER_SENT, 0);
+            self.finish(req, Times::default(), now - intended, F::CENSORED | F::NEVER_SENT, 0);
         }
     }
 
@@ -712,10 +748,13 @@ impl Worker {
             };
             let c = &mut self.conns[i];
             c.codec.encode(&Request { id, kind: req.op.kind, key, value: value_bytes(req.op.value_len) }, &mut c.wbuf);
-            if self.datagram {
+            let end = if self.datagram {
                 c.dgram_ends.push_back(c.wbuf.len());
-            }
-            c.inflight.push_back(Flight { req, id, sent: 0, ghost: false });
+                c.stream_base + c.dgram_ends.len() as u64 - 1
+            } else {
+                c.stream_base + c.wbuf.len() as u64
+            };
+            c.inflight.push_back(Flight { req, id, sent: 0, end, tx: 0, ghost: false });
             c.unsent += 1;
             if !c.dirty {
                 c.dirty = true;
@@ -786,14 +825,18 @@ impl Worker {
                     debug_assert_eq!(n, end - c.wpos);
                     c.wpos = end;
                     c.dgram_ends.pop_front();
+                    c.stream_base += 1;
                 }
                 Ok(n) => c.wpos += n,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) if datagram => {
-                    // This datagram is lost (its request will time out); the socket goes on.
+                    // This datagram is lost (its request will time out); the socket goes on. The
+                    // kernel does not count a failed send in its stamp keys; rather than rely on
+                    // that, this socket's later sends go unstamped.
                     c.wpos = end;
                     c.dgram_ends.pop_front();
+                    c.tx_ok = false;
                     failed = Some(format!("send to {} failed: {e}", c.addr));
                 }
                 Err(e) => return Err(e),
@@ -805,6 +848,9 @@ impl Worker {
         let c = &mut self.conns[i];
         let pending = c.wpos < c.wbuf.len();
         if !pending {
+            if !datagram {
+                c.stream_base += c.wbuf.len() as u64;
+            }
             c.wbuf.clear();
             c.wpos = 0;
         } else if datagram && c.wpos > 0 {
@@ -852,7 +898,13 @@ impl Worker {
                 }
                 State::Waiting(_) | State::Dead => continue,
             }
-            if events & (EPOLLIN | EPOLLHUP | EPOLLERR) as u32 != 0 {
+            // Transmit stamps come on the error queue, which raises EPOLLERR until read; they are
+            // taken before the replies so that a reply finds its request stamped.
+            let mut read = events & (EPOLLIN | EPOLLHUP) as u32 != 0;
+            if events & EPOLLERR as u32 != 0 {
+                read |= !(self.kernel_tx && self.take_tx_stamps(i));
+            }
+            if read {
                 self.read_conn(i);
             }
             if events & EPOLLOUT as u32 != 0 && self.conns[i].up() {
@@ -889,7 +941,7 @@ impl Worker {
             let spare_len = spare.len();
             let (got, stamp) = read(self.kernel_rx, c.fd, spare);
             let stamped = stamp.is_some();
-            let t_rx = self.rx_time(stamp);
+            let (t_rx, t_user) = self.rx_time(stamp);
             let c = &mut self.conns[i];
             match got {
                 Ok(0) => {
@@ -899,7 +951,7 @@ impl Worker {
                 Ok(n) => {
                     // SAFETY: the kernel initialised n bytes.
                     unsafe { c.rbuf.set_len(len + n) };
-                    self.parse_replies(i, t_rx, stamped);
+                    self.parse_replies(i, t_rx, t_user, stamped);
                     if n < spare_len || !self.conns[i].up() {
                         return;
                     }
@@ -930,7 +982,7 @@ impl Worker {
             let spare = unsafe { std::slice::from_raw_parts_mut(c.rbuf.as_mut_ptr(), cap) };
             let (got, stamp) = read(self.kernel_rx, c.fd, spare);
             let stamped = stamp.is_some();
-            let t_rx = self.rx_time(stamp);
+            let (t_rx, t_user) = self.rx_time(stamp);
             let c = &mut self.conns[i];
             match got {
                 Ok(n) => {
@@ -943,7 +995,7 @@ impl Worker {
                             let mask = c.id_mask;
                             let pos = id.and_then(|id| c.inflight.iter().position(|f| f.sent > 0 && f.id & mask == id));
                             match pos.and_then(|p| c.inflight.remove(p)) {
-                                Some(f) => self.complete(i, f, outcome, t_rx, stamped),
+                                Some(f) => self.complete(i, f, outcome, (t_rx, t_user), stamped),
                                 // A reply to a request already timed out, or a duplicate.
                                 None => self.note("reply to no request in flight (after its timeout, or duplicated)".into()),
                             }
@@ -970,12 +1022,20 @@ impl Worker {
         }
     }
 
-    /// A reply's receive time on CLOCK_MONOTONIC: the kernel's stamp when there is one (never
-    /// later than now: the clock conversion may err by ~100 ns), else now. The clock is read
-    /// either way: every read feeds the stall watch.
-    fn rx_time(&mut self, stamp: Option<u64>) -> u64 {
+    /// A reply's receive time on CLOCK_MONOTONIC: the kernel's stamp when there is one, else now;
+    /// and now (the user-space stamp). The clock is read either way: every read feeds the stall
+    /// watch.
+    fn rx_time(&mut self, stamp: Option<u64>) -> (u64, u64) {
         let now = self.watch.now();
-        let Some(real) = stamp else { return now };
+        match stamp {
+            Some(real) => (self.kernel_to_mono(real, now), now),
+            None => (now, now),
+        }
+    }
+
+    /// A kernel stamp (CLOCK_REALTIME) on CLOCK_MONOTONIC, never later than `now` (the conversion
+    /// may err by ~100 ns).
+    fn kernel_to_mono(&mut self, real: u64, now: u64) -> u64 {
         if now - self.rt_offset_at > OFFSET_EVERY_NS {
             self.rt_offset = crate::clock::realtime_offset_ns();
             self.rt_offset_at = now;
@@ -983,12 +1043,63 @@ impl Worker {
         ((real as i64 - self.rt_offset).max(0) as u64).min(now)
     }
 
-    /// Record a reply to `f` on connection `i`, received at `t_rx` (the kernel's stamp if `stamped`).
-    fn complete(&mut self, i: usize, f: Flight, outcome: Outcome, t_rx: u64, stamped: bool) {
+    /// Read connection `i`'s transmit stamps and give each to the requests whose last byte its
+    /// send carried: for a stream, every request not yet stamped that ends at or before the
+    /// stamped byte (several requests in one send share its stamp; a send the kernel split is
+    /// stamped at its last segment); for datagrams, the request of that datagram. A stamp for
+    /// bytes already matched (a retransmission) is dropped. Returns whether the queue held
+    /// anything.
+    fn take_tx_stamps(&mut self, i: usize) -> bool {
+        let mut stamps = std::mem::take(&mut self.tx_buf);
+        let fd = self.conns[i].fd;
+        let read = net::read_tx_stamps(fd, &mut stamps);
+        let now = self.watch.now();
+        let datagram = self.datagram;
+        for &(key, real) in &stamps {
+            let t = self.kernel_to_mono(real, now);
+            let c = &mut self.conns[i];
+            if !c.tx_ok {
+                break;
+            }
+            // The key is the low 32 bits of a byte offset (datagram number): the nearest at or
+            // after the last matched one.
+            let last = c.tx_next as i64 - 1;
+            let full = last + (key.wrapping_sub(last as u32) as i32) as i64;
+            if full < c.tx_next as i64 {
+                continue;
+            }
+            if datagram {
+                if let Some(f) = c.inflight.iter_mut().find(|f| f.end == full as u64) {
+                    f.tx = t.max(f.sent);
+                }
+            } else {
+                for f in c.inflight.iter_mut().filter(|f| f.end <= full as u64 + 1 && f.tx == 0 && f.sent > 0) {
+                    f.tx = t.max(f.sent);
+                }
+            }
+            c.tx_next = full as u64 + 1;
+        }
+        self.tx_buf = stamps;
+        match read {
+            Ok(n) => n > 0,
+            Err(e) => {
+                self.note(format!("reading transmit stamps failed: {e}"));
+                false
+            }
+        }
+    }
+
+    /// Record a reply to `f` on connection `i`, received at `t_rx` (the kernel's stamp if
+    /// `stamped`) and seen by user space at `t_user`.
+    fn complete(&mut self, i: usize, f: Flight, outcome: Outcome, (t_rx, t_user): (u64, u64), stamped: bool) {
         // A kernel stamp converted from another clock may lie a few ns before the send.
-        let t_rx = t_rx.max(f.sent);
+        let t_rx = t_rx.max(f.tx).max(f.sent);
         self.c.rx_kernel += stamped as u64;
-        let mut flags = 0;
+        self.c.tx_kernel += (f.tx > 0) as u64;
+        let mut flags = if stamped { F::KERNEL_RX } else { 0 };
+        if f.tx > 0 {
+            flags |= F::KERNEL_TX;
+        }
         match outcome {
             Outcome::Error(reason) => {
                 self.c.errors += 1;
@@ -1017,12 +1128,13 @@ impl Worker {
         // read's stamp is its last segment's, so a stall before that segment still may have.
         let exact = self.kernel_rx && self.datagram;
         let inflation = if self.windows.is_empty() || exact { 0 } else { self.inflation(f.req.intended, t_rx) };
-        self.finish(f.req, f.sent, t_rx - f.req.intended, flags, inflation);
+        let times = Times { rx_user: t_user, ..f.times() };
+        self.finish(f.req, times, t_rx - f.req.intended, flags, inflation);
     }
 
     /// The end of a request: into the histograms (whole run and its interval), and into the
     /// samples if it was chosen.
-    fn finish(&mut self, r: Req, sent: u64, latency: u64, flags: u32, inflation: u64) {
+    fn finish(&mut self, r: Req, times: Times, latency: u64, flags: u32, inflation: u64) {
         let mut flags = flags | (r.flags & !SAMPLED);
         if inflation > 0 {
             flags |= F::INFLATED;
@@ -1032,7 +1144,9 @@ impl Worker {
         if r.flags & SAMPLED != 0 {
             self.samples.push(Sample {
                 intended_ns: r.intended - self.t0,
-                sent_ns: sent.saturating_sub(self.t0),
+                sent_ns: times.sent.saturating_sub(self.t0),
+                tx_ns: times.tx.saturating_sub(self.t0),
+                rx_user_ns: times.rx_user.saturating_sub(self.t0),
                 latency_ns: latency,
                 flags,
                 inflation_ns: inflation.min(u32::MAX as u64) as u32,
@@ -1051,7 +1165,7 @@ impl Worker {
         super::count_reason(&mut self.reasons, key, n);
     }
 
-    fn parse_replies(&mut self, i: usize, t_rx: u64, stamped: bool) {
+    fn parse_replies(&mut self, i: usize, t_rx: u64, t_user: u64, stamped: bool) {
         loop {
             let c = &mut self.conns[i];
             let parsed = c.codec.parse(&c.rbuf[c.rpos..]);
@@ -1074,7 +1188,7 @@ impl Worker {
                     if f.ghost {
                         continue; // the late reply of a request already counted as a timeout
                     }
-                    self.complete(i, f, outcome, t_rx, stamped);
+                    self.complete(i, f, outcome, (t_rx, t_user), stamped);
                 }
                 Parsed::Malformed { reason } => {
                     self.kill_conn(i, format!("malformed reply: {reason}"));
@@ -1140,7 +1254,7 @@ impl Worker {
             while self.conns[i].inflight.front().is_some_and(|f| now - f.req.intended > timeout) {
                 let f = self.conns[i].inflight.pop_front().unwrap();
                 self.c.timeouts += 1;
-                self.finish(f.req, f.sent, now - f.req.intended, F::CENSORED | F::TIMEOUT, 0);
+                self.finish(f.req, f.times(), now - f.req.intended, F::CENSORED | F::TIMEOUT, 0);
                 lost += 1;
             }
             if lost > 0 {
@@ -1157,12 +1271,12 @@ impl Worker {
             }
             if !f.ghost {
                 f.ghost = true;
-                timed_out.push((f.req, f.sent));
+                timed_out.push((f.req, f.times()));
             }
         }
-        for (r, sent) in timed_out {
+        for (r, times) in timed_out {
             self.c.timeouts += 1;
-            self.finish(r, sent, now - r.intended, F::CENSORED | F::TIMEOUT, 0);
+            self.finish(r, times, now - r.intended, F::CENSORED | F::TIMEOUT, 0);
             lost += 1;
         }
         if lost > 0 {
@@ -1235,12 +1349,10 @@ impl Worker {
         let addr = self.conns[i].addr;
         match net::connect_nonblocking(&addr) {
             Ok((s, done)) => {
-                if self.kernel_rx {
-                    if let Err(e) = net::enable_rx_timestamps(s.as_raw_fd()) {
-                        self.note(format!("kernel receive timestamps refused on a new connection: {e}"));
-                    }
-                }
                 let c = &mut self.conns[i];
+                c.stream_base = 0;
+                c.tx_next = 0;
+                c.tx_ok = true;
                 c.fd = s.as_raw_fd();
                 c.sock = Some(Sock::Tcp(s));
                 c.codec = self.cfg.protocol.codec();
@@ -1261,6 +1373,13 @@ impl Worker {
         if let Err(e) = net::take_socket_error(fd) {
             let why = format!("cannot reconnect to {}: {e}", self.conns[i].addr);
             return self.connect_failed(i, why, now_ns());
+        }
+        // Before anything is written: TCP transmit-stamp keys count from here.
+        if self.kernel_rx {
+            if let Err(e) = net::enable_tx_rx_timestamps(fd, true) {
+                self.note(format!("kernel timestamps refused on a new connection: {e}"));
+                self.conns[i].tx_ok = false;
+            }
         }
         let c = &mut self.conns[i];
         if let Some(Sock::Tcp(s)) = &c.sock {
@@ -1301,7 +1420,7 @@ impl Worker {
         c.unsent = 0;
         self.c.errors += flights.len() as u64;
         for f in flights {
-            self.finish(f.req, f.sent, now - f.req.intended, F::CENSORED | F::FAILED, 0);
+            self.finish(f.req, f.times(), now - f.req.intended, F::CENSORED | F::FAILED, 0);
         }
         self.note(reason.clone());
         if self.conns.iter().all(|c| c.state == State::Dead) {

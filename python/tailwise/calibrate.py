@@ -1,0 +1,304 @@
+"""`tailwise calibrate`: what each timestamp source reports for the same traffic, on this machine.
+
+How to Measure the Killer Microsecond (KBNets'17, Table 1) shows that where a timestamp is taken
+decides what a tool can see: NIC stamps within a µs of the truth, user-space stamps after blocking
+sockets ~20 µs off at the median. This command gives that table for the user's own machine. It
+sends low-rate ping-pong traffic (one connection, one request outstanding) to a reflector — the
+built-in server with no service time, on loopback and, where this process may create network
+namespaces, across a veth pair — with every source on at once, so that each request carries
+each source's send and receive times:
+
+* ``kernel``: the kernel's software stamps of the send (SO_TIMESTAMPING TX) and of the reply's
+  arrival (RX), the best source available here;
+* ``user``: the clock around the system calls (before the write, after the read);
+* ``nic``: hardware stamps, tried only through the driver (SIOCGHWTSTAMP), which says why not.
+
+Each source's bias is measured against the best one on the same requests: the median and p99
+of the per-request difference of round trips, split into its send side (write call → kernel
+stamp) and its receive side (kernel stamp → reader awake). Then the whole tool against the
+queueing model: ``tailwise serve`` with fixed:10us at 20 % load (Lancet, Fig. 6), measured with
+each source as ``tailwise run --duration`` measures it, minus the M/D/1 sojourn percentiles.
+There, and only there, the figures are also given with the built-in server's own stalls left
+out: the server is part of the reference, not of what is measured.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from dataclasses import replace
+
+import numpy as np
+
+from tailwise import _core
+from tailwise.agent import Flag, LoadSpec, LocalAgent
+from tailwise.errors import TailwiseError
+from tailwise.host import host_info
+
+SCHEMA = "tailwise.calibrate/1"
+#: Ping-pong at a low rate: the path's own latency, no queueing behind earlier requests.
+PING_RATE_RPS = 2_000
+PING_SECONDS = 2.0
+#: The first requests warm caches and connections; they stay out of every figure here.
+WARMUP_NS = 200_000_000
+PERCENTILES = (50.0, 99.0, 99.9)
+#: The Lancet Fig. 6 case and this machine's goal for it with kernel stamps (issue 11).
+MODEL_SERVICE = "fixed:10us"
+MODEL_LOAD = 0.2
+MODEL_SECONDS = 3.0
+GOAL_NS = {50.0: 12_000, 99.0: 30_000}
+#: The veth path's reflector listens on this port inside its own namespace (no clash possible).
+VETH_PORT = 7000
+
+
+def _pct_key(p: float) -> str:
+    return f"p{p:g}_ns"
+
+
+def _figures(values: np.ndarray) -> dict:
+    """min, the PERCENTILES and max of ``values`` (ns), exact order statistics."""
+    if len(values) == 0:
+        return {"n": 0}
+    v = np.sort(values)
+    out = {"n": int(len(v)), "min_ns": int(v[0])}
+    for p in PERCENTILES:
+        out[_pct_key(p)] = int(np.quantile(v, p / 100, method="inverted_cdf"))
+    out["max_ns"] = int(v[-1])
+    return out
+
+
+def _bias(diff: np.ndarray) -> dict:
+    """A per-request difference (ns): its median and p99."""
+    if len(diff) == 0:
+        return {"n": 0}
+    return {"n": int(len(diff)), "p50_ns": int(np.median(diff)),
+            "p99_ns": int(np.quantile(diff, 0.99, method="inverted_cdf"))}
+
+
+def nic_reason(addr: str) -> tuple[str, str | None]:
+    """(the interface routing to ``addr``, why it cannot stamp in hardware or None)."""
+    try:
+        iface = _core.route_interface(addr)
+        return iface, _core.hardware_timestamping(iface)
+    except ValueError as e:
+        return "?", str(e)
+
+
+def source_figures(samples: np.ndarray, start_ns: int = WARMUP_NS) -> dict:
+    """Round trips per source from engine rows recorded with kernel stamps on, same requests."""
+    flags = samples["flags"].astype(np.int64)
+    stamped = int(Flag.KERNEL_RX | Flag.KERNEL_TX)
+    keep = ((flags & int(Flag.CENSORED | Flag.ENGINE_STALL | Flag.ERROR_REPLY)) == 0) & (samples["intended_ns"] >= start_ns)
+    both = keep & ((flags & stamped) == stamped)
+    s = samples[both]
+    i64 = lambda name: s[name].astype(np.int64)  # noqa: E731
+    rx_kernel = i64("intended_ns") + i64("latency_ns")
+    kernel = rx_kernel - i64("tx_ns")
+    user = i64("rx_user_ns") - i64("sent_ns")
+    return {
+        "requests": int(keep.sum()),
+        "kernel_stamped": int(both.sum()),
+        "kernel": {"rtt": _figures(kernel)},
+        "user": {
+            "rtt": _figures(user),
+            "bias": _bias(user - kernel),
+            # Where the bias comes from: the write call before the kernel's send stamp, and the
+            # reader's wake-up after the kernel's arrival stamp.
+            "send_side": _bias(i64("tx_ns") - i64("sent_ns")),
+            "receive_side": _bias(i64("rx_user_ns") - rx_kernel),
+        },
+    }
+
+
+def ping(addr: str, scheme: str = "synthetic", rate_rps: float = PING_RATE_RPS, seconds: float = PING_SECONDS) -> dict:
+    """Ping-pong to a reflector at ``addr`` with kernel stamps on: every source's round trips."""
+    spec = LoadSpec(targets=[addr], rate_rps=rate_rps, duration_ns=int(seconds * 1e9), conns=1, outstanding=1,
+                    sample_every=1, timestamps="kernel", scheme=scheme)
+    result = LocalAgent().run(spec)
+    if result.error:
+        raise TailwiseError(f"calibration traffic to {addr} failed: {result.error}",
+                            "check that the reflector is up (tailwise serve --service fixed:0)")
+    iface, why = nic_reason(addr)
+    figures = source_figures(result.samples)
+    figures["nic"] = {"available": False, "reason": f"{iface} cannot stamp in hardware: {why}" if why else
+                      f"{iface} could stamp in hardware, but tailwise does not read hardware stamps yet"}
+    return {"target": f"{scheme}://{addr}", "interface": iface, "rate_rps": rate_rps, "seconds": seconds,
+            "best": "kernel", **figures}
+
+
+def _cores() -> int:
+    return len(os.sched_getaffinity(0))
+
+
+def loopback_path(seconds: float) -> dict:
+    from tailwise.server import builtin_server
+
+    with builtin_server(service="fixed:0", busy_poll=_cores() >= 2) as srv:
+        return {"path": "loopback", "tried": True} | ping(srv.addr, seconds=seconds)
+
+
+def veth_path(seconds: float) -> dict:
+    """The same measurement across a veth pair: the reflector (`tailwise serve`) in one namespace,
+    this command (against it) in the other."""
+    from tailwise import netns
+
+    if (why := netns.can_create()) is not None:
+        return {"path": "veth", "tried": False, "reason": why}
+    with netns.veth_pair() as pair:
+        serve = [sys.executable, "-m", "tailwise", "serve", "--listen", f"{pair.server_ip}:{VETH_PORT}",
+                 "--service", "fixed:0"] + (["--spin"] if _cores() >= 2 else [])
+        server = subprocess.Popen(pair.argv(pair.server_ns, serve), stdout=subprocess.PIPE,
+                                  stderr=subprocess.STDOUT, text=True)
+        try:
+            first = server.stdout.readline()
+            if "listening" not in first:
+                return {"path": "veth", "tried": False, "reason": f"the reflector did not start: {first.strip()}"}
+            me = [sys.executable, "-m", "tailwise", "calibrate", f"synthetic://{pair.server_ip}:{VETH_PORT}",
+                  "--duration", f"{seconds}s", "--json"]
+            done = subprocess.run(pair.argv(pair.client_ns, me), capture_output=True, text=True,
+                                  timeout=seconds + 60)
+            if done.returncode != 0:
+                last = (done.stderr.strip().splitlines() or ["no message"])[-1]
+                return {"path": "veth", "tried": False, "reason": f"the measurement in {pair.client_ns} failed: {last}"}
+            inner = json.loads(done.stdout)["paths"][0]
+        finally:
+            server.kill()
+            server.wait(timeout=10)
+    return inner | {"path": "veth", "namespaces": [pair.client_ns, pair.server_ns]}
+
+
+def _in_stall(intended: np.ndarray, latency: np.ndarray, stalls: list[tuple[int, int]]) -> np.ndarray:
+    """Requests outstanding during any of ``stalls`` (ns since the schedule's start)."""
+    hit = np.zeros(len(intended), dtype=bool)
+    for a, b in stalls:
+        hit |= (intended < b) & (intended + latency > a)
+    return hit
+
+
+def model_bias(seconds: float = MODEL_SECONDS) -> dict:
+    """The whole tool against the model: `tailwise run --service fixed:10us` at 20 % load, once per
+    source, minus the M/D/1 sojourn percentiles."""
+    from tailwise.methodology.analysis import Precision
+    from tailwise.methodology.controller import fixed_methodology
+    from tailwise.model import model_percentiles
+    from tailwise.server import builtin_server
+
+    model = model_percentiles(MODEL_SERVICE, MODEL_LOAD, ps=PERCENTILES)
+    want = {p["p"]: p["value_ns"] for p in model["percentiles"]}
+    base = LoadSpec(targets=[], rate_rps=model["rate_rps"], duration_ns=int(seconds * 1e9),
+                    sample_every=1, busy_poll=True)
+    sources = {}
+    for source in ("kernel", "user"):
+        with builtin_server(service=MODEL_SERVICE, busy_poll=_cores() >= 2) as srv:
+            spec = replace(base, targets=[srv.addr], timestamps=source)
+            result = LocalAgent().run(spec, stall_sources=(srv.take_stalls,))
+        if result.error:
+            raise TailwiseError(f"the model run failed: {result.error}", "run `tailwise run --service fixed:10us` to see why")
+        analysis, _ = fixed_methodology(result, spec, Precision(percentile=99.0), seed=1)
+        got = {pc.p: pc.value for pc in analysis.percentiles}
+        used = result.samples[analysis.used_mask]
+        lat = used["latency_ns"].astype(np.int64)
+        stalled = _in_stall(used["intended_ns"].astype(np.int64), lat, result.target_stalls_ns)
+        clean = np.sort(lat[~stalled])
+        entry = {"samples": int(len(lat)), "verdict_state": analysis.state}
+        for p in PERCENTILES:
+            entry[_pct_key(p)] = got.get(p)
+        entry["minus_model"] = {_pct_key(p): None if got.get(p) is None else got[p] - want[p] for p in PERCENTILES}
+        entry["server_stalls_left_out"] = {
+            "server_stalls": len(result.target_stalls_ns),
+            "requests_left_out": int(stalled.sum()),
+            "minus_model": {_pct_key(p): (int(np.quantile(clean, p / 100, method="inverted_cdf")) - want[p]
+                                          if len(clean) else None) for p in PERCENTILES},
+        }
+        sources[source] = entry
+    kernel = sources["kernel"]["minus_model"]
+    gaps = {p: kernel[_pct_key(p)] for p in GOAL_NS}
+    met = all(g is not None and abs(g) <= GOAL_NS[p] for p, g in gaps.items())
+    return {
+        "service": MODEL_SERVICE,
+        "load": MODEL_LOAD,
+        "rate_rps": model["rate_rps"],
+        "seconds": seconds,
+        "model": model["model"],
+        "model_ns": {_pct_key(p): want[p] for p in PERCENTILES},
+        "sources": sources,
+        "goal": {"with": "kernel", "within_ns": {_pct_key(p): g for p, g in GOAL_NS.items()}, "met": met},
+        "note": ("measured as `tailwise run --duration` measures, every request in; 'server_stalls_left_out' "
+                 "also leaves out the requests outstanding during the built-in server's own stalls (the "
+                 "reference's, not the client's) — the only place tailwise leaves a target's stalls out"),
+    }
+
+
+def calibrate(target: str | None = None, seconds: float = PING_SECONDS, with_model: bool = True) -> dict:
+    """Every path and the model bias (no ``target``), or the sources against one reflector."""
+    mono, real = _core.clock_cost_ns()
+    out = {"schema": SCHEMA, "host": host_info(), "clock": {"monotonic_read_ns": mono, "realtime_read_ns": real}}
+    if target is not None:
+        from tailwise.target import parse_target
+
+        t = parse_target(target)
+        if t.scheme not in ("synthetic", "udp"):
+            raise TailwiseError(f"calibrate needs a reflector, not {t.scheme}://",
+                                "give synthetic://HOST:PORT (tailwise serve --service fixed:0) or udp://HOST:PORT (an echo)")
+        out["paths"] = [{"path": "target", "tried": True} | ping(t.socket_addr(), t.scheme, seconds=seconds)]
+        out["model_bias"] = None
+    else:
+        out["paths"] = [loopback_path(seconds), veth_path(seconds)]
+        out["model_bias"] = model_bias() if with_model else None
+    out["not_tried"] = [{"what": "nic", "why": p["nic"]["reason"], "path": p["path"]} for p in out["paths"] if p["tried"]]
+    out["not_tried"] += [{"what": p["path"], "why": p["reason"]} for p in out["paths"] if not p["tried"]]
+    return out
+
+
+def print_calibration(result: dict, console=None) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    from tailwise.output import fmt_ns
+
+    console = console or Console()
+    c = result["clock"]
+    console.print(f"[bold]tailwise calibrate[/] — timestamp sources on this machine "
+                  f"(a clock read costs {c['monotonic_read_ns']:.0f} ns)")
+    t = Table(title="round trip per source, same requests (ping-pong)")
+    for col in ("path", "source", "min", "p50", "p99", "p99.9", "bias p50/p99"):
+        t.add_column(col, justify="left" if col in ("path", "source") else "right")
+    for p in result["paths"]:
+        if not p["tried"]:
+            continue
+        for name in ("kernel", "user"):
+            r = p[name]["rtt"]
+            b = p[name].get("bias")
+            bias = f"+{fmt_ns(b['p50_ns'])}/+{fmt_ns(b['p99_ns'])}" if b and b.get("n") else "best"
+            t.add_row(p["path"], name, fmt_ns(r.get("min_ns")), fmt_ns(r.get("p50_ns")), fmt_ns(r.get("p99_ns")),
+                      fmt_ns(r.get("p99.9_ns")), bias)
+    console.print(t)
+    for p in result["paths"]:
+        if p["tried"] and p["user"]["send_side"].get("n"):
+            console.print(f"{p['path']}: user stamps add {fmt_ns(p['user']['send_side']['p50_ns'])} before the send "
+                          f"and {fmt_ns(p['user']['receive_side']['p50_ns'])} after the arrival (medians)")
+    m = result.get("model_bias")
+    if m:
+        t = Table(title=f"whole tool vs the model: tailwise serve {m['service']} at {m['load']:.0%} load")
+        for col in ("source", "p50 − model", "p99 − model", "server stalls out: p50/p99"):
+            t.add_column(col, justify="left" if col == "source" else "right")
+        for name, s in m["sources"].items():
+            d, cl = s["minus_model"], s["server_stalls_left_out"]["minus_model"]
+            t.add_row(name, _signed(d["p50_ns"]), _signed(d["p99_ns"]), f"{_signed(cl['p50_ns'])}/{_signed(cl['p99_ns'])}")
+        console.print(t)
+        g = m["goal"]
+        console.print(f"goal with kernel stamps: p50 within {fmt_ns(g['within_ns']['p50_ns'])}, p99 within "
+                      f"{fmt_ns(g['within_ns']['p99_ns'])} of the model: {'[green]met[/]' if g['met'] else '[red]missed[/]'}")
+        console.print(f"[dim]{m['note']}[/]")
+    for n in result["not_tried"]:
+        console.print(f"[yellow]not tried[/]: {n['what']}" + (f" on {n['path']}" if n.get("path") else "") + f" — {n['why']}")
+
+
+def _signed(v: float | None) -> str:
+    from tailwise.output import fmt_ns
+
+    if v is None:
+        return "—"
+    return ("+" if v >= 0 else "−") + fmt_ns(abs(v))
