@@ -157,8 +157,12 @@ def veth_path(seconds: float) -> dict:
                 return {"path": "veth", "tried": False, "reason": f"the reflector did not start: {first.strip()}"}
             me = [sys.executable, "-m", "tailwise", "calibrate", f"synthetic://{pair.server_ip}:{VETH_PORT}",
                   "--duration", f"{seconds}s", "--json"]
-            done = subprocess.run(pair.argv(pair.client_ns, me), capture_output=True, text=True,
-                                  timeout=seconds + 60)
+            try:
+                done = subprocess.run(pair.argv(pair.client_ns, me), capture_output=True, text=True,
+                                      timeout=seconds + 60)
+            except subprocess.TimeoutExpired:
+                return {"path": "veth", "tried": False,
+                        "reason": f"the measurement in {pair.client_ns} did not finish in {seconds + 60:g} s"}
             if done.returncode != 0:
                 last = (done.stderr.strip().splitlines() or ["no message"])[-1]
                 return {"path": "veth", "tried": False, "reason": f"the measurement in {pair.client_ns} failed: {last}"}

@@ -280,17 +280,22 @@ pub fn enable_rx_timestamps(fd: RawFd) -> io::Result<()> {
 /// with a key (OPT_ID): for UDP the send's number (0, 1, 2, … per socket, failed sends not
 /// counted), for TCP the stream offset of the send's last byte. For TCP the key counts from the
 /// next byte to be written (OPT_ID_TCP; without it the kernel counts from the oldest unacked
-/// byte, one off while the SYN is unacked), so call this before anything is written.
+/// byte, one off while the SYN is unacked), so call this on an established connection before
+/// anything is written.
 pub fn enable_tx_rx_timestamps(fd: RawFd, tcp: bool) -> io::Result<()> {
     let base = SOF_TIMESTAMPING_RX_SOFTWARE
         | SOF_TIMESTAMPING_SOFTWARE
         | SOF_TIMESTAMPING_TX_SOFTWARE
         | SOF_TIMESTAMPING_OPT_ID
         | SOF_TIMESTAMPING_OPT_TSONLY;
-    if tcp {
-        set_timestamping(fd, base | SOF_TIMESTAMPING_OPT_ID_TCP)
-    } else {
-        set_timestamping(fd, base)
+    if !tcp {
+        return set_timestamping(fd, base);
+    }
+    match set_timestamping(fd, base | SOF_TIMESTAMPING_OPT_ID_TCP) {
+        // Kernels before 6.2 lack OPT_ID_TCP: on an established socket with nothing written yet
+        // the oldest unacked byte is the next to be written, so plain OPT_ID keys the same.
+        Err(e) if e.raw_os_error() == Some(libc::EINVAL) => set_timestamping(fd, base),
+        r => r,
     }
 }
 

@@ -375,8 +375,11 @@ impl Engine {
                 Sock::Tcp(connect(addr, cfg.connect_timeout_ns)?)
             };
             if cfg.timestamps == Timestamps::Kernel {
-                // Before anything is written: TCP transmit-stamp keys count from here.
+                // Before anything is written: TCP transmit-stamp keys count from here. A kernel
+                // that refuses transmit stamps still gives receive stamps; the requests then go
+                // without (counters.tx_kernel says how many have one).
                 net::enable_tx_rx_timestamps(s.fd(), !cfg.protocol.is_datagram())
+                    .or_else(|_| net::enable_rx_timestamps(s.fd()))
                     .map_err(|e| format!("kernel timestamps (SO_TIMESTAMPING) refused: {e}"))?;
             }
             per_thread[i % cfg.threads].push(s);

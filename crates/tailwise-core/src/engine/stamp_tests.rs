@@ -231,3 +231,41 @@ fn a_reply_split_over_segments_gets_the_stamp_of_its_last_segment() {
         assert!(x.tx_ns <= x.intended_ns + x.latency_ns, "{x:?}");
     }
 }
+
+#[test]
+fn every_datagram_gets_the_stamp_of_its_own_send() {
+    // A plain UDP echo.
+    let echo = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let addr = echo.local_addr().unwrap();
+    echo.set_read_timeout(Some(Duration::from_millis(50))).unwrap();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let st = stop.clone();
+    let t = std::thread::spawn(move || {
+        let mut buf = [0u8; 2048];
+        while !st.load(std::sync::atomic::Ordering::Relaxed) {
+            if let Ok((n, from)) = echo.recv_from(&mut buf) {
+                let _ = echo.send_to(&buf[..n], from);
+            }
+        }
+    });
+    let mut cfg = config(addr, 5_000.0, 300, 4, Workload::default());
+    cfg.protocol = Protocol::UdpEcho { size: 64 };
+    cfg.conns = 2;
+    cfg.arrival = Arrival::Exp;
+    let r = Engine::start(cfg).unwrap().join();
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    t.join().unwrap();
+    assert!(r.error.is_none(), "{:?}", r.error);
+    let done: Vec<&Sample> = r.samples.iter().filter(|x| x.flags & F::CENSORED == 0).collect();
+    assert!(done.len() > 1_000, "{}", done.len());
+    assert_eq!(r.counters.tx_kernel, r.counters.received);
+    for x in &done {
+        assert!(x.flags & F::KERNEL_TX != 0 && x.flags & F::KERNEL_RX != 0, "{x:?}");
+        assert!(x.sent_ns <= x.tx_ns && x.tx_ns <= x.intended_ns + x.latency_ns, "{x:?}");
+    }
+    // Each stamp is its own send's: two datagrams never share one (one send each).
+    let mut stamps: Vec<u64> = done.iter().map(|x| x.tx_ns).collect();
+    stamps.sort_unstable();
+    stamps.dedup();
+    assert_eq!(stamps.len(), done.len(), "two datagrams got the same transmit stamp");
+}
