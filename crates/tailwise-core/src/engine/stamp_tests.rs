@@ -234,20 +234,7 @@ fn a_reply_split_over_segments_gets_the_stamp_of_its_last_segment() {
 
 #[test]
 fn every_datagram_gets_the_stamp_of_its_own_send() {
-    // A plain UDP echo.
-    let echo = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
-    let addr = echo.local_addr().unwrap();
-    echo.set_read_timeout(Some(Duration::from_millis(50))).unwrap();
-    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let st = stop.clone();
-    let t = std::thread::spawn(move || {
-        let mut buf = [0u8; 2048];
-        while !st.load(std::sync::atomic::Ordering::Relaxed) {
-            if let Ok((n, from)) = echo.recv_from(&mut buf) {
-                let _ = echo.send_to(&buf[..n], from);
-            }
-        }
-    });
+    let (addr, stop, t) = super::tests::udp_echo(Duration::ZERO);
     let mut cfg = config(addr, 5_000.0, 300, 4, Workload::default());
     cfg.protocol = Protocol::UdpEcho { size: 64 };
     cfg.conns = 2;

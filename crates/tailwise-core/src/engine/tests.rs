@@ -473,23 +473,29 @@ fn kernel_receive_stamps_leave_an_engine_stop_out_of_the_replies_that_arrived_du
     assert!(n >= 1 && kernel_max < 2_500_000, "kernel stamps: {n} requests across the stop, max {kernel_max} ns");
 }
 
-#[test]
-fn kernel_receive_stamps_on_udp_are_exact_and_never_before_the_send() {
+/// A UDP echo on loopback that answers each datagram after `delay`; stop it with the flag, then join.
+pub(super) fn udp_echo(delay: Duration) -> (SocketAddr, Arc<AtomicBool>, std::thread::JoinHandle<()>) {
     let echo = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
     let addr = echo.local_addr().unwrap();
     echo.set_read_timeout(Some(Duration::from_millis(50))).unwrap();
-    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let stop = Arc::new(AtomicBool::new(false));
     let st = stop.clone();
     let t = std::thread::spawn(move || {
         let mut buf = [0u8; 2048];
         while !st.load(std::sync::atomic::Ordering::Relaxed) {
             if let Ok((n, from)) = echo.recv_from(&mut buf) {
-                // A 500 µs service, so that a reply is in flight when the engine stops.
-                std::thread::sleep(Duration::from_micros(500));
+                std::thread::sleep(delay);
                 let _ = echo.send_to(&buf[..n], from);
             }
         }
     });
+    (addr, stop, t)
+}
+
+#[test]
+fn kernel_receive_stamps_on_udp_are_exact_and_never_before_the_send() {
+    // A 500 µs service, so that a reply is in flight when the engine stops.
+    let (addr, stop, t) = udp_echo(Duration::from_micros(500));
     let s = server("fixed:0");
     let (kernel_max, n, stamped) = across_a_stop(Timestamps::Kernel, Some(addr), &s);
     stop.store(true, std::sync::atomic::Ordering::Relaxed);

@@ -1375,12 +1375,10 @@ impl Worker {
             return self.connect_failed(i, why, now_ns());
         }
         // Before anything is written: TCP transmit-stamp keys count from here.
-        if self.kernel_rx {
-            if net::enable_tx_rx_timestamps(fd, true).is_err() {
-                self.conns[i].tx_ok = false;
-                if let Err(e) = net::enable_rx_timestamps(fd) {
-                    self.note(format!("kernel timestamps refused on a new connection: {e}"));
-                }
+        if self.kernel_rx && net::enable_tx_rx_timestamps(fd, true).is_err() {
+            self.conns[i].tx_ok = false;
+            if let Err(e) = net::enable_rx_timestamps(fd) {
+                self.note(format!("kernel timestamps refused on a new connection: {e}"));
             }
         }
         let c = &mut self.conns[i];
