@@ -75,6 +75,24 @@ class LoadSpec:
     http_path: str = "/"
     udp_size: int = 64  # udp:// datagram bytes
     workload: Workload = field(default_factory=Workload)
+    #: The latency probe (--probe; engine/mod.rs, `Probe`): its own connections with one request
+    #: outstanding each, Poisson at its own rate; 0 connections: no probe.
+    probe_conns: int = 0
+    probe_rate_rps: float = 0.0
+
+    # What the statistics see. With a probe, the timed requests are the probe's (Poisson, every
+    # one kept) while the target is offered the load and the probe together.
+    @property
+    def offered_rps(self) -> float:
+        return self.rate_rps + (self.probe_rate_rps if self.probe_conns else 0.0)
+
+    @property
+    def timed_arrival(self) -> str:
+        return "exp" if self.probe_conns else self.arrival
+
+    @property
+    def timed_sample_every(self) -> int:
+        return 1 if self.probe_conns else self.sample_every
 
 
 @dataclass
@@ -93,6 +111,7 @@ class AgentResult:
     pinned_cpus: list[int | None]
     cpu_ns: int
     preemptions: int = 0
+    probe_counters: dict | None = None  # the latency probe's own (also in counters)
     steal_s: float | None = None  # hypervisor steal time across the host's CPUs during the run
     interrupted: bool = False
     wall_start_s: float = field(default=0.0)
@@ -224,6 +243,7 @@ class Session:
             pinned_cpus=list(raw["pinned_cpus"]),
             cpu_ns=raw["cpu_ns"],
             preemptions=raw["preemptions"],
+            probe_counters=None if raw["probe_counters"] is None else dict(raw["probe_counters"]),
             steal_s=None if self._steal0 is None or steal1 is None else (steal1 - self._steal0) / os.sysconf("SC_CLK_TCK"),
             interrupted=interrupted,
             wall_start_s=self.wall_start_s,
@@ -274,6 +294,8 @@ class LocalAgent:
                 value_size=spec.workload.value_size,
                 popularity=spec.workload.popularity,
                 set_fraction=spec.workload.set_fraction,
+                probe_conns=spec.probe_conns,
+                probe_rate_rps=spec.probe_rate_rps,
             )
         except ConnectionError as e:
             raise TargetError(str(e).split(" — ")[0], _remedy(str(e))) from None

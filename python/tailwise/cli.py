@@ -93,6 +93,9 @@ def run(
     late: Optional[str] = typer.Option(None, "--late", help="a request sent this long after its intended time counts as late [default: 50us]"),
     poll: Optional[Poll] = typer.Option(None, "--poll", help="spin: busy-poll (precise, one core per thread); block: sleep between sends [default: spin]"),
     timestamps: Optional[str] = typer.Option(None, "--timestamps", help="where send and reply times come from: auto (the best available), nic (hardware), kernel (software stamps of each send and arrival), user (the clock around the system calls) [default: auto]"),
+    probe: Optional[bool] = typer.Option(None, "--probe/--no-probe", help="time only a latency probe's requests (a thread of its own, --probe-conns connections with one request outstanding each, Poisson at --probe-rate, spinning) while the --rate load only loads: prefer it with many load threads or a busy client [default: off]"),
+    probe_conns: Optional[int] = typer.Option(None, "--probe-conns", help="the probe's connections [default: 4]"),
+    probe_rate: Optional[str] = typer.Option(None, "--probe-rate", help="the probe's rate, on top of --rate [default: 2k]"),
     pin: bool = typer.Option(True, "--pin/--no-pin", help="pin engine threads (and built-in server workers) to CPUs"),
     warmup: Optional[str] = typer.Option(None, "--warmup", help="leading span left out of the statistics (reported with its own p99); whole 100 ms intervals, at most 10% of the run [default: 100ms]"),
     keep_stalls: bool = typer.Option(False, "--keep-stalls", help="keep the requests due during stalls (≥ 200 µs) of tailwise's engine threads in the statistics instead of leaving them out"),
@@ -114,7 +117,8 @@ def run(
              "outstanding": outstanding, "arrival": arrival, "keys": keys, "key_size": key_size,
              "value_size": value, "popularity": popularity, "mix": mix, "service": service, "workers": workers,
              "sample_every": sample_every, "timeout": timeout, "late": late, "warmup": warmup,
-             "poll": poll.value if poll else None, "seed": seed, "timestamps": timestamps}
+             "poll": poll.value if poll else None, "seed": seed, "timestamps": timestamps, "probe": probe,
+             "probe_conns": probe_conns, "probe_rate": probe_rate}
     st = resolve(flags, load_file(workload))
     rate_rps = parse_rate(st["rate"])
     duration = st["duration"]
@@ -142,6 +146,11 @@ def run(
         raise InputError(f"--timestamps {st['timestamps']} is unknown", f"use one of {', '.join(TIMESTAMPS)}")
     if not 0.0 < percentile < 100.0:
         raise InputError(f"--percentile {percentile} is outside (0, 100)", "give e.g. --percentile 99")
+    probe_on = bool(st["probe"])
+    probe_conns = int(st["probe_conns"]) if probe_on else 0
+    probe_rps = parse_rate(st["probe_rate"], what="--probe-rate") if probe_on else 0.0
+    if probe_on:
+        _positive("--probe-conns", probe_conns)
     sample_every = st["sample_every"]
     if sample_every is None:
         sample_every = max(1, math.ceil(rate_rps / AUTO_SAMPLES_PER_S))
@@ -207,6 +216,7 @@ def run(
         "late_ns": late_ns,
         "warmup_ns": warmup_ns,
         "poll": st["poll"],
+        "probe": {"conns": probe_conns, "rate_rps": probe_rps} if probe_on else None,
         "timestamps": None,  # set once the target's interface is known (_timestamps)
         "timestamps_note": None,
         "pin": pin,
@@ -214,7 +224,8 @@ def run(
         "seed": seed,
     }
     host = host_info()
-    busy = threads if busy_poll else 0
+    # The probe thread always spins, on a CPU of its own when there is one.
+    busy = (threads if busy_poll else 0) + (1 if probe_on else 0)
     cores = host["usable_cores"] or 1
     # The built-in server busy-polls when every spinning thread still has a CPU of its own: a
     # sleeping worker adds a vCPU wake-up (~30 µs here) to every request it serves.
@@ -230,7 +241,8 @@ def run(
     # The CPUs the coordinator must not take: the engine's and the built-in server's; all of them
     # when the target is on this machine (loopback), whose CPUs we cannot know.
     local = any(ipaddress.ip_address(t.socket_addr().rsplit(":", 1)[0].strip("[]")).is_loopback for t in tgts)
-    busy_cpus = (set(os.sched_getaffinity(0)) if local else _busy_cpus(threads, 0 if tgts else workers)) if pin else None
+    engine_threads = threads + (1 if probe_on else 0)
+    busy_cpus = (set(os.sched_getaffinity(0)) if local else _busy_cpus(engine_threads, 0 if tgts else workers)) if pin else None
 
     def measure(addrs: list[str], target_url: str, stall_sources=()):
         first = tgts[0] if tgts else None
@@ -243,6 +255,7 @@ def run(
             http_host=first.netloc if first else "", http_path=first.path if first and first.path else "/",
             udp_size=first.udp_size if first else UDP_SIZE, workload=work,
             unreachable_ns=max(UNREACHABLE_NS, 2 * timeout_ns), test_stall_ns=_test_stall(), timestamps=source,
+            probe_conns=probe_conns, probe_rate_rps=probe_rps,
         )
         agent = LocalAgent()
         span_s = (duration_ns or max_time_ns) / 1e9

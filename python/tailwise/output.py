@@ -43,7 +43,10 @@ def print_summary(s: dict, console: Console | None = None) -> None:
         f"[bold]{s['target']}[/]  target {r['target_rps']:,.0f} req/s, achieved "
         f"{(r['achieved_rps'] or 0):,.0f} req/s over {r['duration_s']:.2f} s — verdict [bold {colour}]{verdict}[/]"
     )
-    t = Table(title=f"latency from intended send time ({lat['source']} timestamps, {lat['samples']:,} samples, "
+    probe = s.get("probe")
+    whose = (f"the probe's requests ({probe['conns']} conns × 1 outstanding at {probe['rate_rps']:,.0f} req/s; "
+             "the load is not timed), " if probe else "")
+    t = Table(title=f"latency from intended send time ({whose}{lat['source']} timestamps, {lat['samples']:,} samples, "
                     f"{lat['confidence']:.0%} CI)", title_justify="left")
     for col in ("percentile", "value", "CI low", "CI high", "every request, same window"):
         t.add_column(col, justify="right")

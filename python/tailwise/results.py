@@ -106,7 +106,8 @@ def build_summary(*, target: str, config: dict, host: dict, result: AgentResult,
         "error": result.error,
         "interrupted": result.interrupted,
         "rate": {
-            "target_rps": float(config["rate_rps"]),
+            # What the target was offered: the load and, with --probe, the probe's requests.
+            "target_rps": float(config["rate_rps"]) + (config.get("probe") or {}).get("rate_rps", 0.0),
             "achieved_rps": achieved,
             "completed_rps": completed,
             "duration_s": elapsed_s,
@@ -139,6 +140,8 @@ def build_summary(*, target: str, config: dict, host: dict, result: AgentResult,
             "unstalled": _hist_json(decode_histogram(result.send_lag_unstalled_hist)),
         },
         "counters": dict(c),
+        # The latency probe (--probe): its requests are the only ones timed; its own counters.
+        "probe": None if not config.get("probe") else config["probe"] | {"counters": result.probe_counters},
         # Gets answered with a value / all gets answered (memcached, redis); null without gets.
         "hit_ratio": c["hits"] / (c["hits"] + c["misses"]) if c.get("hits", 0) + c.get("misses", 0) else None,
         "error_reasons": [{"reason": r, "count": n} for r, n in result.error_reasons],

@@ -46,6 +46,10 @@ DEFAULTS: dict[str, Any] = {
     "seed": None,
     "service": None,
     "workers": 1,
+    # The latency probe (Lancet's latency agent): off, or its connections and rate when on.
+    "probe": False,
+    "probe_conns": 4,
+    "probe_rate": "2k",
 }
 
 #: Other flag names of the same setting (``--value`` is ``--value-size``).
@@ -63,6 +67,9 @@ _TYPES: dict[str, tuple[type, ...]] = {
     "sample_every": (int,),
     "seed": (int,),
     "workers": (int,),
+    "probe": (bool,),
+    "probe_conns": (int,),
+    "probe_rate": (str, int, float),
     "key_size": (str, int),
     "value_size": (str, int),
     # Times: a string with its unit, or a plain number of seconds, as on the command line.

@@ -237,6 +237,31 @@ pub fn allowed_cpus() -> Vec<usize> {
     }
 }
 
+/// SO_BUSY_POLL: a read or poll on this socket spins up to `us` µs in the device's receive queue
+/// before it sleeps (drivers with NAPI; lo and veth have none). Raising it needs CAP_NET_ADMIN.
+pub fn set_busy_poll(fd: RawFd, us: u32) -> io::Result<()> {
+    set_int_option(fd, libc::SOL_SOCKET, libc::SO_BUSY_POLL, us as libc::c_int)
+}
+
+/// setsockopt with an int value.
+fn set_int_option(fd: RawFd, level: libc::c_int, name: libc::c_int, value: libc::c_int) -> io::Result<()> {
+    // SAFETY: a valid c_int option value of its size.
+    let rc = unsafe {
+        libc::setsockopt(
+            fd,
+            level,
+            name,
+            &value as *const libc::c_int as *const libc::c_void,
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if rc < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(())
+    }
+}
+
 /// SO_TIMESTAMPING flags (linux/net_tstamp.h; Debian 12's headers stop at 0x8000, so OPT_ID_TCP
 /// is defined here from the kernel's).
 const SOF_TIMESTAMPING_TX_SOFTWARE: libc::c_uint = 1 << 1;
@@ -251,21 +276,7 @@ const SO_EE_ORIGIN_TIMESTAMPING: u8 = 4;
 const SCM_TSTAMP_SND: u32 = 0;
 
 fn set_timestamping(fd: RawFd, flags: libc::c_uint) -> io::Result<()> {
-    // SAFETY: a valid c_uint option value of its size.
-    let rc = unsafe {
-        libc::setsockopt(
-            fd,
-            libc::SOL_SOCKET,
-            libc::SO_TIMESTAMPING,
-            &flags as *const libc::c_uint as *const libc::c_void,
-            std::mem::size_of::<libc::c_uint>() as libc::socklen_t,
-        )
-    };
-    if rc < 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(())
-    }
+    set_int_option(fd, libc::SOL_SOCKET, libc::SO_TIMESTAMPING, flags as libc::c_int)
 }
 
 /// Ask the kernel to stamp every packet this socket receives (software, CLOCK_REALTIME): the

@@ -10,7 +10,7 @@ use pyo3::types::{PyBytes, PyDict};
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::sync::{Arc, Mutex};
 use tailwise_core::dist::Dist;
-use tailwise_core::engine::{Counters, Engine, EngineConfig, Snapshot, Timestamps};
+use tailwise_core::engine::{Counters, Engine, EngineConfig, Probe, Snapshot, Timestamps};
 use tailwise_core::protocol::Protocol;
 use tailwise_core::recorder::{
     encode_histogram, samples_to_le_bytes, Intervals, HIST_MAX_NS, HIST_SIGFIG, INTERVAL_NS, INTERVAL_SIGFIG,
@@ -309,7 +309,8 @@ impl PyEngine {
         connect_timeout_ns=2_000_000_000, unreachable_ns=2_000_000_000, test_stall_ns=None,
         timestamps="user", seed=1, pin=true, busy_poll=true,
         service_ns=None, reply_pad=0, scheme="synthetic", http_host="", http_path="/", udp_size=64,
-        keys=10_000, key_size="30", value_size="200", popularity="uniform", set_fraction=0.0))]
+        keys=10_000, key_size="30", value_size="200", popularity="uniform", set_fraction=0.0,
+        probe_conns=0, probe_rate_rps=0.0))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -341,6 +342,8 @@ impl PyEngine {
         value_size: &str,
         popularity: &str,
         set_fraction: f64,
+        probe_conns: usize,
+        probe_rate_rps: f64,
     ) -> PyResult<Self> {
         let cfg = EngineConfig {
             targets: targets.iter().map(|t| resolve(t)).collect::<PyResult<_>>()?,
@@ -366,6 +369,8 @@ impl PyEngine {
                 "kernel" => Timestamps::Kernel,
                 other => return Err(PyValueError::new_err(format!("timestamps {other:?}: use user or kernel"))),
             },
+            // probe_conns 0: no probe; every load request is timed.
+            probe: (probe_conns > 0).then_some(Probe { conns: probe_conns, rate_rps: probe_rate_rps }),
         };
         let e = py.detach(|| Engine::start(cfg)).map_err(|msg| {
             if msg.starts_with("cannot connect") {
@@ -471,6 +476,10 @@ impl PyEngine {
         });
         let d = PyDict::new(py);
         d.set_item("counters", counters_dict(py, &r.counters)?)?;
+        match &r.probe_counters {
+            Some(c) => d.set_item("probe_counters", counters_dict(py, c)?)?,
+            None => d.set_item("probe_counters", py.None())?,
+        }
         d.set_item("start_mono_ns", r.start_mono_ns)?;
         d.set_item("elapsed_ns", r.elapsed_ns)?;
         d.set_item("received_in_window", r.received_in_window)?;

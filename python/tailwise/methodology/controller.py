@@ -130,9 +130,9 @@ class Controller:
 
     def _analyse(self, samples, counters, elapsed_s, received_in_window, reasons, end_ns, every, session) -> Analysis:
         return analyse(samples, counters=counters, elapsed_s=elapsed_s, received_in_window=received_in_window,
-                       reasons=reasons, rate_rps=self.spec.rate_rps, arrival=self.spec.arrival,
+                       reasons=reasons, rate_rps=self.spec.offered_rps, arrival=self.spec.timed_arrival,
                        conns=self.spec.conns, outstanding=self.spec.outstanding,
-                       sample_every=self.spec.sample_every, precision=self.precision,
+                       sample_every=self.spec.timed_sample_every, precision=self.precision,
                        rng=np.random.default_rng(self.seed), end_ns=end_ns, pauses=self.pauses,
                        engine_stalls=session.engine_stalls, target_stalls=session.target_stalls,
                        exclude_stalls=self.exclude_stalls, every_request=every, late_ns=self.spec.late_ns)
@@ -247,8 +247,8 @@ class Controller:
                             "shares the CPUs: each round paused the schedule while it computed"),
             "pauses_ns": self.pauses,
             "masked_s": 0.0,
-            "sample_every": self.spec.sample_every,
-            "effective_sample_every": self.spec.sample_every * final.details["thinning"],
+            "sample_every": self.spec.timed_sample_every,
+            "effective_sample_every": self.spec.timed_sample_every * final.details["thinning"],
             "history": [h.as_json() for h in self.history],
         } | final.details
         return result, final, methodology
@@ -270,12 +270,12 @@ def fixed_methodology(result: AgentResult, spec: LoadSpec, precision: Precision,
     """--duration mode: one analysis of the whole run, every check still reported."""
     a = analyse(result.samples, counters=result.counters, elapsed_s=result.elapsed_ns / 1e9,
                 received_in_window=result.received_in_window, reasons=result.error_reasons,
-                rate_rps=spec.rate_rps, arrival=spec.arrival, conns=spec.conns, outstanding=spec.outstanding,
-                sample_every=spec.sample_every, precision=precision, rng=np.random.default_rng(seed),
+                rate_rps=spec.offered_rps, arrival=spec.timed_arrival, conns=spec.conns, outstanding=spec.outstanding,
+                sample_every=spec.timed_sample_every, precision=precision, rng=np.random.default_rng(seed),
                 end_ns=result.elapsed_ns, engine_stalls=result.engine_stalls_ns,
                 target_stalls=result.target_stalls_ns, exclude_stalls=exclude_stalls,
                 every_request=every_request(result.intervals, with_pending=False), late_ns=spec.late_ns)
     stopped = "interrupted" if result.interrupted else "duration"
     a.checks = adjust_remedies(a.checks, stopped, result.elapsed_ns / 1e9, precision.max_time_s)
-    return a, {"mode": "fixed", "rounds": 1, "stopped": stopped, "sample_every": spec.sample_every,
-               "effective_sample_every": spec.sample_every * a.details["thinning"]} | a.details
+    return a, {"mode": "fixed", "rounds": 1, "stopped": stopped, "sample_every": spec.timed_sample_every,
+               "effective_sample_every": spec.timed_sample_every * a.details["thinning"]} | a.details

@@ -67,6 +67,32 @@ pub struct EngineConfig {
     pub test_stall: Option<(u64, u64)>,
     /// Where a reply's receive time comes from (`Timestamps`).
     pub timestamps: Timestamps,
+    /// The latency probe: when set, the threads above only load the target and the probe's
+    /// requests are the only ones whose latency is recorded (`Probe`).
+    pub probe: Option<Probe>,
+}
+
+/// Lancet's latency agent in its asymmetric mode (Lancet, ATC'19, §4.2): beside the open-loop
+/// load, a thread of its own (pinned to the next CPU the engine takes) sends Poisson requests at
+/// `rate_rps` over `conns` connections with one request outstanding each, spinning on its
+/// sockets (SO_BUSY_POLL where the driver polls; lo and veth do not). Its requests wait behind
+/// no earlier request of the client's own, and its receive path is never busy with load replies,
+/// so their latency is the server's and the network's. The load threads' requests go
+/// unrecorded (counted, not timed). What the probe cannot see: queueing behind the client's own
+/// pipelined requests on a load connection, which its requests never share.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Probe {
+    pub conns: usize,
+    pub rate_rps: f64,
+}
+
+/// Whether an engine thread's requests are timed (`Measure`, and the `Probe`: histograms,
+/// intervals, samples) or only counted (`Load`, beside a probe).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Role {
+    Measure,
+    Load,
+    Probe,
 }
 
 /// The source of receive times. `User`: the clock read after `read` returns (a stalled engine
@@ -163,6 +189,8 @@ pub struct EngineResult {
     pub sample_bytes: usize,
     /// Involuntary context switches of the engine threads (another task took their CPU).
     pub preemptions: u64,
+    /// The probe thread's own counters (also in `counters`), when there is a probe.
+    pub probe_counters: Option<Counters>,
 }
 
 #[derive(Default)]
@@ -299,6 +327,11 @@ fn validate(cfg: &EngineConfig) -> Result<(), String> {
     if cfg.duration_ns == 0 {
         return Err("duration must be above zero".into());
     }
+    if let Some(p) = cfg.probe {
+        if p.conns == 0 || !(p.rate_rps > 0.0 && p.rate_rps.is_finite()) {
+            return Err("the probe needs at least 1 connection and a positive rate".into());
+        }
+    }
     cfg.workload.validate()?;
     Ok(())
 }
@@ -362,33 +395,70 @@ fn connect(addr: &SocketAddr, timeout_ns: u64) -> Result<TcpStream, String> {
     Ok(s)
 }
 
+/// Busy-poll budget of the probe's sockets (SO_BUSY_POLL, µs; the kernel docs suggest 50).
+const PROBE_BUSY_POLL_US: u32 = 50;
+
+/// Connect one connection to `addr`, with the kernel's timestamps on when asked.
+fn open(cfg: &EngineConfig, addr: &SocketAddr) -> Result<Sock, String> {
+    let s = if cfg.protocol.is_datagram() {
+        Sock::Udp(connect_udp(addr)?)
+    } else {
+        Sock::Tcp(connect(addr, cfg.connect_timeout_ns)?)
+    };
+    if cfg.timestamps == Timestamps::Kernel {
+        // Before anything is written: TCP transmit-stamp keys count from here. A kernel that
+        // refuses transmit stamps still gives receive stamps; the requests then go without
+        // (counters.tx_kernel says how many have one).
+        net::enable_tx_rx_timestamps(s.fd(), !cfg.protocol.is_datagram())
+            .or_else(|_| net::enable_rx_timestamps(s.fd()))
+            .map_err(|e| format!("kernel timestamps (SO_TIMESTAMPING) refused: {e}"))?;
+    }
+    Ok(s)
+}
+
+/// The probe thread's configuration: its own connections, one request outstanding on each,
+/// Poisson arrivals at its own rate, every request kept raw, spinning.
+fn probe_config(cfg: &EngineConfig, p: Probe) -> EngineConfig {
+    EngineConfig {
+        rate_rps: p.rate_rps,
+        threads: 1,
+        conns: p.conns,
+        outstanding: 1,
+        arrival: Arrival::Exp,
+        sample_every: 1,
+        busy_poll: true,
+        probe: None,
+        seed: cfg.seed ^ 0x9B0B_E000,
+        ..cfg.clone()
+    }
+}
+
 impl Engine {
     /// Connect every connection (failing fast with a clear message), then start the threads.
     pub fn start(cfg: EngineConfig) -> Result<Engine, String> {
         validate(&cfg)?;
         let mut per_thread: Vec<Vec<Sock>> = (0..cfg.threads).map(|_| Vec::new()).collect();
         for i in 0..cfg.conns {
-            let addr = &cfg.targets[i % cfg.targets.len()];
-            let s = if cfg.protocol.is_datagram() {
-                Sock::Udp(connect_udp(addr)?)
-            } else {
-                Sock::Tcp(connect(addr, cfg.connect_timeout_ns)?)
-            };
-            if cfg.timestamps == Timestamps::Kernel {
-                // Before anything is written: TCP transmit-stamp keys count from here. A kernel
-                // that refuses transmit stamps still gives receive stamps; the requests then go
-                // without (counters.tx_kernel says how many have one).
-                net::enable_tx_rx_timestamps(s.fd(), !cfg.protocol.is_datagram())
-                    .or_else(|_| net::enable_rx_timestamps(s.fd()))
-                    .map_err(|e| format!("kernel timestamps (SO_TIMESTAMPING) refused: {e}"))?;
-            }
+            let s = open(&cfg, &cfg.targets[i % cfg.targets.len()])?;
             per_thread[i % cfg.threads].push(s);
+        }
+        // The probe's connections, a thread of its own (the last one).
+        if let Some(p) = cfg.probe {
+            let mut mine = Vec::new();
+            for i in 0..p.conns {
+                let s = open(&cfg, &cfg.targets[i % cfg.targets.len()])?;
+                // Busy polling of the socket's device queue, where the driver has one (not lo or
+                // veth); refused without CAP_NET_ADMIN: the probe spins on its sockets either way.
+                let _ = net::set_busy_poll(s.fd(), PROBE_BUSY_POLL_US);
+                mine.push(s);
+            }
+            per_thread.push(mine);
         }
         let shared = Arc::new(Shared {
             stop: AtomicBool::new(false),
             paused: AtomicBool::new(false),
             abort: Mutex::new(None),
-            progress: (0..cfg.threads).map(|_| Progress::default()).collect(),
+            progress: (0..per_thread.len()).map(|_| Progress::default()).collect(),
             harvest: Mutex::new(Vec::new()),
             pending: Mutex::new((0, Vec::new())),
             intervals: Arc::new(Mutex::new(Intervals::default())),
@@ -401,7 +471,13 @@ impl Engine {
         for (t, streams) in per_thread.into_iter().enumerate() {
             // Engine threads take CPUs from the top, the synthetic server's workers from the bottom.
             let cpu = if cfg.pin && !cpus.is_empty() { Some(cpus[cpus.len() - 1 - (t % cpus.len())]) } else { None };
-            let ctx = thread::ThreadCtx { index: t, streams, cfg: cfg.clone(), start_ns, cpu, shared: shared.clone() };
+            let (role, thread_cfg) = match cfg.probe {
+                Some(p) if t == cfg.threads => (Role::Probe, probe_config(&cfg, p)),
+                Some(_) => (Role::Load, cfg.clone()),
+                None => (Role::Measure, cfg.clone()),
+            };
+            let ctx =
+                thread::ThreadCtx { index: t, streams, cfg: thread_cfg, role, start_ns, cpu, shared: shared.clone() };
             let h = std::thread::Builder::new()
                 .name(format!("tw-engine-{t}"))
                 .spawn(move || thread::run(ctx))
@@ -560,6 +636,7 @@ impl Engine {
             cpu_ns: 0,
             preemptions: 0,
             sample_bytes: 0,
+            probe_counters: None,
         };
         for h in std::mem::take(&mut self.handles) {
             let r = match h.join() {
@@ -570,6 +647,9 @@ impl Engine {
                 }
             };
             out.counters.add(&r.counters);
+            if r.role == Role::Probe {
+                out.probe_counters = Some(r.counters);
+            }
             out.received_in_window += r.received_in_window;
             out.hist.add(&r.hist);
             out.stalls += r.stalls;

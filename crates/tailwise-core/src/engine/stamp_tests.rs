@@ -129,6 +129,7 @@ fn config(addr: SocketAddr, rate: f64, duration_ms: u64, outstanding: usize, wor
         busy_poll: false,
         test_stall: None,
         timestamps: Timestamps::Kernel,
+        probe: None,
     }
 }
 

@@ -37,6 +37,7 @@ fn config(addr: SocketAddr, rate: f64, duration_ms: u64) -> EngineConfig {
         busy_poll: false,
         test_stall: None,
         timestamps: Timestamps::User,
+        probe: None,
     }
 }
 
@@ -502,4 +503,34 @@ fn kernel_receive_stamps_on_udp_are_exact_and_never_before_the_send() {
     t.join().unwrap();
     assert!(stamped > 300, "{stamped}");
     assert!(n >= 1 && kernel_max < 2_500_000, "{n} across the stop, max {kernel_max} ns");
+}
+
+#[test]
+fn a_probe_times_its_own_requests_and_the_load_threads_only_load() {
+    let s = server("fixed:0");
+    let mut cfg = config(s.addr(), 10_000.0, 600);
+    cfg.conns = 4;
+    cfg.outstanding = 8;
+    cfg.sample_every = 1;
+    cfg.probe = Some(Probe { conns: 3, rate_rps: 1_000.0 });
+    let e = Engine::start(cfg).unwrap();
+    let intervals = e.intervals();
+    let r = e.join();
+    assert!(r.error.is_none(), "{:?}", r.error);
+    let p = r.probe_counters.expect("the probe's counters");
+    let c = r.counters;
+    // ~600 probe requests (Poisson s.d. ~25) among ~6600; everything answered.
+    assert!((450..750).contains(&p.intended), "{p:?}");
+    assert!(c.intended > 5_000 + p.intended, "{c:?}");
+    assert_eq!(c.sent, c.received);
+    assert_eq!(p.sent, p.received);
+    // Only the probe's requests are timed: in the histogram, the intervals and the samples.
+    assert_eq!(r.hist.latency.len(), p.intended);
+    assert_eq!(r.samples.len() as u64, p.intended);
+    let every: u64 = intervals.lock().unwrap().done.iter().flatten().map(|h| h.len()).sum();
+    assert_eq!(every, p.intended);
+    for x in r.samples.iter() {
+        assert!(x.sent_ns >= x.intended_ns && x.latency_ns > 0);
+    }
+    assert_eq!(s.served(), c.received);
 }

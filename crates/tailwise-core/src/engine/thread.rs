@@ -24,7 +24,7 @@
 //! number, checked every iteration) and the thread hands over its samples and interval
 //! histograms, and reports what is outstanding at that instant as censored.
 
-use super::{Counters, EngineConfig, Shared, Sock};
+use super::{Counters, EngineConfig, Role, Shared, Sock};
 use crate::clock::{now_ns, set_timer_slack_1ns};
 use crate::net::{self, Epoll, EPOLLERR, EPOLLHUP, EPOLLIN, EPOLLOUT};
 use crate::protocol::{Codec, OpKind, Outcome, Parsed, Request};
@@ -78,6 +78,7 @@ pub(crate) struct ThreadCtx {
     pub index: usize,
     pub streams: Vec<Sock>,
     pub cfg: EngineConfig,
+    pub role: Role,
     pub start_ns: u64,
     pub cpu: Option<usize>,
     pub shared: Arc<Shared>,
@@ -94,6 +95,7 @@ pub(crate) struct ThreadResult {
     pub pinned_cpu: Option<usize>,
     pub cpu_ns: u64,
     pub preemptions: u64,
+    pub role: Role,
 }
 
 /// A request from its intended time to its end.
@@ -251,6 +253,8 @@ struct Worker {
     /// Kernel receive stamps (`Timestamps::Kernel`): CLOCK_REALTIME − CLOCK_MONOTONIC, re-read
     /// every `OFFSET_EVERY_NS`, and when it was.
     kernel_rx: bool,
+    /// `Role::Load`: requests are counted, not timed (a probe thread times its own).
+    role: Role,
     /// Transmit stamps are on (with the receive stamps, `Timestamps::Kernel`), and a buffer for them.
     kernel_tx: bool,
     tx_buf: Vec<(u32, u64)>,
@@ -369,6 +373,7 @@ pub(crate) fn run(ctx: ThreadCtx) -> ThreadResult {
         test_stall: cfg.test_stall,
         kernel_rx: cfg.timestamps == super::Timestamps::Kernel,
         kernel_tx: cfg.timestamps == super::Timestamps::Kernel,
+        role: ctx.role,
         tx_buf: Vec::new(),
         rt_offset: crate::clock::realtime_offset_ns(),
         rt_offset_at: ctx.start_ns,
@@ -380,7 +385,8 @@ pub(crate) fn run(ctx: ThreadCtx) -> ThreadResult {
         w.ep.add(c.fd, EPOLLIN, i as u64).expect("epoll_ctl add");
     }
     let share = w.cfg.rate_rps / w.cfg.threads as f64;
-    let phase = w.index as f64 / w.cfg.threads as f64;
+    // The probe has a schedule of its own (its config: one thread); load threads share the rate.
+    let phase = if w.role == Role::Probe { 0.0 } else { w.index as f64 / w.cfg.threads as f64 };
     let mut sched = Schedule::new(w.cfg.arrival, share, w.t0, phase, seed);
     let elapsed_ns = w.main_loop(&mut sched);
     w.drain();
@@ -397,6 +403,7 @@ pub(crate) fn run(ctx: ThreadCtx) -> ThreadResult {
         pinned_cpu,
         cpu_ns: thread_cpu_ns() - cpu0,
         preemptions: preemptions() - preempt0,
+        role: w.role,
     }
 }
 
@@ -603,7 +610,8 @@ impl Worker {
         if seq.is_some() {
             let t0 = self.t0;
             let flights = self.conns.iter().flat_map(|c| c.inflight.iter()).filter(|f| !f.ghost).map(|f| (f.req, f.times()));
-            for (r, times) in flights.chain(self.backlog.iter().map(|r| (*r, Times::default()))) {
+            let timed = self.role != Role::Load;
+            for (r, times) in flights.chain(self.backlog.iter().map(|r| (*r, Times::default()))).filter(|_| timed) {
                 self.pending.record(r.intended - t0, now - r.intended);
                 if r.flags & SAMPLED != 0 {
                     pending.push(Sample {
@@ -665,7 +673,7 @@ impl Worker {
 
     fn enqueue(&mut self, intended: u64, now: u64) {
         self.c.intended += 1;
-        let mut flags = if self.sampler.take() { SAMPLED } else { 0 };
+        let mut flags = if self.role != Role::Load && self.sampler.take() { SAMPLED } else { 0 };
         if self.in_stall_window(intended) {
             flags |= F::ENGINE_STALL;
         }
@@ -1135,6 +1143,9 @@ impl Worker {
     /// The end of a request: into the histograms (whole run and its interval), and into the
     /// samples if it was chosen.
     fn finish(&mut self, r: Req, times: Times, latency: u64, flags: u32, inflation: u64) {
+        if self.role == Role::Load {
+            return; // counted by the caller; the probe times the requests that are reported
+        }
         let mut flags = flags | (r.flags & !SAMPLED);
         if inflation > 0 {
             flags |= F::INFLATED;
