@@ -25,7 +25,7 @@ pub fn realtime_ns() -> u64 {
 
 /// `CLOCK_REALTIME − CLOCK_MONOTONIC` in ns, from the tightest of three bracketed reads
 /// (monotonic, realtime, monotonic): the error is half the bracket, ~40 ns here. Realtime moves
-/// with NTP, so a user re-reads it now and then (the engine: every 100 ms).
+/// with NTP, so a user re-reads it now and then (the engine: every millisecond).
 pub fn realtime_offset_ns() -> i64 {
     let mut best = (u64::MAX, 0i64);
     for _ in 0..3 {
