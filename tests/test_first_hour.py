@@ -192,10 +192,11 @@ def test_every_example_in_the_help_texts_parses():
 
     import typer
 
-    from tailwise.cli import _parse_ci, app
+    from tailwise.cli import app
+    from tailwise.spec import parse_ci
     from tailwise.units import parse_dist
 
-    parsers = {"rate": parse_rate, "ci": _parse_ci, **{n: parse_time_ns for n in
+    parsers = {"rate": parse_rate, "ci": parse_ci, **{n: parse_time_ns for n in
                                                       ("max_time", "duration", "timeout", "late", "warmup")}}
     checked = 0
     for cmd in typer.main.get_command(app).commands.values():

@@ -4,9 +4,7 @@ agent, the statistics and the output modules. Every user error ends as one line 
 from __future__ import annotations
 
 import ipaddress
-import math
 import os
-import random
 import shlex
 import signal
 import sys
@@ -25,8 +23,9 @@ from tailwise.errors import InputError, TailwiseError, TargetError
 from tailwise.host import host_info
 from tailwise.output import err_console, fmt_ns, print_summary, warn
 from tailwise.server import builtin_server, server_stats
-from tailwise.target import KEYED, UDP_SIZE, parse_target, parse_targets
-from tailwise.units import parse_arrival, parse_dist, parse_rate, parse_time_ns
+from tailwise.target import parse_target
+from tailwise.spec import TIME_CAP_ENV, RunSpec, positive as _positive
+from tailwise.units import parse_dist, parse_time_ns
 
 app = typer.Typer(
     add_completion=False,
@@ -53,18 +52,6 @@ def _root(version: bool = typer.Option(False, "--version", callback=_print_versi
 class Poll(str, Enum):
     spin = "spin"
     block = "block"
-
-
-def _positive(name: str, value: int) -> int:
-    if value < 1:
-        raise InputError(f"{name} {value} must be at least 1", f"give {name} 1 or more")
-    return value
-
-
-def _confidence(value: float) -> float:
-    if not 0.5 <= value < 1.0:
-        raise InputError(f"--confidence {value} is outside [0.5, 1)", "give e.g. --confidence 0.95")
-    return value
 
 
 @app.command()
@@ -106,11 +93,10 @@ def run(
 ) -> int:
     """Measure latency at an offered open-loop load, until the percentile's CI is as narrow as asked."""
     # The statistics stack (scipy, statsmodels) loads in ~1 s: only the commands that use it pay.
-    from tailwise.methodology import Controller, Precision
+    from tailwise.methodology import Controller
     from tailwise.methodology.controller import fixed_methodology
     from tailwise.results import SAMPLE_FORMATS, build_summary, check_out_dir, dumps, write_out
     from tailwise import serverstats
-    from tailwise.workload import Workload, load_file, resolve
 
     flags = {"targets": targets, "rate": rate, "percentile": percentile, "ci": ci, "confidence": confidence,
              "max_time": max_time, "duration": duration, "threads": threads, "conns": conns,
@@ -119,113 +105,20 @@ def run(
              "sample_every": sample_every, "timeout": timeout, "late": late, "warmup": warmup,
              "poll": poll.value if poll else None, "seed": seed, "timestamps": timestamps, "probe": probe,
              "probe_conns": probe_conns, "probe_rate": probe_rate}
-    st = resolve(flags, load_file(workload))
-    rate_rps = parse_rate(st["rate"])
-    duration = st["duration"]
-    duration_ns = parse_time_ns(str(duration), what="--duration") if duration is not None else None
-    max_time_ns = parse_time_ns(str(st["max_time"]), what="--max-time")
-    timeout_ns = parse_time_ns(str(st["timeout"]), what="--timeout")
-    if cap := os.environ.get(TIME_CAP_ENV):
-        # For the test that runs every README example as written, in seconds rather than minutes.
-        cap_ns = parse_time_ns(cap, what=TIME_CAP_ENV)
-        if (duration_ns or max_time_ns) > cap_ns:
-            warn(f"{TIME_CAP_ENV}={cap} shortens this run to {cap_ns / 1e9:g} s", f"unset {TIME_CAP_ENV} to measure as asked")
-        duration_ns = min(duration_ns, cap_ns) if duration_ns else None
-        max_time_ns = min(max_time_ns, cap_ns)
-    late_ns = parse_time_ns(str(st["late"]), what="--late", unit_required=True)
-    warmup_ns = parse_time_ns(str(st["warmup"]), what="--warmup", allow_zero=True, unit_required=True)
-    ci = st["ci"]
-    ci_ns, ci_rel = _parse_ci(str(ci) if ci is not None else ("10%" if duration is None else None))
-    percentile, confidence = float(st["percentile"]), float(st["confidence"])
-    threads, conns, outstanding, workers = st["threads"], st["conns"], st["outstanding"], st["workers"]
-    arrival = parse_arrival(st["arrival"])
-    if st["poll"] not in ("spin", "block"):
-        raise InputError(f"poll = {st['poll']!r} is unknown", "use spin or block")
-    busy_poll = st["poll"] == "spin"
-    if st["timestamps"] not in TIMESTAMPS:
-        raise InputError(f"--timestamps {st['timestamps']} is unknown", f"use one of {', '.join(TIMESTAMPS)}")
-    if not 0.0 < percentile < 100.0:
-        raise InputError(f"--percentile {percentile} is outside (0, 100)", "give e.g. --percentile 99")
-    probe_on = bool(st["probe"])
-    probe_conns = int(st["probe_conns"]) if probe_on else 0
-    probe_rps = parse_rate(st["probe_rate"], what="--probe-rate") if probe_on else 0.0
-    if probe_on:
-        _positive("--probe-conns", probe_conns)
-    sample_every = st["sample_every"]
-    if sample_every is None:
-        sample_every = max(1, math.ceil(rate_rps / AUTO_SAMPLES_PER_S))
-    for name, v in (("--threads", threads), ("--conns", conns), ("--outstanding", outstanding),
-                    ("--workers", workers), ("--sample-every", sample_every)):
-        _positive(name, v)
-    if conns < threads:
-        raise InputError(f"--conns {conns} is below --threads {threads}", f"use --conns {threads} or more")
-    _confidence(confidence)
+    rs = RunSpec.from_flags(flags, workload, pin=pin, keep_stalls=keep_stalls)
+    if rs.capped:
+        warn(rs.capped, f"unset {TIME_CAP_ENV} to measure as asked")
     if samples_format not in SAMPLE_FORMATS:
         raise InputError(f"--samples-format {samples_format} is unknown", "use csv or parquet")
-    tgts = parse_targets(st["targets"]) if st["targets"] else []
-    scheme = tgts[0].scheme if tgts else "synthetic"
-    work = Workload.from_settings(st)
-    if tgts and not tgts[0].keyed:
-        names = {"keys": "--keys", "key_size": "--key-size", "value_size": "--value-size", "popularity": "--popularity", "mix": "--mix"}
-        given = [flag for name, flag in names.items() if flags[name] is not None]
-        if given:
-            raise InputError(f"{given[0]} does not apply to {scheme}://", "key and value settings are for memcached and redis targets")
-    service = st["service"]
-    service_ns = None
-    if tgts and service is not None:
-        if scheme != "synthetic":
-            raise InputError(f"--service with a {scheme}:// target", "the server decides its own service time: drop --service")
-        spec, mean = parse_dist(service)
-        if not spec.startswith("fixed:"):
-            raise InputError(
-                f"--service {service} with an external server",
-                "a running server draws from its own distribution: give `tailwise serve --service` there, or --service fixed:T here",
-            )
-        service_ns = int(mean)
-    service = service or "fixed:10us"
-    parse_dist(service)
-    seed = st["seed"] if st["seed"] is not None else random.SystemRandom().randrange(1, 2**63)
-    precision = Precision(percentile=percentile, ci_ns=ci_ns, ci_rel=ci_rel, confidence=confidence,
-                          max_time_s=max_time_ns / 1e9, warmup_ns=warmup_ns)
+    precision = rs.precision()
     if out:
         check_out_dir(out)  # before the first request: a bad --out must not lose a measured run
 
-    config = {
-        "command": shlex.join(["tailwise", *sys.argv[1:]]),
-        "workload_file": workload,
-        "target": tgts[0].url if tgts else None,
-        "targets": [t.url for t in tgts],
-        "protocol": scheme,
-        "builtin_server": None if tgts else {"service": service, "workers": workers},
-        "rate_rps": rate_rps,
-        "mode": "fixed" if duration_ns else "adaptive",
-        "duration_s": duration_ns / 1e9 if duration_ns else None,
-        "percentile": percentile,
-        "ci_ns": ci_ns,
-        "ci_rel": ci_rel,
-        "confidence": confidence,
-        "max_time_s": max_time_ns / 1e9,
-        "threads": threads,
-        "conns": conns,
-        "outstanding": outstanding,
-        "arrival": arrival,
-        "workload": work.as_json() if scheme in KEYED else None,
-        "service": service if not tgts or service_ns is not None else None,
-        "sample_every": sample_every,
-        "timeout_ns": timeout_ns,
-        "late_ns": late_ns,
-        "warmup_ns": warmup_ns,
-        "poll": st["poll"],
-        "probe": {"conns": probe_conns, "rate_rps": probe_rps} if probe_on else None,
-        "timestamps": None,  # set once the target's interface is known (_timestamps)
-        "timestamps_note": None,
-        "pin": pin,
-        "keep_stalls": keep_stalls,
-        "seed": seed,
-    }
+    config = rs.config(shlex.join(["tailwise", *sys.argv[1:]]))
+    tgts, threads, workers = rs.targets, rs.threads, rs.workers
     host = host_info()
     # The probe thread always spins, on a CPU of its own when there is one.
-    busy = (threads if busy_poll else 0) + (1 if probe_on else 0)
+    busy = (threads if rs.busy_poll else 0) + (1 if rs.probe_conns else 0)
     cores = host["usable_cores"] or 1
     # The built-in server busy-polls when every spinning thread still has a CPU of its own: a
     # sleeping worker adds a vCPU wake-up (~30 µs here) to every request it serves.
@@ -241,40 +134,32 @@ def run(
     # The CPUs the coordinator must not take: the engine's and the built-in server's; all of them
     # when the target is on this machine (loopback), whose CPUs we cannot know.
     local = any(ipaddress.ip_address(t.socket_addr().rsplit(":", 1)[0].strip("[]")).is_loopback for t in tgts)
-    engine_threads = threads + (1 if probe_on else 0)
-    busy_cpus = (set(os.sched_getaffinity(0)) if local else _busy_cpus(engine_threads, 0 if tgts else workers)) if pin else None
+    engine_threads = threads + (1 if rs.probe_conns else 0)
+    busy_cpus = (set(os.sched_getaffinity(0)) if local else _busy_cpus(engine_threads, 0 if tgts else workers)) if rs.pin else None
 
     def measure(addrs: list[str], target_url: str, stall_sources=()):
-        first = tgts[0] if tgts else None
-        source, note = _timestamps(str(st["timestamps"]), addrs[0])
+        source, note = _timestamps(rs.timestamps, addrs[0])
         config["timestamps"], config["timestamps_note"] = source, note
-        spec = LoadSpec(
-            targets=addrs, rate_rps=rate_rps, duration_ns=duration_ns or max_time_ns, threads=threads, conns=conns,
-            outstanding=outstanding, arrival=arrival, sample_every=sample_every, timeout_ns=timeout_ns,
-            late_ns=late_ns, seed=seed, pin=pin, busy_poll=busy_poll, service_ns=service_ns, scheme=scheme,
-            http_host=first.netloc if first else "", http_path=first.path if first and first.path else "/",
-            udp_size=first.udp_size if first else UDP_SIZE, workload=work,
-            unreachable_ns=max(UNREACHABLE_NS, 2 * timeout_ns), test_stall_ns=_test_stall(), timestamps=source,
-            probe_conns=probe_conns, probe_rate_rps=probe_rps,
-        )
+        spec = rs.load_spec(addrs, source, test_stall_ns=_test_stall())
         agent = LocalAgent()
-        span_s = (duration_ns or max_time_ns) / 1e9
+        duration_ns, span_s = rs.duration_ns, (rs.duration_ns or rs.max_time_ns) / 1e9
         # What comes after the schedule, bounded: the drain (≤ --timeout) and the analyses (the last
         # round's, which may be running when the schedule ends, and the final one).
         analyses = 1 if duration_ns else 2
-        conclude_s = timeout_ns / 1e9 + 2.0 + analyses * ANALYSIS_S_PER_MILLION * rate_rps / sample_every * span_s / 1e6
+        conclude_s = (rs.timeout_ns / 1e9 + 2.0
+                      + analyses * ANALYSIS_S_PER_MILLION * rs.rate_rps / rs.sample_every * span_s / 1e6)
         goal = (f"for {span_s:g} s" if duration_ns else
-                f"until p{percentile:g} ± {fmt_ns(ci_ns) if ci_ns else f'{ci_rel:.0%}'}, at most {span_s:g} s")
+                f"until p{rs.percentile:g} ± {fmt_ns(rs.ci_ns) if rs.ci_ns else f'{rs.ci_rel:.0%}'}, at most {span_s:g} s")
         goal += f" (+ {conclude_s:.1f} s to conclude)"
 
         def started() -> None:
-            print(f"measuring {target_url} at {rate_rps:,.0f} req/s {goal}", file=sys.stderr, flush=True)
+            print(f"measuring {target_url} at {rs.rate_rps:,.0f} req/s {goal}", file=sys.stderr, flush=True)
 
         if duration_ns:
             result = _with_progress(agent, spec, quiet=json_out, stall_sources=stall_sources, on_start=started)
-            analysis, methodology = fixed_methodology(result, spec, precision, seed, exclude_stalls=not keep_stalls)
+            analysis, methodology = fixed_methodology(result, spec, precision, rs.seed, exclude_stalls=not rs.keep_stalls)
         else:
-            controller = Controller(spec, precision, seed=seed, progress=_round_line, exclude_stalls=not keep_stalls,
+            controller = Controller(spec, precision, seed=rs.seed, progress=_round_line, exclude_stalls=not rs.keep_stalls,
                                     busy_cpus=busy_cpus)
             session = agent.start(controller.spec, stall_sources)
             started()
@@ -284,14 +169,14 @@ def run(
         return summary, result, analysis
 
     if not tgts:
-        with builtin_server(service=service, workers=workers, seed=seed, pin=pin, busy_poll=server_spin) as srv:
+        with builtin_server(service=rs.service, workers=workers, seed=rs.seed, pin=rs.pin, busy_poll=server_spin) as srv:
             summary, result, analysis = measure([srv.addr], f"synthetic://{srv.addr}", (srv.take_stalls,))
-            summary["target_stats"] = server_stats(srv, parse_dist(service)[1], result.elapsed_ns, workers)
+            summary["target_stats"] = server_stats(srv, parse_dist(rs.service)[1], result.elapsed_ns, workers)
     else:
         addrs = [t.socket_addr() for t in tgts]
-        before = serverstats.fetch_all(tgts)
+        before = serverstats.fetch_all(list(tgts))
         summary, result, analysis = measure(addrs, tgts[0].url if len(tgts) == 1 else ", ".join(t.url for t in tgts))
-        summary["target_stats"] = serverstats.compare_all(tgts, before, result.counters)
+        summary["target_stats"] = serverstats.compare_all(list(tgts), before, result.counters)
 
     if out:
         write_out(out, summary, result, analysis.used_mask, samples_format)
@@ -311,17 +196,9 @@ def run(
     return EXIT_OK if summary["verdict"] == "ok" else EXIT_NOT_MEASURABLE
 
 
-#: An upper bound on --duration and --max-time from the environment (the README test sets it).
-TIME_CAP_ENV = "TAILWISE_TIME_CAP"
-#: Without --sample-every, the engine keeps at most this many raw samples per second, so that a
-#: methodology round on everything collected stays around a second.
-AUTO_SAMPLES_PER_S = 20_000
 #: CPU seconds one analysis takes per million samples kept, with room for a busy machine
 #: (BENCHMARKS.md: ~2 s per million on this machine kind), for the stated time budget.
 ANALYSIS_S_PER_MILLION = 4.0
-#: A target refusing connections (or closing them before any reply) this long, or twice
-#: --timeout if longer, ends the run: a restart takes less, a dead server more.
-UNREACHABLE_NS = 2_000_000_000
 
 
 def _busy_cpus(threads: int, workers: int) -> set[int]:
@@ -331,7 +208,6 @@ def _busy_cpus(threads: int, workers: int) -> set[int]:
     return {cpus[len(cpus) - 1 - (t % len(cpus))] for t in range(threads)} | {cpus[w % len(cpus)] for w in range(workers)}
 
 
-TIMESTAMPS = ("auto", "nic", "kernel", "user")
 
 
 def _timestamps(choice: str, addr: str) -> tuple[str, str | None]:
@@ -375,23 +251,6 @@ def _round_line(r) -> None:
     line = (f"round {r.round} · {r.elapsed_s:.1f} s · {r.samples:,} samples ({r.used:,} used) · "
             f"p{r.percentile:g} CI width {width} / target {target} · failing: {failing}")
     print(line, file=sys.stderr, flush=True)
-
-
-def _parse_ci(text: str | None) -> tuple[float | None, float | None]:
-    """--ci: "10us" → (10000.0, None); "5%" → (None, 0.05)."""
-    if text is None:
-        return None, None
-    t = text.strip()
-    if t.endswith("%"):
-        try:
-            rel = float(t[:-1]) / 100.0
-        except ValueError:
-            raise InputError(f"--ci {text} is not a percentage", "give e.g. --ci 5% or --ci 10us") from None
-        if not 0.0 < rel < 1.0:
-            raise InputError(f"--ci {text}: a share of the percentile's value must lie between 0 and 100 %",
-                             "give e.g. --ci 5% or a time, --ci 10us")
-        return None, rel
-    return float(parse_time_ns(t, what="--ci", unit_required=True)), None
 
 
 def _with_progress(agent: LocalAgent, spec: LoadSpec, quiet: bool, stall_sources=(), on_start=None):

@@ -1,0 +1,263 @@
+"""One run's specification: every setting of `tailwise run`, parsed once and validated.
+
+Settings come from flags over a workload file over defaults (`workload.resolve`), named as the
+flags. `RunSpec.parse` turns them into checked values — every problem one `InputError` naming the
+fix — and keeps the resolved settings themselves (with the seed chosen), so that a spec written
+as JSON (`to_json`) parses back to the same spec (`from_json`) and a run can be repeated or
+resumed from its summary's `config.spec`. `run` uses it, and so will `sweep` and the agents; the
+CLI only maps flags onto it.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import random
+from dataclasses import dataclass
+from typing import Any
+
+from tailwise.agent import LoadSpec
+from tailwise.errors import InputError
+from tailwise.target import KEYED, UDP_SIZE, Target, parse_targets
+from tailwise.units import parse_arrival, parse_dist, parse_rate, parse_time_ns
+from tailwise.workload import Workload, load_file, resolve
+
+#: An upper bound on --duration and --max-time from the environment (the README test sets it).
+TIME_CAP_ENV = "TAILWISE_TIME_CAP"
+#: Without --sample-every, the engine keeps at most this many raw samples per second, so that a
+#: methodology round on everything collected stays around a second.
+AUTO_SAMPLES_PER_S = 20_000
+#: A target refusing connections (or closing them before any reply) this long, or twice
+#: --timeout if longer, ends the run: a restart takes less, a dead server more.
+UNREACHABLE_NS = 2_000_000_000
+TIMESTAMPS = ("auto", "nic", "kernel", "user")
+#: Flags that only apply to keyed protocols (memcached, redis).
+KEY_FLAGS = {"keys": "--keys", "key_size": "--key-size", "value_size": "--value-size", "popularity": "--popularity",
+             "mix": "--mix"}
+
+
+def positive(name: str, value: int) -> int:
+    if value < 1:
+        raise InputError(f"{name} {value} must be at least 1", f"give {name} 1 or more")
+    return value
+
+
+def confidence_level(value: float) -> float:
+    if not 0.5 <= value < 1.0:
+        raise InputError(f"--confidence {value} is outside [0.5, 1)", "give e.g. --confidence 0.95")
+    return value
+
+
+def parse_ci(text: str | None) -> tuple[float | None, float | None]:
+    """--ci: "10us" → (10000.0, None); "5%" → (None, 0.05)."""
+    if text is None:
+        return None, None
+    t = text.strip()
+    if t.endswith("%"):
+        try:
+            rel = float(t[:-1]) / 100.0
+        except ValueError:
+            raise InputError(f"--ci {text} is not a percentage", "give e.g. --ci 5% or --ci 10us") from None
+        if not 0.0 < rel < 1.0:
+            raise InputError(f"--ci {text}: a share of the percentile's value must lie between 0 and 100 %",
+                             "give e.g. --ci 5% or a time, --ci 10us")
+        return None, rel
+    return float(parse_time_ns(t, what="--ci", unit_required=True)), None
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """A validated run: the resolved ``settings`` (JSON-able, named as the flags) and what they
+    mean, in the units the engine and the statistics take."""
+
+    settings: dict[str, Any]
+    targets: tuple[Target, ...]
+    scheme: str
+    rate_rps: float
+    duration_ns: int | None
+    max_time_ns: int
+    timeout_ns: int
+    late_ns: int
+    warmup_ns: int
+    percentile: float
+    ci_ns: float | None
+    ci_rel: float | None
+    confidence: float
+    threads: int
+    conns: int
+    outstanding: int
+    workers: int
+    arrival: str
+    busy_poll: bool
+    timestamps: str  # the choice (auto|nic|kernel|user); the engine's source is decided per target
+    probe_conns: int
+    probe_rate_rps: float
+    sample_every: int
+    workload: Workload
+    service: str  # the built-in server's distribution
+    service_ns: int | None  # carried in each synthetic request to an external server
+    seed: int
+    pin: bool
+    keep_stalls: bool
+    workload_file: str | None
+    #: A warning to give before the run (the time cap), or None.
+    capped: str | None = None
+
+    @classmethod
+    def from_flags(cls, flags: dict[str, Any], workload_file: str | None, *, pin: bool = True,
+                   keep_stalls: bool = False) -> RunSpec:
+        """Flags (None: not given) over the workload file over the defaults."""
+        st = resolve(flags, load_file(workload_file))
+        given = {name for name, v in flags.items() if v is not None}
+        return cls.parse(st | {"pin": pin, "keep_stalls": keep_stalls, "workload_file": workload_file}, given=given)
+
+    @classmethod
+    def from_json(cls, settings: dict[str, Any]) -> RunSpec:
+        """A spec written by `to_json`, validated again."""
+        return cls.parse(dict(settings))
+
+    def to_json(self) -> dict[str, Any]:
+        return dict(self.settings)
+
+    @classmethod
+    def parse(cls, st: dict[str, Any], given: set[str] | frozenset[str] = frozenset()) -> RunSpec:
+        """Validate resolved settings; ``given``: the names set on the command line (a key flag
+        given for a protocol without keys is refused; the same from a shared workload file is not)."""
+        rate_rps = parse_rate(st["rate"])
+        duration = st["duration"]
+        duration_ns = parse_time_ns(str(duration), what="--duration") if duration is not None else None
+        max_time_ns = parse_time_ns(str(st["max_time"]), what="--max-time")
+        timeout_ns = parse_time_ns(str(st["timeout"]), what="--timeout")
+        capped = None
+        if cap := os.environ.get(TIME_CAP_ENV):
+            # For the test that runs every README example as written, in seconds rather than minutes.
+            cap_ns = parse_time_ns(cap, what=TIME_CAP_ENV)
+            if (duration_ns or max_time_ns) > cap_ns:
+                capped = f"{TIME_CAP_ENV}={cap} shortens this run to {cap_ns / 1e9:g} s"
+            duration_ns = min(duration_ns, cap_ns) if duration_ns else None
+            max_time_ns = min(max_time_ns, cap_ns)
+        late_ns = parse_time_ns(str(st["late"]), what="--late", unit_required=True)
+        warmup_ns = parse_time_ns(str(st["warmup"]), what="--warmup", allow_zero=True, unit_required=True)
+        ci = st["ci"]
+        ci_ns, ci_rel = parse_ci(str(ci) if ci is not None else ("10%" if duration is None else None))
+        percentile, confidence = float(st["percentile"]), float(st["confidence"])
+        threads, conns, outstanding, workers = st["threads"], st["conns"], st["outstanding"], st["workers"]
+        arrival = parse_arrival(st["arrival"])
+        if st["poll"] not in ("spin", "block"):
+            raise InputError(f"poll = {st['poll']!r} is unknown", "use spin or block")
+        if st["timestamps"] not in TIMESTAMPS:
+            raise InputError(f"--timestamps {st['timestamps']} is unknown", f"use one of {', '.join(TIMESTAMPS)}")
+        if not 0.0 < percentile < 100.0:
+            raise InputError(f"--percentile {percentile} is outside (0, 100)", "give e.g. --percentile 99")
+        probe_on = bool(st["probe"])
+        probe_conns = int(st["probe_conns"]) if probe_on else 0
+        probe_rps = parse_rate(st["probe_rate"], what="--probe-rate") if probe_on else 0.0
+        if probe_on:
+            positive("--probe-conns", probe_conns)
+        sample_every = st["sample_every"]
+        if sample_every is None:
+            sample_every = max(1, math.ceil(rate_rps / AUTO_SAMPLES_PER_S))
+        for name, v in (("--threads", threads), ("--conns", conns), ("--outstanding", outstanding),
+                        ("--workers", workers), ("--sample-every", sample_every)):
+            positive(name, v)
+        if conns < threads:
+            raise InputError(f"--conns {conns} is below --threads {threads}", f"use --conns {threads} or more")
+        confidence_level(confidence)
+        tgts = tuple(parse_targets(st["targets"])) if st["targets"] else ()
+        scheme = tgts[0].scheme if tgts else "synthetic"
+        work = Workload.from_settings(st)
+        if tgts and not tgts[0].keyed:
+            flags_given = [flag for name, flag in KEY_FLAGS.items() if name in given]
+            if flags_given:
+                raise InputError(f"{flags_given[0]} does not apply to {scheme}://",
+                                 "key and value settings are for memcached and redis targets")
+        service = st["service"]
+        service_ns = None
+        if tgts and service is not None:
+            if scheme != "synthetic":
+                raise InputError(f"--service with a {scheme}:// target", "the server decides its own service time: drop --service")
+            dist, mean = parse_dist(service)
+            if not dist.startswith("fixed:"):
+                raise InputError(
+                    f"--service {service} with an external server",
+                    "a running server draws from its own distribution: give `tailwise serve --service` there, or --service fixed:T here",
+                )
+            service_ns = int(mean)
+        service = service or "fixed:10us"
+        parse_dist(service)
+        seed = st["seed"] if st["seed"] is not None else random.SystemRandom().randrange(1, 2**63)
+        return cls(
+            settings=st | {"seed": seed}, targets=tgts, scheme=scheme, rate_rps=rate_rps, duration_ns=duration_ns,
+            max_time_ns=max_time_ns, timeout_ns=timeout_ns, late_ns=late_ns, warmup_ns=warmup_ns,
+            percentile=percentile, ci_ns=ci_ns, ci_rel=ci_rel, confidence=confidence, threads=threads, conns=conns,
+            outstanding=outstanding, workers=workers, arrival=arrival, busy_poll=st["poll"] == "spin",
+            timestamps=str(st["timestamps"]), probe_conns=probe_conns, probe_rate_rps=probe_rps,
+            sample_every=sample_every, workload=work, service=service, service_ns=service_ns, seed=seed,
+            pin=bool(st.get("pin", True)), keep_stalls=bool(st.get("keep_stalls", False)),
+            workload_file=st.get("workload_file"), capped=capped,
+        )
+
+    @property
+    def builtin(self) -> bool:
+        """No target: the built-in server, started for the run."""
+        return not self.targets
+
+    def precision(self):
+        from tailwise.methodology import Precision
+
+        return Precision(percentile=self.percentile, ci_ns=self.ci_ns, ci_rel=self.ci_rel, confidence=self.confidence,
+                         max_time_s=self.max_time_ns / 1e9, warmup_ns=self.warmup_ns)
+
+    def load_spec(self, addrs: list[str], timestamps: str, test_stall_ns: tuple[int, int] | None = None) -> LoadSpec:
+        """What the engine is asked to do, once the target's addresses and the timestamp source
+        (decided by the interface that routes to it) are known."""
+        first = self.targets[0] if self.targets else None
+        return LoadSpec(
+            targets=addrs, rate_rps=self.rate_rps, duration_ns=self.duration_ns or self.max_time_ns,
+            threads=self.threads, conns=self.conns, outstanding=self.outstanding, arrival=self.arrival,
+            sample_every=self.sample_every, timeout_ns=self.timeout_ns, late_ns=self.late_ns, seed=self.seed,
+            pin=self.pin, busy_poll=self.busy_poll, service_ns=self.service_ns, scheme=self.scheme,
+            http_host=first.netloc if first else "", http_path=first.path if first and first.path else "/",
+            udp_size=first.udp_size if first else UDP_SIZE, workload=self.workload,
+            unreachable_ns=max(UNREACHABLE_NS, 2 * self.timeout_ns), test_stall_ns=test_stall_ns,
+            timestamps=timestamps, probe_conns=self.probe_conns, probe_rate_rps=self.probe_rate_rps,
+        )
+
+    def config(self, command: str) -> dict[str, Any]:
+        """The summary's ``config``: what was asked, in the units the tool uses, and ``spec``, the
+        settings that parse back to this spec."""
+        tgts = self.targets
+        return {
+            "command": command,
+            "workload_file": self.workload_file,
+            "target": tgts[0].url if tgts else None,
+            "targets": [t.url for t in tgts],
+            "protocol": self.scheme,
+            "builtin_server": None if tgts else {"service": self.service, "workers": self.workers},
+            "rate_rps": self.rate_rps,
+            "mode": "fixed" if self.duration_ns else "adaptive",
+            "duration_s": self.duration_ns / 1e9 if self.duration_ns else None,
+            "percentile": self.percentile,
+            "ci_ns": self.ci_ns,
+            "ci_rel": self.ci_rel,
+            "confidence": self.confidence,
+            "max_time_s": self.max_time_ns / 1e9,
+            "threads": self.threads,
+            "conns": self.conns,
+            "outstanding": self.outstanding,
+            "arrival": self.arrival,
+            "workload": self.workload.as_json() if self.scheme in KEYED else None,
+            "service": self.service if not tgts or self.service_ns is not None else None,
+            "sample_every": self.sample_every,
+            "timeout_ns": self.timeout_ns,
+            "late_ns": self.late_ns,
+            "warmup_ns": self.warmup_ns,
+            "poll": self.settings["poll"],
+            "probe": {"conns": self.probe_conns, "rate_rps": self.probe_rate_rps} if self.probe_conns else None,
+            "timestamps": None,  # set once the target's interface is known (cli._timestamps)
+            "timestamps_note": None,
+            "pin": self.pin,
+            "keep_stalls": self.keep_stalls,
+            "seed": self.seed,
+            "spec": self.to_json(),
+        }
