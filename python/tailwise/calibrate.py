@@ -36,6 +36,7 @@ from tailwise import _core
 from tailwise.agent import Flag, LoadSpec, LocalAgent
 from tailwise.errors import TailwiseError
 from tailwise.host import host_info
+from tailwise.spec import hardware_stamping
 
 SCHEMA = "tailwise.calibrate/1"
 #: Ping-pong at a low rate: the path's own latency, no queueing behind earlier requests.
@@ -77,15 +78,6 @@ def _bias(diff: np.ndarray) -> dict:
             "p99_ns": int(np.quantile(diff, 0.99, method="inverted_cdf"))}
 
 
-def nic_reason(addr: str) -> tuple[str, str | None]:
-    """(the interface routing to ``addr``, why it cannot stamp in hardware or None)."""
-    try:
-        iface = _core.route_interface(addr)
-        return iface, _core.hardware_timestamping(iface)
-    except ValueError as e:
-        return "?", str(e)
-
-
 def source_figures(samples: np.ndarray, start_ns: int = WARMUP_NS) -> dict:
     """Round trips per source from engine rows recorded with kernel stamps on, same requests."""
     flags = samples["flags"].astype(np.int64)
@@ -120,10 +112,9 @@ def ping(addr: str, scheme: str = "synthetic", rate_rps: float = PING_RATE_RPS, 
     if result.error:
         raise TailwiseError(f"calibration traffic to {addr} failed: {result.error}",
                             "check that the reflector is up (tailwise serve --service fixed:0)")
-    iface, why = nic_reason(addr)
+    iface, why = hardware_stamping(addr)
     figures = source_figures(result.samples)
-    figures["nic"] = {"available": False, "reason": f"{iface} cannot stamp in hardware: {why}" if why else
-                      f"{iface} could stamp in hardware, but tailwise does not read hardware stamps yet"}
+    figures["nic"] = {"available": False, "reason": why}
     return {"target": f"{scheme}://{addr}", "interface": iface, "rate_rps": rate_rps, "seconds": seconds,
             "best": "kernel", **figures}
 

@@ -24,7 +24,7 @@ from tailwise.host import host_info
 from tailwise.output import err_console, fmt_ns, print_summary, warn
 from tailwise.server import builtin_server, server_stats
 from tailwise.target import parse_target
-from tailwise.spec import TIME_CAP_ENV, RunSpec, positive as _positive
+from tailwise.spec import TIME_CAP_ENV, RunSpec, positive as _positive, timestamp_source
 from tailwise.units import parse_dist, parse_time_ns
 
 app = typer.Typer(
@@ -138,7 +138,7 @@ def run(
     busy_cpus = (set(os.sched_getaffinity(0)) if local else _busy_cpus(engine_threads, 0 if tgts else workers)) if rs.pin else None
 
     def measure(addrs: list[str], target_url: str, stall_sources=()):
-        source, note = _timestamps(rs.timestamps, addrs[0])
+        source, note = timestamp_source(rs.timestamps, addrs[0])
         config["timestamps"], config["timestamps_note"] = source, note
         spec = rs.load_spec(addrs, source, test_stall_ns=_test_stall())
         agent = LocalAgent()
@@ -208,30 +208,6 @@ def _busy_cpus(threads: int, workers: int) -> set[int]:
     return {cpus[len(cpus) - 1 - (t % len(cpus))] for t in range(threads)} | {cpus[w % len(cpus)] for w in range(workers)}
 
 
-
-
-def _timestamps(choice: str, addr: str) -> tuple[str, str | None]:
-    """--timestamps (one of ``TIMESTAMPS``, checked by ``run``) → (the engine's source, "kernel"
-    or "user"; why not a better one, or None).
-
-    NIC stamps need the driver of the interface that routes to the target (SIOCGHWTSTAMP: a
-    socket option alone is accepted silently and no stamp comes); tailwise does not read hardware
-    stamps yet, so ``nic`` fails with the reason and ``auto`` falls back to kernel stamps, and says so."""
-    from tailwise import _core
-
-    if choice in ("kernel", "user"):
-        return choice, None
-    try:
-        iface = _core.route_interface(addr)
-        reason = _core.hardware_timestamping(iface)
-    except ValueError as e:
-        iface, reason = "?", str(e)
-    why = (f"{iface} cannot stamp in hardware: {reason}" if reason else
-           f"{iface} could stamp in hardware, but tailwise does not read hardware stamps yet")
-    if choice == "nic":
-        raise InputError(f"--timestamps nic: the interface to {addr}, {why}",
-                         "use --timestamps kernel (software stamps taken on arrival) or auto")
-    return "kernel", f"nic: {why}; kernel software stamps used"
 
 
 def _test_stall() -> tuple[int, int] | None:

@@ -114,7 +114,7 @@ def build_summary(*, target: str, config: dict, host: dict, result: AgentResult,
             "paused_s": paused_s,
         },
         "latency": {
-            # Where each reply's receive time came from (cli._timestamps), and why not a better one.
+            # Where each reply's receive time came from (spec.timestamp_source), and why not a better one.
             "source": config.get("timestamps", "user"),
             "source_note": config.get("timestamps_note"),
             "kernel_stamped_replies": result.counters.get("rx_kernel", 0),

@@ -65,6 +65,34 @@ def parse_ci(text: str | None) -> tuple[float | None, float | None]:
     return float(parse_time_ns(t, what="--ci", unit_required=True)), None
 
 
+def hardware_stamping(addr: str) -> tuple[str, str]:
+    """(the interface that routes to ``addr``, why NIC stamps are not used there). NIC stamps
+    need that interface's driver (SIOCGHWTSTAMP: a socket option alone is accepted silently and
+    no stamp comes); tailwise does not read hardware stamps yet either way."""
+    from tailwise import _core
+
+    try:
+        iface = _core.route_interface(addr)
+        reason = _core.hardware_timestamping(iface)
+    except ValueError as e:
+        iface, reason = "?", str(e)
+    return iface, (f"{iface} cannot stamp in hardware: {reason}" if reason else
+                   f"{iface} could stamp in hardware, but tailwise does not read hardware stamps yet")
+
+
+def timestamp_source(choice: str, addr: str) -> tuple[str, str | None]:
+    """--timestamps (one of ``TIMESTAMPS``) → (the engine's source, "kernel" or "user"; why not a
+    better one, or None): ``nic`` fails with the reason, ``auto`` falls back to kernel stamps and
+    says so."""
+    if choice in ("kernel", "user"):
+        return choice, None
+    _, why = hardware_stamping(addr)
+    if choice == "nic":
+        raise InputError(f"--timestamps nic: the interface to {addr}, {why}",
+                         "use --timestamps kernel (software stamps taken on arrival) or auto")
+    return "kernel", f"nic: {why}; kernel software stamps used"
+
+
 @dataclass(frozen=True)
 class RunSpec:
     """A validated run: the resolved ``settings`` (JSON-able, named as the flags) and what they
@@ -254,7 +282,7 @@ class RunSpec:
             "warmup_ns": self.warmup_ns,
             "poll": self.settings["poll"],
             "probe": {"conns": self.probe_conns, "rate_rps": self.probe_rate_rps} if self.probe_conns else None,
-            "timestamps": None,  # set once the target's interface is known (cli._timestamps)
+            "timestamps": None,  # set once the target's interface is known (timestamp_source)
             "timestamps_note": None,
             "pin": self.pin,
             "keep_stalls": self.keep_stalls,

@@ -310,6 +310,26 @@ pub fn enable_tx_rx_timestamps(fd: RawFd, tcp: bool) -> io::Result<()> {
     }
 }
 
+/// Kernel stamps on a new connection, before anything is written: transmit and receive stamps
+/// (`Ok(true)`), or receive stamps alone where the kernel refuses transmit stamps (`Ok(false)`:
+/// its requests then go without one).
+pub fn enable_timestamps(fd: RawFd, tcp: bool) -> io::Result<bool> {
+    match enable_tx_rx_timestamps(fd, tcp) {
+        Ok(()) => Ok(true),
+        Err(_) => enable_rx_timestamps(fd).map(|()| false),
+    }
+}
+
+/// The software stamp (ts[0], CLOCK_REALTIME ns) of an SCM_TIMESTAMPING control message, if the
+/// kernel filled it.
+///
+/// # Safety
+/// `c` points at a control message of that type inside a buffer the kernel filled.
+unsafe fn software_stamp(c: *const libc::cmsghdr) -> Option<u64> {
+    let ts = std::ptr::read_unaligned(libc::CMSG_DATA(c) as *const [libc::timespec; 3]);
+    (ts[0].tv_sec != 0 || ts[0].tv_nsec != 0).then(|| ts[0].tv_sec as u64 * 1_000_000_000 + ts[0].tv_nsec as u64)
+}
+
 /// Read every transmit stamp queued on `fd`'s error queue: `(key, CLOCK_REALTIME ns)` pairs, in
 /// the order the kernel queued them, into `out` (cleared first). Only SND stamps are kept.
 /// Returns how many error-queue messages were read (0: the queue was empty).
@@ -341,10 +361,7 @@ pub fn read_tx_stamps(fd: RawFd, out: &mut Vec<(u32, u64)>) -> io::Result<usize>
             while !c.is_null() {
                 let (level, kind) = ((*c).cmsg_level, (*c).cmsg_type);
                 if level == libc::SOL_SOCKET && kind == libc::SCM_TIMESTAMPING {
-                    let ts = std::ptr::read_unaligned(libc::CMSG_DATA(c) as *const [libc::timespec; 3]);
-                    if ts[0].tv_sec != 0 || ts[0].tv_nsec != 0 {
-                        stamp = Some(ts[0].tv_sec as u64 * 1_000_000_000 + ts[0].tv_nsec as u64);
-                    }
+                    stamp = software_stamp(c);
                 } else if (level == libc::SOL_IP && kind == libc::IP_RECVERR)
                     || (level == libc::SOL_IPV6 && kind == libc::IPV6_RECVERR)
                 {
@@ -389,10 +406,7 @@ pub fn read_stamped(fd: RawFd, buf: &mut [u8]) -> io::Result<(usize, Option<u64>
         let mut c = libc::CMSG_FIRSTHDR(&msg);
         while !c.is_null() {
             if (*c).cmsg_level == libc::SOL_SOCKET && (*c).cmsg_type == libc::SCM_TIMESTAMPING {
-                let ts = std::ptr::read_unaligned(libc::CMSG_DATA(c) as *const [libc::timespec; 3]);
-                if ts[0].tv_sec != 0 || ts[0].tv_nsec != 0 {
-                    stamp = Some(ts[0].tv_sec as u64 * 1_000_000_000 + ts[0].tv_nsec as u64);
-                }
+                stamp = software_stamp(c);
             }
             c = libc::CMSG_NXTHDR(&msg, c);
         }

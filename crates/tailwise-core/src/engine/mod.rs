@@ -406,11 +406,9 @@ fn open(cfg: &EngineConfig, addr: &SocketAddr) -> Result<Sock, String> {
         Sock::Tcp(connect(addr, cfg.connect_timeout_ns)?)
     };
     if cfg.timestamps == Timestamps::Kernel {
-        // Before anything is written: TCP transmit-stamp keys count from here. A kernel that
-        // refuses transmit stamps still gives receive stamps; the requests then go without
-        // (counters.tx_kernel says how many have one).
-        net::enable_tx_rx_timestamps(s.fd(), !cfg.protocol.is_datagram())
-            .or_else(|_| net::enable_rx_timestamps(s.fd()))
+        // Before anything is written: TCP transmit-stamp keys count from here. Without transmit
+        // stamps the requests go without one (counters.tx_kernel says how many have one).
+        net::enable_timestamps(s.fd(), !cfg.protocol.is_datagram())
             .map_err(|e| format!("kernel timestamps (SO_TIMESTAMPING) refused: {e}"))?;
     }
     Ok(s)

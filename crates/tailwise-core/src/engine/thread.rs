@@ -250,13 +250,12 @@ struct Worker {
     closed_since_reply: bool,
     snap_seen: u64,
     test_stall: Option<(u64, u64)>,
-    /// Kernel receive stamps (`Timestamps::Kernel`): CLOCK_REALTIME − CLOCK_MONOTONIC, re-read
-    /// every `OFFSET_EVERY_NS`, and when it was.
-    kernel_rx: bool,
     /// `Role::Load`: requests are counted, not timed (a probe thread times its own).
     role: Role,
-    /// Transmit stamps are on (with the receive stamps, `Timestamps::Kernel`), and a buffer for them.
-    kernel_tx: bool,
+    /// Kernel transmit and receive stamps (`Timestamps::Kernel`), a buffer for the transmit
+    /// stamps read at once, and CLOCK_REALTIME − CLOCK_MONOTONIC, re-read every
+    /// `OFFSET_EVERY_NS`, with when it was.
+    kernel_stamps: bool,
     tx_buf: Vec<(u32, u64)>,
     rt_offset: i64,
     rt_offset_at: u64,
@@ -373,8 +372,7 @@ pub(crate) fn run(ctx: ThreadCtx) -> ThreadResult {
         closed_since_reply: false,
         snap_seen: 0,
         test_stall: cfg.test_stall,
-        kernel_rx: cfg.timestamps == super::Timestamps::Kernel,
-        kernel_tx: cfg.timestamps == super::Timestamps::Kernel,
+        kernel_stamps: cfg.timestamps == super::Timestamps::Kernel,
         role: ctx.role,
         tx_buf: Vec::new(),
         rt_offset: crate::clock::realtime_offset_ns(),
@@ -609,11 +607,11 @@ impl Worker {
             self.shared.harvest.lock().unwrap().push(mine);
         }
         let mut pending = Vec::new();
-        if seq.is_some() {
+        // A load thread beside a probe has nothing timed outstanding.
+        if seq.is_some() && self.role != Role::Load {
             let t0 = self.t0;
             let flights = self.conns.iter().flat_map(|c| c.inflight.iter()).filter(|f| !f.ghost).map(|f| (f.req, f.times()));
-            let timed = self.role != Role::Load;
-            for (r, times) in flights.chain(self.backlog.iter().map(|r| (*r, Times::default()))).filter(|_| timed) {
+            for (r, times) in flights.chain(self.backlog.iter().map(|r| (*r, Times::default()))) {
                 self.pending.record(r.intended - t0, now - r.intended);
                 if r.flags & SAMPLED != 0 {
                     pending.push(Sample {
@@ -912,7 +910,7 @@ impl Worker {
             // taken before the replies so that a reply finds its request stamped.
             let mut read = events & (EPOLLIN | EPOLLHUP) as u32 != 0;
             if events & EPOLLERR as u32 != 0 {
-                read |= !(self.kernel_tx && self.take_tx_stamps(i));
+                read |= !(self.kernel_stamps && self.take_tx_stamps(i));
             }
             if read {
                 self.read_conn(i);
@@ -949,7 +947,7 @@ impl Worker {
             // SAFETY: read into spare capacity, then set the length to what the kernel wrote.
             let spare = unsafe { std::slice::from_raw_parts_mut(c.rbuf.as_mut_ptr().add(len), cap - len) };
             let spare_len = spare.len();
-            let (got, stamp) = read(self.kernel_rx, c.fd, spare);
+            let (got, stamp) = read(self.kernel_stamps, c.fd, spare);
             let stamped = stamp.is_some();
             let (t_rx, t_user) = self.rx_time(stamp);
             let c = &mut self.conns[i];
@@ -990,7 +988,7 @@ impl Worker {
             let cap = c.rbuf.capacity();
             // SAFETY: read into spare capacity, then set the length to what the kernel wrote.
             let spare = unsafe { std::slice::from_raw_parts_mut(c.rbuf.as_mut_ptr(), cap) };
-            let (got, stamp) = read(self.kernel_rx, c.fd, spare);
+            let (got, stamp) = read(self.kernel_stamps, c.fd, spare);
             let stamped = stamp.is_some();
             let (t_rx, t_user) = self.rx_time(stamp);
             let c = &mut self.conns[i];
@@ -1136,8 +1134,11 @@ impl Worker {
         c.fails = 0;
         // A datagram's kernel stamp is its arrival: an engine stall cannot have inflated it. A TCP
         // read's stamp is its last segment's, so a stall before that segment still may have.
-        let exact = self.kernel_rx && self.datagram;
-        let inflation = if self.windows.is_empty() || exact { 0 } else { self.inflation(f.req.intended, t_rx) };
+        // A load thread beside a probe times nothing: no inflation to work out.
+        let exact = self.kernel_stamps && self.datagram;
+        let untimed = self.role == Role::Load;
+        let inflation =
+            if self.windows.is_empty() || exact || untimed { 0 } else { self.inflation(f.req.intended, t_rx) };
         let times = Times { rx_user: t_user, ..f.times() };
         self.finish(f.req, times, t_rx - f.req.intended, flags, inflation);
     }
@@ -1388,10 +1389,10 @@ impl Worker {
             return self.connect_failed(i, why, now_ns());
         }
         // Before anything is written: TCP transmit-stamp keys count from here.
-        if self.kernel_rx && net::enable_tx_rx_timestamps(fd, true).is_err() {
-            self.conns[i].tx_ok = false;
-            if let Err(e) = net::enable_rx_timestamps(fd) {
-                self.note(format!("kernel timestamps refused on a new connection: {e}"));
+        if self.kernel_stamps {
+            match net::enable_timestamps(fd, true) {
+                Ok(tx) => self.conns[i].tx_ok = tx,
+                Err(e) => self.note(format!("kernel timestamps refused on a new connection: {e}")),
             }
         }
         let c = &mut self.conns[i];
@@ -1456,8 +1457,8 @@ impl Worker {
 }
 
 /// One non-blocking read of a connection, with the kernel's receive stamp when asked for one.
-fn read(kernel_rx: bool, fd: RawFd, buf: &mut [u8]) -> (io::Result<usize>, Option<u64>) {
-    if !kernel_rx {
+fn read(kernel_stamps: bool, fd: RawFd, buf: &mut [u8]) -> (io::Result<usize>, Option<u64>) {
+    if !kernel_stamps {
         return (net::read(fd, buf), None);
     }
     match net::read_stamped(fd, buf) {
