@@ -22,12 +22,13 @@ SAW_IT = {"stationarity", "consistency", "exclusions", "stalls", "errors"}
 
 
 class Run:
-    """`tailwise run … --json` in the background, its stderr lines collected as they come."""
+    """`tailwise run … --json` (or another ``command``) in the background, its stderr lines
+    collected as they come."""
 
-    def __init__(self, *args: str, env: dict | None = None, json_out: bool = True):
+    def __init__(self, *args: str, env: dict | None = None, json_out: bool = True, command: str = "run"):
         self.lines: list[tuple[float, str]] = []
         self.cond = threading.Condition()
-        self.proc = subprocess.Popen([*CLI, "run", *args, *(["--json"] if json_out else [])],
+        self.proc = subprocess.Popen([*CLI, command, *args, *(["--json"] if json_out else [])],
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                      env={**os.environ, "COLUMNS": "200", **(env or {})})
         self.reader = threading.Thread(target=self._read, daemon=True)

@@ -92,7 +92,11 @@ def test_out_dir_holds_summary_samples_and_histograms(tmp_path, serve):
     while (h := reader.get_next_interval_histogram()) is not None:
         total += h.get_total_count()
         intervals += 1
+        assert h.get_tag() == "local"  # tagged with the agent that measured it
     assert 9 <= intervals <= 11 and total == s["counters"]["intended"]
+    lines = [ln for ln in (out / "latency.hlog").read_text().splitlines() if ln and not ln.startswith(("#", '"'))]
+    assert lines and all(ln.startswith("Tag=local,") for ln in lines)
+    assert lines[0].split(",")[1] == "0.000"  # the first interval starts at the schedule's start
     # 1 in 2 kept at random: binomial s.d. of 2000 × ½ is 22.
     assert abs(len(rows) - 1000) < 5 * math.sqrt(500)
     assert all(int(r["sent_ns"]) >= int(r["intended_ns"]) for r in rows)

@@ -11,3 +11,12 @@ try:
     __version__ = version("tailwise")
 except PackageNotFoundError:  # running from a source tree
     __version__ = "0.0.0+src"
+
+
+def __getattr__(name: str):
+    # load_results pulls in pandas: only notebooks that ask for it pay.
+    if name == "load_results":
+        from tailwise.dataset import load_results
+
+        return load_results
+    raise AttributeError(f"module 'tailwise' has no attribute {name!r}")

@@ -3,8 +3,8 @@ agent, the statistics and the output modules. Every user error ends as one line 
 
 from __future__ import annotations
 
-import ipaddress
-import os
+import copy
+import inspect
 import shlex
 import signal
 import sys
@@ -18,14 +18,12 @@ import typer
 from typer._click.exceptions import NoArgsIsHelpError, UsageError
 
 from tailwise import __version__
-from tailwise.agent import LoadSpec, LocalAgent
 from tailwise.errors import InputError, TailwiseError, TargetError
-from tailwise.host import host_info
-from tailwise.output import err_console, fmt_ns, print_summary, warn
-from tailwise.server import builtin_server, server_stats
+from tailwise.output import err_console, print_summary, warn
+from tailwise.server import builtin_server
 from tailwise.target import parse_target
-from tailwise.spec import TIME_CAP_ENV, RunSpec, positive as _positive, timestamp_source
-from tailwise.units import parse_dist, parse_time_ns
+from tailwise.spec import TIME_CAP_ENV, RunSpec, positive as _positive
+from tailwise.units import parse_time_ns
 
 app = typer.Typer(
     add_completion=False,
@@ -34,7 +32,7 @@ app = typer.Typer(
     help="Open-loop tail-latency measurement of µs-scale services, with statistics that say whether to trust it.",
 )
 
-EXIT_OK, EXIT_NOT_MEASURABLE, EXIT_ERROR, EXIT_INTERRUPTED = 0, 1, 2, 130
+EXIT_OK, EXIT_NOT_MEASURABLE, EXIT_ERROR, EXIT_THRESHOLD, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 
 
 def _print_version(value: bool) -> None:
@@ -87,163 +85,177 @@ def run(
     warmup: Optional[str] = typer.Option(None, "--warmup", help="leading span left out of the statistics (reported with its own p99); whole 100 ms intervals, at most 10% of the run [default: 100ms]"),
     keep_stalls: bool = typer.Option(False, "--keep-stalls", help="keep the requests due during stalls (≥ 200 µs) of tailwise's engine threads in the statistics instead of leaving them out"),
     seed: Optional[int] = typer.Option(None, "--seed", help="random seed of schedules, sampling and statistics (default: random, recorded)"),
-    out: Optional[str] = typer.Option(None, "--out", help="write summary.json, samples and histograms to this directory"),
+    threshold: Optional[list[str]] = typer.Option(None, "--threshold", help="gate a CI job: 'p99<200us' (repeatable) passes only when the percentile's whole CI meets it; a failed or inconclusive one exits 3"),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="no progress bar, no 'measuring' or round lines: only the result"),
+    out: Optional[str] = typer.Option(None, "--out", help="write the results directory here: summary.json, samples, .hgrm, histograms, interval log, config and host (docs/results.md)"),
     samples_format: str = typer.Option("csv", "--samples-format", help="raw samples file format: csv or parquet"),
     json_out: bool = typer.Option(False, "--json", help="print the summary JSON on stdout instead of the table"),
 ) -> int:
     """Measure latency at an offered open-loop load, until the percentile's CI is as narrow as asked."""
     # The statistics stack (scipy, statsmodels) loads in ~1 s: only the commands that use it pay.
-    from tailwise.methodology import Controller
-    from tailwise.methodology.controller import fixed_methodology
-    from tailwise.results import SAMPLE_FORMATS, build_summary, check_out_dir, dumps, write_out
-    from tailwise import serverstats
+    from tailwise.measurement import measure, prepare, round_line
+    from tailwise.results import SAMPLE_FORMATS, check_out_dir, dumps, write_out
+    from tailwise.threshold import parse_all as parse_thresholds, reported_percentiles
 
-    flags = {"targets": targets, "rate": rate, "percentile": percentile, "ci": ci, "confidence": confidence,
-             "max_time": max_time, "duration": duration, "threads": threads, "conns": conns,
-             "outstanding": outstanding, "arrival": arrival, "keys": keys, "key_size": key_size,
-             "value_size": value, "popularity": popularity, "mix": mix, "service": service, "workers": workers,
-             "sample_every": sample_every, "timeout": timeout, "late": late, "warmup": warmup,
-             "poll": poll.value if poll else None, "seed": seed, "timestamps": timestamps, "probe": probe,
-             "probe_conns": probe_conns, "probe_rate": probe_rate}
+    flags = _run_flags(locals())
     rs = RunSpec.from_flags(flags, workload, pin=pin, keep_stalls=keep_stalls)
     if rs.capped:
         warn(rs.capped, f"unset {TIME_CAP_ENV} to measure as asked")
     if samples_format not in SAMPLE_FORMATS:
         raise InputError(f"--samples-format {samples_format} is unknown", "use csv or parquet")
-    precision = rs.precision()
+    gates = parse_thresholds(threshold, reported_percentiles(rs.percentile))
     if out:
         check_out_dir(out)  # before the first request: a bad --out must not lose a measured run
-
-    config = rs.config(shlex.join(["tailwise", *sys.argv[1:]]))
-    tgts, threads, workers = rs.targets, rs.threads, rs.workers
-    host = host_info()
-    # The probe thread always spins, on a CPU of its own when there is one.
-    busy = (threads if rs.busy_poll else 0) + (1 if rs.probe_conns else 0)
-    cores = host["usable_cores"] or 1
-    # The built-in server busy-polls when every spinning thread still has a CPU of its own: a
-    # sleeping worker adds a vCPU wake-up (~30 µs here) to every request it serves.
-    server_spin = not tgts and busy + workers <= cores
-    if not tgts:
-        config["builtin_server"]["busy_poll"] = server_spin
-        if busy + workers > cores:
-            warn(f"{busy} spinning engine thread(s) and {workers} server worker(s) share {cores} CPUs",
-                 "the server sleeps between requests and the tail includes preemption: use fewer --threads/--workers or --poll block")
-    elif busy > cores:
-        warn(f"{busy} spinning engine threads on {cores} CPUs", f"use --threads {cores} or fewer, or --poll block")
-
-    # The CPUs the coordinator must not take: the engine's and the built-in server's; all of them
-    # when the target is on this machine (loopback), whose CPUs we cannot know.
-    local = any(ipaddress.ip_address(t.socket_addr().rsplit(":", 1)[0].strip("[]")).is_loopback for t in tgts)
-    engine_threads = threads + (1 if rs.probe_conns else 0)
-    busy_cpus = (set(os.sched_getaffinity(0)) if local else _busy_cpus(engine_threads, 0 if tgts else workers)) if rs.pin else None
-
-    def measure(addrs: list[str], target_url: str, stall_sources=()):
-        source, note = timestamp_source(rs.timestamps, addrs[0])
-        config["timestamps"], config["timestamps_note"] = source, note
-        spec = rs.load_spec(addrs, source, test_stall_ns=_test_stall())
-        agent = LocalAgent()
-        duration_ns, span_s = rs.duration_ns, (rs.duration_ns or rs.max_time_ns) / 1e9
-        # What comes after the schedule, bounded: the drain (≤ --timeout) and the analyses (the last
-        # round's, which may be running when the schedule ends, and the final one).
-        analyses = 1 if duration_ns else 2
-        conclude_s = (rs.timeout_ns / 1e9 + 2.0
-                      + analyses * ANALYSIS_S_PER_MILLION * rs.rate_rps / rs.sample_every * span_s / 1e6)
-        goal = (f"for {span_s:g} s" if duration_ns else
-                f"until p{rs.percentile:g} ± {fmt_ns(rs.ci_ns) if rs.ci_ns else f'{rs.ci_rel:.0%}'}, at most {span_s:g} s")
-        goal += f" (+ {conclude_s:.1f} s to conclude)"
-
-        def started() -> None:
-            print(f"measuring {target_url} at {rs.rate_rps:,.0f} req/s {goal}", file=sys.stderr, flush=True)
-
-        if duration_ns:
-            result = _with_progress(agent, spec, quiet=json_out, stall_sources=stall_sources, on_start=started)
-            analysis, methodology = fixed_methodology(result, spec, precision, rs.seed, exclude_stalls=not rs.keep_stalls)
-        else:
-            controller = Controller(spec, precision, seed=rs.seed, progress=_round_line, exclude_stalls=not rs.keep_stalls,
-                                    busy_cpus=busy_cpus)
-            session = agent.start(controller.spec, stall_sources)
-            started()
-            result, analysis, methodology = controller.run(session)
-        summary = build_summary(target=target_url, config=config, host=host, result=result, analysis=analysis,
-                                methodology=methodology)
-        return summary, result, analysis
-
-    if not tgts:
-        with builtin_server(service=rs.service, workers=workers, seed=rs.seed, pin=rs.pin, busy_poll=server_spin) as srv:
-            summary, result, analysis = measure([srv.addr], f"synthetic://{srv.addr}", (srv.take_stalls,))
-            summary["target_stats"] = server_stats(srv, parse_dist(rs.service)[1], result.elapsed_ns, workers)
-    else:
-        addrs = [t.socket_addr() for t in tgts]
-        before = serverstats.fetch_all(list(tgts))
-        summary, result, analysis = measure(addrs, tgts[0].url if len(tgts) == 1 else ", ".join(t.url for t in tgts))
-        summary["target_stats"] = serverstats.compare_all(list(tgts), before, result.counters)
-
+    setup = prepare(rs)
+    m = measure(rs, setup, shlex.join(["tailwise", *sys.argv[1:]]), quiet=quiet, bar=not json_out,
+                on_round=round_line)
+    summary, result = m.summary, m.result
+    summary["thresholds"] = [g.evaluate(summary["latency"]["percentiles"]) for g in gates]
     if out:
-        write_out(out, summary, result, analysis.used_mask, samples_format)
+        write_out(out, summary, result, m.analysis.used_mask, samples_format)
     if json_out:
         print(dumps(summary))
     else:
         print_summary(summary)
+        print_thresholds(summary["thresholds"])
         if out and not summary["error"] and not result.interrupted:
             err_console.print(f"results written to {out}/")
     if result.interrupted:
         kept = f"results kept in {out}/" if out else "nothing kept on disk (--out DIR keeps the results)"
         err_console.print(f"tailwise: interrupted after {result.elapsed_ns / 1e9:.1f} s of measuring; {kept}")
         return EXIT_INTERRUPTED
-    if summary["error"]:
+    return exit_code(summary, out)
+
+
+def _run_flags(kw: dict) -> dict:
+    """The run settings among a command's arguments (None: not given), named as the flags."""
+    names = ("targets", "rate", "percentile", "ci", "confidence", "max_time", "duration", "threads", "conns",
+             "outstanding", "arrival", "keys", "key_size", "popularity", "mix", "service", "workers", "sample_every",
+             "timeout", "late", "warmup", "seed", "timestamps", "probe", "probe_conns", "probe_rate")
+    flags = {name: kw.get(name) for name in names}
+    flags["value_size"] = kw.get("value")
+    flags["poll"] = kw["poll"].value if kw.get("poll") else None
+    return flags
+
+
+def exit_code(summary: dict, out: str | None) -> int:
+    """0 ok, 1 not-measurable, 2 error; 3 when a --threshold failed or was inconclusive, whatever
+    the verdict (a CI job must not pass on a figure it could not trust)."""
+    if summary.get("error"):
         err_console.print(f"tailwise: {summary['error']}" + (f" (results so far in {out}/)" if out else ""))
         return EXIT_ERROR
+    if any(t["status"] != "pass" for t in summary.get("thresholds") or ()):
+        return EXIT_THRESHOLD
     return EXIT_OK if summary["verdict"] == "ok" else EXIT_NOT_MEASURABLE
 
 
-#: CPU seconds one analysis takes per million samples kept, with room for a busy machine
-#: (BENCHMARKS.md: ~2 s per million on this machine kind), for the stated time budget.
-ANALYSIS_S_PER_MILLION = 4.0
+def print_thresholds(rows: list[dict]) -> None:
+    for t in rows:
+        colour = {"pass": "green", "fail": "red"}.get(t["status"], "yellow")
+        err_console.print(f"threshold {t['threshold']}: [{colour}]{t['status']}[/] — {t['detail']}")
 
 
-def _busy_cpus(threads: int, workers: int) -> set[int]:
-    """The CPUs the engine threads (from the highest allowed CPU down) and the built-in server's
-    workers (from the lowest up) pin themselves to (engine/mod.rs, server/mod.rs)."""
-    cpus = sorted(os.sched_getaffinity(0))
-    return {cpus[len(cpus) - 1 - (t % len(cpus))] for t in range(threads)} | {cpus[w % len(cpus)] for w in range(workers)}
+def sweep(**kw) -> int:
+    """Measure latency at a series of loads (one self-correcting run each), find the knee, or with --slo the highest load that meets it.
+
+    Examples: tailwise sweep --rates 10k:60k:8 --service fixed:20us --duration 3;
+    tailwise sweep memcached://10.0.0.2:11211 --rates 50k:500k:10 --slo 'p99<200us' --out sweep1
+    """
+    import time as _time
+    from pathlib import Path
+
+    from tailwise.results import SAMPLE_FORMATS, check_out_dir, dumps
+    from tailwise.spec import RunSpec as _RunSpec
+    from tailwise.sweep import Plan, execute, parse_rates
+    from tailwise.threshold import Threshold, parse_all as parse_thresholds, reported_percentiles
+
+    resume = kw["resume"]
+    command = shlex.join(["tailwise", *sys.argv[1:]])
+    if resume:
+        given = [f"--{name.replace('_', '-')}" for name, v in _run_flags(kw).items() if v is not None]
+        given += [flag for name, flag in (("rates", "--rates"), ("slo", "--slo"), ("threshold", "--threshold"),
+                                          ("out", "--out"), ("workload", "--workload")) if kw.get(name)]
+        if given:
+            raise InputError(f"--resume takes every setting from {resume}/config.json, but {given[0]} was given",
+                             f"drop {' '.join(given)}, or start a new sweep with --out")
+        out = Path(resume)
+        try:
+            saved = __import__("json").loads((out / "config.json").read_text())
+            rs, plan = _RunSpec.from_json(saved["spec"]), Plan(**saved["sweep"])
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            raise InputError(f"{resume} is not a sweep directory tailwise can resume ({e})",
+                             "give --resume the --out directory of an earlier `tailwise sweep`") from None
+    else:
+        if not kw["rates"]:
+            raise InputError("tailwise sweep needs --rates", "give e.g. --rates 10k:400k:12 (12 loads) or --rates 10k,20k,50k")
+        if kw["samples_format"] not in SAMPLE_FORMATS:
+            raise InputError(f"--samples-format {kw['samples_format']} is unknown", "use csv or parquet")
+        grid = parse_rates(kw["rates"], kw["steps"])
+        flags = _run_flags(kw) | {"rate": grid[0]}
+        slo = Threshold.parse(kw["slo"], what="--slo") if kw["slo"] else None
+        if slo and flags["percentile"] is None:
+            flags["percentile"] = slo.p  # the search decides on the SLO's percentile: bound that one
+        rs = RunSpec.from_flags(flags, kw["workload"], pin=kw["pin"], keep_stalls=kw["keep_stalls"])
+        reported = reported_percentiles(rs.percentile)
+        if slo:
+            parse_thresholds([kw["slo"]], reported, what="--slo")
+        parse_thresholds(kw["threshold"], reported)
+        plan = Plan(rates_rps=grid, rates=kw["rates"], steps=kw["steps"], slo=kw["slo"],
+                    thresholds=list(kw["threshold"] or ()), samples_format=kw["samples_format"])
+        out = Path(kw["out"] or f"tailwise-sweep-{_time.strftime('%Y%m%d-%H%M%S')}")
+        if (out / "summary.json").exists() or (out / "points").exists():
+            raise InputError(f"{out} already holds a sweep", f"continue it with --resume {out}, or give a new --out")
+        check_out_dir(out)
+    if rs.capped:
+        warn(rs.capped, f"unset {TIME_CAP_ENV} to measure as asked")
+    quiet = kw["quiet"]
+    if not quiet:
+        what = f"the highest load meeting {plan.slo}" if plan.slo else "the knee"
+        print(f"sweeping {len(plan.rates_rps)} loads from {plan.rates_rps[0]:,.0f} to {plan.rates_rps[-1]:,.0f} req/s "
+              f"for {what}; results in {out}/ (resume with: tailwise sweep --resume {out})", file=sys.stderr, flush=True)
+    doc = execute(rs, plan, out, command, quiet=quiet, resumed=bool(resume))
+    if kw["json_out"]:
+        print(dumps(doc))
+    else:
+        print_sweep(doc)
+    if doc["interrupted"]:
+        err_console.print(f"tailwise: sweep interrupted; {len(doc['points'])} point(s) kept in {out}/: "
+                          f"continue with `tailwise sweep --resume {out}`")
+        return EXIT_INTERRUPTED
+    if doc["error"]:
+        err_console.print(f"tailwise: {doc['error']} (points so far in {out}/; continue with --resume {out})")
+        return EXIT_ERROR
+    if any(t["status"] != "pass" for p in doc["points"] for t in p["thresholds"]):
+        return EXIT_THRESHOLD
+    answered = (doc["slo"] or {}).get("rate_rps") is not None if plan.slo else any(not p["saturated"] for p in doc["points"])
+    return EXIT_OK if answered else EXIT_NOT_MEASURABLE
 
 
+def print_sweep(doc: dict) -> None:
+    from rich.console import Console
+    from rich.table import Table
 
+    from tailwise.output import fmt_ns
 
-def _test_stall() -> tuple[int, int] | None:
-    """Tests only: TAILWISE_TEST_ENGINE_STALL=AT:FOR (e.g. 1.5s:2ms) stops each engine thread once."""
-    hook = os.environ.get("TAILWISE_TEST_ENGINE_STALL")
-    if not hook:
-        return None
-    at, _, dur = hook.partition(":")
-    return parse_time_ns(at, what="TAILWISE_TEST_ENGINE_STALL"), parse_time_ns(dur, what="TAILWISE_TEST_ENGINE_STALL")
-
-
-def _round_line(r) -> None:
-    """One line per methodology round on stderr, on a terminal or not."""
-    width = fmt_ns(r.ci_width_ns) if r.ci_width_ns is not None else "unbounded"
-    target = fmt_ns(r.ci_target_ns) if r.ci_target_ns is not None else "—"
-    failing = ", ".join(r.failed) if r.failed else "none"
-    line = (f"round {r.round} · {r.elapsed_s:.1f} s · {r.samples:,} samples ({r.used:,} used) · "
-            f"p{r.percentile:g} CI width {width} / target {target} · failing: {failing}")
-    print(line, file=sys.stderr, flush=True)
-
-
-def _with_progress(agent: LocalAgent, spec: LoadSpec, quiet: bool, stall_sources=(), on_start=None):
-    if quiet or not err_console.is_terminal:
-        return agent.run(spec, stall_sources=stall_sources, on_start=on_start)
-    from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
-
-    with Progress(TextColumn("[bold]measuring[/]"), BarColumn(), TextColumn("{task.description}"),
-                  TimeRemainingColumn(), console=err_console, transient=True) as bar:
-        task = bar.add_task("", total=spec.duration_ns)
-
-        def show(snap: dict) -> None:
-            bar.update(task, completed=snap.get("elapsed_ns", 0),
-                       description=f"{snap.get('sent', 0):,} sent, {snap.get('received', 0):,} received, "
-                                   f"{snap.get('errors', 0) + snap.get('timeouts', 0):,} failed")
-
-        return agent.run(spec, show, stall_sources, on_start)
+    console = Console(soft_wrap=not sys.stdout.isatty())
+    t = Table(title=f"tailwise sweep · {doc['target']} · p{doc['percentile']:g} with its CI")
+    for col in ("load req/s", "sent req/s", f"p{doc['percentile']:g}", "CI", "verdict", "saturated"):
+        t.add_column(col)
+    for p in doc["points"]:
+        x = p["target"] or {}
+        t.add_row(f"{p['rate_rps']:,.0f}", f"{p['achieved_rps']:,.0f}" if p["achieved_rps"] else "—",
+                  fmt_ns(x.get("value_ns")), f"[{fmt_ns(x.get('low_ns'))}, {fmt_ns(x.get('high_ns'))}]",
+                  p["verdict"], "yes" if p["saturated"] else "")
+    console.print(t)
+    if doc["knee"]:
+        k = doc["knee"]
+        console.print(f"knee: {k['rate_rps']:,.0f} req/s ({k['method']})")
+    if doc["saturation"]:
+        console.print(f"saturated at {doc['saturation']['rate_rps']:,.0f} req/s: {doc['saturation']['reason']}")
+    if doc["capacity_rps"]:
+        console.print(f"capacity: {doc['capacity_rps']:,.0f} req/s completed at saturation")
+    if doc["slo"]:
+        console.print(f"SLO {doc['slo']['threshold']}: {doc['slo']['detail']}")
 
 
 def _parse_listen(text: str) -> str:
@@ -377,6 +389,36 @@ def calibrate(
 def version() -> None:
     """Print the version."""
     print(f"tailwise {__version__}")
+
+
+def _sweep_signature() -> None:
+    """`sweep` takes every option of `run` (but --rate: --rates) and its own."""
+    own = {
+        "rates": (Optional[str], typer.Option(None, "--rates", help="the loads: START:STOP:N (e.g. 10k:400k:12) or a list, 10k,20k,50k")),
+        "steps": (str, typer.Option("linear", "--steps", help="spacing of START:STOP:N: linear or log")),
+        "slo": (Optional[str], typer.Option(None, "--slo", help="search (bisection on the CIs) for the highest load whose percentile meets this, e.g. 'p99<200us'")),
+        "resume": (Optional[str], typer.Option(None, "--resume", help="continue the sweep in this directory (a killed or interrupted one), with its own settings")),
+    }
+    params = [p for name, p in inspect.signature(run, eval_str=True).parameters.items() if name != "rate"]
+    params += [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=opt, annotation=ann)
+               for name, (ann, opt) in own.items()]
+    params = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in params]
+    for i, p in enumerate(params):
+        if p.name == "out":
+            opt = copy.copy(p.default)
+            opt.help = ("the sweep's directory (docs/results.md): summary.json, config, host and one results directory "
+                        "per point [default: ./tailwise-sweep-DATE-TIME]")
+            params[i] = p.replace(default=opt)
+    sweep.__signature__ = inspect.Signature(params, return_annotation=int)
+    sweep.__annotations__ = {p.name: p.annotation for p in params} | {"return": int}
+    app.command()(sweep)
+
+
+_sweep_signature()
+
+from tailwise import cli_report  # noqa: E402  (report and compare: their own module)
+
+cli_report.register(app)
 
 
 def main() -> None:

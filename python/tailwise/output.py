@@ -22,7 +22,7 @@ def fmt_ns(v: float | None) -> str:
     return f"{v / 1e9:.2f} s"
 
 
-def _value(p: dict) -> str:
+def percentile_text(p: dict) -> str:
     """A percentile as a figure, or what it would need: never a number the samples cannot support."""
     if p.get("value_ns") is None:
         need, have = p.get("samples_needed"), p.get("n_effective")
@@ -56,7 +56,7 @@ def print_summary(s: dict, console: Console | None = None) -> None:
             # A value without any interval is not a figure to report (independence could not be judged).
             row = ("no interval yet: samples too correlated", "—", "—")
         else:
-            row = (_value(p), fmt_ns(p["low_ns"]), fmt_ns(p["high_ns"]))
+            row = (percentile_text(p), fmt_ns(p["low_ns"]), fmt_ns(p["high_ns"]))
         t.add_row(f"p{p['p']:g}", *row, fmt_ns(window.get(p["p"])))
     console.print(t)
     w = s.get("warmup") or {}

@@ -55,10 +55,11 @@ def write_interval_log(path: Path, intervals, wall_start_s: float, tag: str = "l
         f.write(f"#[BaseTime: {wall_start_s:.3f} (seconds since epoch)]\n")
         w.output_legend()
         for index, raw in rows:
+            # Each line written here, tagged with the agent ("Tag=local,start,length,max,histogram",
+            # max in µs): hdrh 0.10's writer drops the tag, and takes a start of 0 for "unset".
             h = decode_histogram(raw)
-            h.set_tag(tag)
-            w.output_interval_histogram(h, index * interval_ns / 1e9, (index + 1) * interval_ns / 1e9,
-                                        max_value_unit_ratio=1e3)
+            f.write(f"Tag={tag},{index * interval_ns / 1e9:.3f},{interval_ns / 1e9:.3f},"
+                    f"{h.get_max_value() / 1e3:.3f},{h.encode().decode()}\n")
     return len(rows)
 
 
@@ -200,10 +201,30 @@ def sample_columns(samples: np.ndarray) -> dict[str, np.ndarray]:
     }
 
 
+#: The .hgrm percentile distribution is written in microseconds (values to the ns, 3 decimals).
+HGRM_UNIT_NS = 1_000
+
+
+def write_hgrm(path: Path, raw_hist: bytes) -> None:
+    """The every-request latency histogram as HdrHistogram's percentile-distribution text
+    (``output_percentile_distribution``, the format of wrk2 and the HdrHistogram plotter), in µs."""
+    with open(path, "wb") as f:
+        decode_histogram(raw_hist).output_percentile_distribution(f, HGRM_UNIT_NS)
+
+
+def write_json(path: Path, doc: dict) -> None:
+    """Write JSON atomically: a reader (or a resumed sweep) sees the old file or the new one."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(dumps(doc) + "\n")
+    tmp.replace(path)
+
+
 def write_out(out_dir: str | Path, summary: dict, result: AgentResult, used: np.ndarray | None = None,
-              samples_format: str = "csv") -> list[Path]:
-    """Write summary.json, the raw samples (with a ``used`` column: 1 where the sample went into
-    the statistics) and both histograms. Returns the paths written."""
+              samples_format: str = "csv", tag: str = "local") -> list[Path]:
+    """One measurement's results directory (docs/results.md): the raw samples (with a ``used``
+    column: 1 where the sample went into the statistics), both histograms, the .hgrm percentile
+    distribution, the interval log tagged with the agent, the config and the host facts — and
+    summary.json last, so that a directory with a summary.json is complete. Returns the paths."""
     out = Path(out_dir)
     try:
         out.mkdir(parents=True, exist_ok=True)
@@ -215,21 +236,27 @@ def write_out(out_dir: str | Path, summary: dict, result: AgentResult, used: np.
     if used is not None and len(used) == len(result.samples):
         columns["used"] = used.astype(np.uint8)
     table = pa.table(columns)
-    written = [out / "summary.json", out / f"samples.{samples_format}", out / "latency.hdr", out / "send_lag.hdr",
-               out / "latency.hlog"]
-    written[0].write_text(dumps(summary) + "\n")
+    samples = out / f"samples.{samples_format}"
+    for stale in out.glob("samples.*"):
+        if stale != samples:
+            stale.unlink()  # a re-run in another format must not leave the old samples beside the new summary
     if samples_format == "parquet":
         import pyarrow.parquet as pq
 
-        pq.write_table(table, written[1])
+        pq.write_table(table, samples)
     else:
         import pyarrow.csv as pacsv
 
-        pacsv.write_csv(table, written[1])
-    written[2].write_bytes(base64.b64encode(result.latency_hist) + b"\n")
-    written[3].write_bytes(base64.b64encode(result.send_lag_hist) + b"\n")
-    write_interval_log(written[4], result.intervals, result.wall_start_s)
-    return written
+        pacsv.write_csv(table, samples)
+    (out / "latency.hdr").write_bytes(base64.b64encode(result.latency_hist) + b"\n")
+    (out / "send_lag.hdr").write_bytes(base64.b64encode(result.send_lag_hist) + b"\n")
+    write_hgrm(out / "latency.hgrm", result.latency_hist)
+    write_interval_log(out / "latency.hlog", result.intervals, result.wall_start_s, tag)
+    write_json(out / "config.json", summary["config"])
+    write_json(out / "host.json", summary["host"])
+    write_json(out / "summary.json", summary)
+    return [out / name for name in ("summary.json", samples.name, "latency.hdr", "send_lag.hdr", "latency.hgrm",
+                                    "latency.hlog", "config.json", "host.json")]
 
 
 def check_out_dir(out_dir: str | Path) -> Path:

@@ -26,12 +26,18 @@ def builtin_server(service: str = "fixed:10us", workers: int = 1, listen: str = 
         server.stop()
 
 
-def server_stats(server, mean_service_ns: float, elapsed_ns: int, workers: int) -> dict:
+def server_stats(server, mean_service_ns: float, elapsed_ns: int, workers: int,
+                 stalls_ns: list[tuple[int, int]] = ()) -> dict:
     """The built-in server's own view of a run: requests served, busy time, and from them the
     effective service time and the utilisation really offered. The server's own work on a request
     (~6 µs on loopback here) counts inside the drawn service time, so only shorter services are
     stretched: exp:10us averages ~12.5 µs and a nominal 50 % load is ~60 %. Compare with the
-    model at the utilisation reported here."""
+    model at the utilisation reported here.
+
+    ``stalls_ns`` are the workers' own stalls during the run (``Server::take_stalls``: the host
+    took a worker's CPU while it served). They stay in the measured tail; they are reported so
+    that a reader comparing with a queueing model, which assumes a server that never stops,
+    can see how long this one did."""
     served, busy = server.served(), server.busy_ns()
     mean = busy / served if served else None
     return {
@@ -41,4 +47,7 @@ def server_stats(server, mean_service_ns: float, elapsed_ns: int, workers: int) 
         "effective_service_ns": mean,
         "service_overhead_ns": None if mean is None else mean - mean_service_ns,
         "utilisation": busy / (elapsed_ns * workers) if elapsed_ns else None,
+        "stalls": len(stalls_ns),
+        "stalled_s": sum(b - a for a, b in stalls_ns) / 1e9,
+        "stalls_longest_ns": max((b - a for a, b in stalls_ns), default=None),
     }

@@ -71,6 +71,10 @@ class RoundInfo:
     ci_target_ns: float | None
     failed: list[str]
     percentile: float = 99.0
+    #: Seconds until the coordinator concludes, at most: the time the target percentile's CI
+    #: still needs (its width shrinks as 1/√n, so n_eff must reach the samples it needs) capped
+    #: by --max-time; None when it has no estimate.
+    eta_s: float | None = None
 
     def as_json(self) -> dict:
         return self.__dict__.copy()
@@ -253,13 +257,32 @@ class Controller:
         } | final.details
         return result, final, methodology
 
+    def _eta_s(self, a: Analysis, elapsed_s: float) -> float | None:
+        left = max(0.0, self.precision.max_time_s - elapsed_s)
+        if a.state == "done":
+            return 0.0
+        t = a.target
+        if t is None or elapsed_s <= 0:
+            return left
+        if t.low is not None and t.high is not None:
+            goal = target_width_ns(t.value, self.precision.ci_ns, self.precision.ci_rel)
+            if not goal:
+                return left
+            grow = ((t.high - t.low) / goal) ** 2  # the width shrinks as 1/√n
+        elif t.samples_needed and t.n_effective:
+            grow = t.samples_needed / t.n_effective
+        else:
+            return left
+        return min(left, max(0.0, elapsed_s * (grow - 1.0)))
+
     def _record(self, a: Analysis, elapsed_s: float, n: int) -> None:
         width = None
         if a.target is not None and a.target.low is not None and a.target.high is not None:
             width = a.target.high - a.target.low
         info = RoundInfo(len(self.history) + 1, elapsed_s, a.state, n, a.details["samples_used"], width,
                          target_width_ns(a.target.value if a.target else None, self.precision.ci_ns, self.precision.ci_rel),
-                         [c.name for c in a.failed()], self.precision.percentile)
+                         [c.name for c in a.failed()], self.precision.percentile,
+                         self._eta_s(a, elapsed_s))
         self.history.append(info)
         if self.progress is not None:
             self.progress(info)

@@ -1,0 +1,252 @@
+"""`tailwise compare DIR DIR ...`: several runs overlaid (KBNets Fig. 3 style) and one table.
+
+One CCDF plot with a curve per run (every request, log-log) and its reported percentiles with
+CIs, and one table: per reported percentile, each run's value with its CI, the difference to
+the first run (absolute and relative) and whether the two CIs overlap. Two CIs that do not
+overlap mean the difference is significant at the intervals' level (a conservative test:
+overlapping CIs do not prove the runs equal). The JSON document (schema
+``tailwise.compare/1``, docs/schema/compare.schema.json) carries the same table.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from tailwise import __version__
+from tailwise.errors import InputError
+from tailwise.report import (RUN_SCHEMA, SWEEP_SCHEMA, ccdf_overlay_figure, e, figure_html, fmt_ns, load_summary,
+                             page, prepare_out, read_histogram, save_figure, table, value_text)
+
+SCHEMA = "tailwise.compare/1"
+NOTE = ("CIs overlap = no: the two intervals are disjoint, so the difference is significant at the intervals' "
+        "confidence level; yes: not shown to differ (overlapping intervals do not prove the runs equal); "
+        "— : a value or a bound is missing (the sample does not support that percentile).")
+FILES = ("compare.png", "compare.svg", "compare.html", "summary.json")
+
+
+@dataclass
+class Entry:
+    """One compared run: where it is, what to call it, its summary."""
+
+    directory: Path
+    label: str
+    summary: dict
+
+
+def default_labels(dirs: list[str]) -> list[str]:
+    """Each directory's name, or the path as given where two names clash (a/run, b/run)."""
+    names = [Path(d).resolve().name or str(d) for d in dirs]
+    return [n if names.count(n) == 1 else str(d).rstrip("/") or str(d) for n, d in zip(names, dirs)]
+
+
+def load_runs(dirs: list[str], labels: list[str] | None) -> list[Entry]:
+    """The runs to compare; InputError for a missing directory, a sweep, or a label count that does not match."""
+    if len(dirs) < 2:
+        raise InputError("tailwise compare needs two or more directories", "give e.g. tailwise compare base/ new/")
+    if labels and len(labels) != len(dirs):
+        raise InputError(f"{len(labels)} --label for {len(dirs)} directories",
+                         "give one --label per directory, in the same order, or none")
+    entries = []
+    for d, label in zip(dirs, labels or default_labels(dirs)):
+        s = load_summary(d)
+        if s["schema"] == SWEEP_SCHEMA:
+            raise InputError(f"{d} is a sweep: tailwise compare overlays runs",
+                             f"compare points of the sweeps (e.g. {Path(d) / 'points' / '001-30000rps'}), "
+                             "or see each sweep with tailwise report")
+        entries.append(Entry(Path(d), label, s))
+    return entries
+
+
+def ci_overlap(a: dict, b: dict) -> bool | None:
+    """Whether [low, high] of a and of b share a point; None when a bound is missing."""
+    bounds = (a.get("low_ns"), a.get("high_ns"), b.get("low_ns"), b.get("high_ns"))
+    if any(x is None for x in bounds):
+        return None
+    a_lo, a_hi, b_lo, b_hi = bounds
+    return a_lo <= b_hi and b_lo <= a_hi
+
+
+def _percentiles(entry: Entry) -> dict[float, dict]:
+    return {p["p"]: p for p in (entry.summary.get("latency") or {}).get("percentiles") or []}
+
+
+def compare_doc(entries: list[Entry]) -> dict:
+    """The comparison as a JSON document (schema tailwise.compare/1)."""
+    by_run = [_percentiles(x) for x in entries]
+    ps = sorted({p for r in by_run for p in r})
+    rows = []
+    for p in ps:
+        cells = [by_run[i].get(p) or {} for i in range(len(entries))]
+        runs = [{"value_ns": c.get("value_ns"), "low_ns": c.get("low_ns"), "high_ns": c.get("high_ns"),
+                 "censored": bool(c.get("censored")), "samples_needed": c.get("samples_needed")} for c in cells]
+        base = runs[0]
+        diffs = []
+        for i in range(1, len(entries)):
+            v, b = runs[i]["value_ns"], base["value_ns"]
+            diff = None if v is None or b is None else v - b
+            diffs.append({"run": i, "label": entries[i].label, "vs": 0, "diff_ns": diff,
+                          "diff_rel": None if diff is None or not b else diff / b,
+                          "ci_overlap": ci_overlap(runs[i], base)})
+        rows.append({"p": p, "runs": runs, "diffs": diffs})
+    return {
+        "schema": SCHEMA,
+        "tool": {"name": "tailwise", "version": __version__},
+        "runs": [_run_info(x) for x in entries],
+        "percentiles": rows,
+        "note": NOTE,
+    }
+
+
+def _run_info(x: Entry) -> dict:
+    s = x.summary
+    rate = s.get("rate") or {}
+    cfg = s.get("config") or {}
+    return {"dir": str(x.directory), "label": x.label, "target": s.get("target"), "verdict": s.get("verdict"),
+            "confidence": (s.get("latency") or {}).get("confidence"), "target_rps": rate.get("target_rps"),
+            "achieved_rps": rate.get("achieved_rps"), "service": cfg.get("service"),
+            "started_at": s.get("started_at")}
+
+
+# ------------------------------------------------------------------------------------- output
+
+def _cell(run: dict) -> str:
+    """value [low, high], or why there is no value."""
+    text = value_text(run)
+    if run.get("value_ns") is None:
+        return text
+    return f"{text} [{fmt_ns(run.get('low_ns'))}, {fmt_ns(run.get('high_ns'))}]"
+
+
+def diff_text(d: dict) -> str:
+    if d.get("diff_ns") is None:
+        return "—"
+    sign = "+" if d["diff_ns"] >= 0 else "−"
+    rel = "" if d.get("diff_rel") is None else f" ({sign}{abs(d['diff_rel']):.1%})"
+    return f"{sign}{fmt_ns(abs(d['diff_ns']))}{rel}"
+
+
+def overlap_text(d: dict) -> str:
+    return {True: "yes", False: "no", None: "—"}[d.get("ci_overlap")]
+
+
+HEADERS = ["percentile", "run", "value", "CI", "Δ vs first", "CIs overlap"]
+
+
+def table_rows(doc: dict) -> list[list[list[str]]]:
+    """The comparison as plain text, one group of rows per percentile and one row per run (the
+    terminal and the HTML share them): a fixed six columns, however many runs."""
+    groups = []
+    for row in doc["percentiles"]:
+        rows = []
+        for i, (info, run) in enumerate(zip(doc["runs"], row["runs"])):
+            bounded = run.get("value_ns") is not None
+            ci = f"[{fmt_ns(run.get('low_ns'))}, {fmt_ns(run.get('high_ns'))}]" if bounded else "—"
+            d = row["diffs"][i - 1] if i else None
+            rows.append([f"p{row['p']:g}" if i == 0 else "", info["label"], value_text(run), ci,
+                         "(first)" if d is None else diff_text(d), "" if d is None else overlap_text(d)])
+        groups.append(rows)
+    return groups
+
+
+def print_compare(doc: dict) -> None:
+    """The runs and the table, as a person reads them (rich; no wrapping off a terminal)."""
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
+
+    console = Console(soft_wrap=not sys.stdout.isatty())
+    for i, r in enumerate(doc["runs"]):
+        colour = "green" if r["verdict"] == "ok" else "red"
+        rate = "—" if r["achieved_rps"] is None else f"{r['achieved_rps']:,.0f} req/s"
+        console.print(f"[bold]{i}. {escape(r['label'])}[/]  {escape(r['dir'])}  {escape(str(r['target']))}  {rate}  "
+                      f"verdict [{colour}]{escape(str(r['verdict']))}[/]", highlight=False)
+    confs = {r["confidence"] for r in doc["runs"]}
+    conf = f"{confs.pop():.0%} CI" if len(confs) == 1 and None not in confs else "CIs at differing levels"
+    t = Table(title=f"latency percentiles ({conf}); differences to {doc['runs'][0]['label']}", title_justify="left")
+    for h in HEADERS:
+        t.add_column(h, justify="left" if h == "run" else "right")
+    for rows in table_rows(doc):
+        for k, cells in enumerate(rows):
+            styled = [escape(c) for c in cells]
+            if cells[5] == "no":
+                styled[4], styled[5] = f"[bold]{styled[4]}[/]", "[bold]no[/]"
+            t.add_row(*styled, end_section=k == len(rows) - 1)
+    console.print(t)
+    console.print(doc["note"], highlight=False)
+    if "CIs at differing" in conf:
+        console.print("[yellow]the runs' confidence levels differ: the overlap test mixes levels[/]")
+
+
+def compare_html(doc: dict, png: Path) -> str:
+    """compare.html: the runs, the overlay plot inline and the table — self-contained."""
+    run_rows, classes = [], []
+    for i, r in enumerate(doc["runs"]):
+        run_rows.append([e(i), e(r["label"]), f"<code>{e(r['dir'])}</code>", e(r["target"]), e(r["verdict"]),
+                         e("—" if r["target_rps"] is None else f"{r['target_rps']:,.0f} req/s"),
+                         e("—" if r["achieved_rps"] is None else f"{r['achieved_rps']:,.0f} req/s"),
+                         e(r.get("service") or "—")])
+        classes.append("" if r["verdict"] == "ok" else "fail")
+    rows = [r for group in table_rows(doc) for r in group]
+    bad = [r["label"] for r in doc["runs"] if r["verdict"] != "ok"]
+    warn = (f'<div class="verdict bad" id="verdict">not measurable: {e(", ".join(bad))} — their numbers cannot '
+            "be trusted; their checks failed (see each with tailwise report)</div>" if bad else "")
+    body = [f"<h1>tailwise compare: {e(', '.join(r['label'] for r in doc['runs']))}</h1>",
+            f"<p class=\"meta\">tailwise {e(doc['tool']['version'])}</p>", warn,
+            "<h2>Runs</h2>",
+            table(["#", "label", "directory", "target", "verdict", "offered", "sent", "service"], run_rows,
+                  text_cols=(1, 2, 3, 4, 7), row_classes=classes, table_id="runs"),
+            "<h2>Percentiles</h2>",
+            table([e(h) for h in HEADERS], [[e(c) for c in r] for r in rows], text_cols=(1,),
+                  row_classes=["first" if r[0] else "" for r in rows], table_id="compare"),
+            f"<p class=\"note\" id=\"note\">{e(doc['note'])}</p>",
+            "<h2>Plot</h2>",
+            figure_html(png, "compare", "Latency CCDF of each run (every request, down to 1/count) with its reported "
+                                        "percentiles and their confidence intervals.")]
+    return page("tailwise compare", body)
+
+
+def overlay_figure(entries: list[Entry]):
+    curves = []
+    for i, x in enumerate(entries):
+        label = x.label + ("" if x.summary.get("verdict") == "ok" else f" ({x.summary.get('verdict')})")
+        curves.append((label, read_histogram(x.directory / "latency.hdr"),
+                       {"color": f"C{i % 10}", "percentiles": (x.summary.get("latency") or {}).get("percentiles") or []}))
+    return ccdf_overlay_figure(curves, "latency CCDF per run (markers: reported percentiles with CIs)")
+
+
+def check_out(out: Path, entries: list[Entry]) -> None:
+    """--out must not be a compared directory, nor hold a run's or sweep's summary.json (it would be lost)."""
+    target = out.resolve()
+    for x in entries:
+        if x.directory.resolve() == target:
+            raise InputError(f"--out {out} is one of the compared directories: its summary.json would be overwritten",
+                             "give --out a new directory")
+    existing = out / "summary.json"
+    if existing.is_file():
+        try:
+            schema = json.loads(existing.read_text()).get("schema")
+        except (OSError, ValueError, AttributeError):
+            schema = None
+        if schema in (RUN_SCHEMA, SWEEP_SCHEMA):
+            raise InputError(f"--out {out} holds a tailwise run or sweep: its summary.json would be overwritten",
+                             "give --out a new directory")
+
+
+def write_compare(doc: dict, entries: list[Entry], out_dir: str | Path) -> list[Path]:
+    """compare.png/.svg, compare.html and summary.json (the JSON document) in out_dir; the paths."""
+    out = Path(out_dir)
+    check_out(out, entries)
+    prepare_out(out)
+    png, svg = save_figure(overlay_figure(entries), out, "compare")
+    html_path = out / "compare.html"
+    html_path.write_text(compare_html(doc, png))
+    summary = out / "summary.json"
+    summary.write_text(dumps(doc) + "\n")
+    return [png, svg, html_path, summary]
+
+
+def dumps(doc: dict) -> str:
+    return json.dumps(doc, indent=2, ensure_ascii=False, allow_nan=False)

@@ -1,0 +1,85 @@
+"""Results directories as pandas DataFrames, for notebooks: ``tailwise.load_results(DIR)``.
+
+A run directory is one point; a sweep directory is one point per load. ``points`` has one row per
+point with its load, rates, verdict and each reported percentile with its CI (columns
+``p99_ns``, ``p99_low_ns``, ``p99_high_ns`` ...); ``samples`` the raw samples of every point (a
+``rate_rps`` column tells the points apart) with the unit in each column's name; ``summary`` the
+JSON document itself. Samples are read lazily (``samples`` is a property): a sweep's can be large.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from tailwise.errors import InputError
+
+
+@dataclass
+class Results:
+    """One results directory: ``summary`` (dict), ``points`` and ``samples`` (DataFrames)."""
+
+    path: Path
+    summary: dict
+    points: pd.DataFrame
+    _point_dirs: list[tuple[float, Path]] = field(repr=False, default_factory=list)
+    _samples: pd.DataFrame | None = field(repr=False, default=None)
+
+    @property
+    def kind(self) -> str:
+        """"run" or "sweep"."""
+        return "sweep" if self.summary.get("schema", "").startswith("tailwise.sweep/") else "run"
+
+    @property
+    def samples(self) -> pd.DataFrame:
+        if self._samples is None:
+            frames = [read_samples(d).assign(rate_rps=rate) for rate, d in self._point_dirs]
+            self._samples = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+        return self._samples
+
+
+def read_samples(run_dir: Path) -> pd.DataFrame:
+    """A run directory's samples file (samples.parquet or samples.csv)."""
+    if (p := run_dir / "samples.parquet").is_file():
+        return pd.read_parquet(p)
+    if (p := run_dir / "samples.csv").is_file():
+        return pd.read_csv(p)
+    return pd.DataFrame()
+
+
+def _point(summary: dict, **extra) -> dict:
+    row = {
+        "rate_rps": summary["config"]["rate_rps"],  # the load asked for (a --probe's rate apart)
+        "achieved_rps": summary["rate"]["achieved_rps"],
+        "completed_rps": summary["rate"]["completed_rps"],
+        "duration_s": summary["rate"]["duration_s"],
+        "verdict": summary["verdict"],
+    } | extra
+    for p in summary["latency"]["percentiles"]:
+        name = f"p{p['p']:g}".replace(".", "_")
+        row[f"{name}_ns"], row[f"{name}_low_ns"], row[f"{name}_high_ns"] = p["value_ns"], p["low_ns"], p["high_ns"]
+    return row
+
+
+def load_results(path: str | Path) -> Results:
+    """Read a results directory written by `tailwise run --out` or `tailwise sweep`."""
+    root = Path(path)
+    try:
+        summary = json.loads((root / "summary.json").read_text())
+    except (OSError, ValueError) as e:
+        raise InputError(f"{root} has no readable summary.json ({e})",
+                         "give the --out directory of a tailwise run or sweep") from None
+    if summary.get("schema", "").startswith("tailwise.sweep/"):
+        rows, dirs = [], []
+        for pt in summary["points"]:
+            d = root / pt["dir"]
+            s = json.loads((d / "summary.json").read_text())
+            rows.append(_point(s, rate_rps=pt["rate_rps"], saturated=pt["saturated"], meets_slo=pt["meets_slo"]))
+            dirs.append((pt["rate_rps"], d))
+        points = pd.DataFrame(rows)
+        return Results(root, summary, points, dirs)
+    points = pd.DataFrame([_point(summary)])
+    return Results(root, summary, points, [(summary["config"]["rate_rps"], root)])

@@ -1,0 +1,185 @@
+"""One measurement: a RunSpec measured against its target (or the built-in server, started for it)
+until the methodology concludes — what `run` does once, and `sweep` once per load.
+
+`prepare` decides, once per command, what depends on the machine and not on the load (the host
+facts, whether the built-in server may spin, the CPUs the coordinator must leave alone) and gives
+the warnings that go with it; `measure` runs one point and returns the summary with the agent's
+result and the analysis, from which `results.write_out` writes the point's directory.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import sys
+from dataclasses import dataclass
+from typing import Callable
+
+from tailwise.agent import AgentResult, LoadSpec, LocalAgent
+from tailwise.host import host_info
+from tailwise.output import err_console, fmt_ns, warn
+from tailwise.server import builtin_server, server_stats
+from tailwise.spec import RunSpec, timestamp_source
+from tailwise.units import parse_dist, parse_time_ns
+
+#: CPU seconds one analysis takes per million samples kept, with room for a busy machine
+#: (BENCHMARKS.md: ~2 s per million on this machine kind), for the stated time budget.
+ANALYSIS_S_PER_MILLION = 4.0
+
+
+@dataclass(frozen=True)
+class Setup:
+    """What a command decides once for all its points."""
+
+    host: dict
+    #: The built-in server busy-polls (every spinning thread has a CPU of its own).
+    server_spin: bool
+    #: CPUs the coordinator must not take (None: not pinned).
+    busy_cpus: set[int] | None
+
+
+@dataclass
+class Measurement:
+    summary: dict
+    result: AgentResult
+    analysis: object  # methodology.analysis.Analysis
+
+
+def prepare(rs: RunSpec) -> Setup:
+    """The machine-dependent decisions, with their warnings (given once, before any request)."""
+    host = host_info()
+    threads, workers = rs.threads, rs.workers
+    # The probe thread always spins, on a CPU of its own when there is one.
+    busy = (threads if rs.busy_poll else 0) + (1 if rs.probe_conns else 0)
+    cores = host["usable_cores"] or 1
+    # The built-in server busy-polls when every spinning thread still has a CPU of its own: a
+    # sleeping worker adds a vCPU wake-up (~30 µs here) to every request it serves.
+    server_spin = rs.builtin and busy + workers <= cores
+    if rs.builtin and busy + workers > cores:
+        warn(f"{busy} spinning engine thread(s) and {workers} server worker(s) share {cores} CPUs",
+             "the server sleeps between requests and the tail includes preemption: use fewer --threads/--workers or --poll block")
+    elif not rs.builtin and busy > cores:
+        warn(f"{busy} spinning engine threads on {cores} CPUs", f"use --threads {cores} or fewer, or --poll block")
+    # The CPUs the coordinator must not take: the engine's and the built-in server's; all of them
+    # when the target is on this machine (loopback), whose CPUs we cannot know.
+    local = any(ipaddress.ip_address(t.socket_addr().rsplit(":", 1)[0].strip("[]")).is_loopback for t in rs.targets)
+    engine_threads = threads + (1 if rs.probe_conns else 0)
+    busy_cpus = None
+    if rs.pin:
+        busy_cpus = set(os.sched_getaffinity(0)) if local else _busy_cpus(engine_threads, 0 if rs.targets else workers)
+    return Setup(host=host, server_spin=server_spin, busy_cpus=busy_cpus)
+
+
+def _busy_cpus(threads: int, workers: int) -> set[int]:
+    """The CPUs the engine threads (from the highest allowed CPU down) and the built-in server's
+    workers (from the lowest up) pin themselves to (engine/mod.rs, server/mod.rs)."""
+    cpus = sorted(os.sched_getaffinity(0))
+    return {cpus[len(cpus) - 1 - (t % len(cpus))] for t in range(threads)} | {cpus[w % len(cpus)] for w in range(workers)}
+
+
+def conclude_s(rs: RunSpec) -> float:
+    """What comes after the schedule, bounded: the drain (≤ --timeout) and the analyses (the last
+    round's, which may be running when the schedule ends, and the final one)."""
+    span_s = (rs.duration_ns or rs.max_time_ns) / 1e9
+    analyses = 1 if rs.duration_ns else 2
+    return rs.timeout_ns / 1e9 + 2.0 + analyses * ANALYSIS_S_PER_MILLION * rs.rate_rps / rs.sample_every * span_s / 1e6
+
+
+def longest_s(rs: RunSpec) -> float:
+    """The longest one measurement of this spec can take: its schedule and its conclusion."""
+    return (rs.duration_ns or rs.max_time_ns) / 1e9 + conclude_s(rs)
+
+
+def measure(rs: RunSpec, setup: Setup, command: str, *, quiet: bool = False, bar: bool = True,
+            on_round: Callable | None = None) -> Measurement:
+    """Measure ``rs`` once. ``quiet``: no 'measuring' line, no round lines, no progress bar;
+    ``bar``: a progress bar on a terminal (fixed-length mode); ``on_round``: called with each
+    methodology round (adaptive mode)."""
+    from tailwise import serverstats
+    from tailwise.methodology import Controller
+    from tailwise.methodology.controller import fixed_methodology
+    from tailwise.results import build_summary
+
+    config = rs.config(command)
+    if rs.builtin:
+        config["builtin_server"]["busy_poll"] = setup.server_spin
+    precision = rs.precision()
+
+    def one(addrs: list[str], target_url: str, stall_sources=()) -> Measurement:
+        source, note = timestamp_source(rs.timestamps, addrs[0])
+        config["timestamps"], config["timestamps_note"] = source, note
+        spec = rs.load_spec(addrs, source, test_stall_ns=_test_stall())
+        agent = LocalAgent()
+        span_s = (rs.duration_ns or rs.max_time_ns) / 1e9
+        goal = (f"for {span_s:g} s" if rs.duration_ns else
+                f"until p{rs.percentile:g} ± {fmt_ns(rs.ci_ns) if rs.ci_ns else f'{rs.ci_rel:.0%}'}, at most {span_s:g} s")
+        goal += f" (+ {conclude_s(rs):.1f} s to conclude)"
+
+        def started() -> None:
+            if not quiet:
+                print(f"measuring {target_url} at {rs.rate_rps:,.0f} req/s {goal}", file=sys.stderr, flush=True)
+
+        if rs.duration_ns:
+            result = _with_progress(agent, spec, quiet=quiet or not bar, stall_sources=stall_sources, on_start=started)
+            analysis, methodology = fixed_methodology(result, spec, precision, rs.seed, exclude_stalls=not rs.keep_stalls)
+        else:
+            controller = Controller(spec, precision, seed=rs.seed, progress=None if quiet else on_round,
+                                    exclude_stalls=not rs.keep_stalls, busy_cpus=setup.busy_cpus)
+            session = agent.start(controller.spec, stall_sources)
+            started()
+            result, analysis, methodology = controller.run(session)
+        summary = build_summary(target=target_url, config=config, host=setup.host, result=result, analysis=analysis,
+                                methodology=methodology)
+        return Measurement(summary, result, analysis)
+
+    if rs.builtin:
+        with builtin_server(service=rs.service, workers=rs.workers, seed=rs.seed, pin=rs.pin,
+                            busy_poll=setup.server_spin) as srv:
+            m = one([srv.addr], f"synthetic://{srv.addr}", (srv.take_stalls,))
+            m.summary["target_stats"] = server_stats(srv, parse_dist(rs.service)[1], m.result.elapsed_ns, rs.workers,
+                                                     m.result.target_stalls_ns)
+    else:
+        tgts = list(rs.targets)
+        before = serverstats.fetch_all(tgts)
+        m = one([t.socket_addr() for t in tgts], tgts[0].url if len(tgts) == 1 else ", ".join(t.url for t in tgts))
+        m.summary["target_stats"] = serverstats.compare_all(tgts, before, m.result.counters)
+    return m
+
+
+def _test_stall() -> tuple[int, int] | None:
+    """Tests only: TAILWISE_TEST_ENGINE_STALL=AT:FOR (e.g. 1.5s:2ms) stops each engine thread once."""
+    hook = os.environ.get("TAILWISE_TEST_ENGINE_STALL")
+    if not hook:
+        return None
+    at, _, dur = hook.partition(":")
+    return parse_time_ns(at, what="TAILWISE_TEST_ENGINE_STALL"), parse_time_ns(dur, what="TAILWISE_TEST_ENGINE_STALL")
+
+
+def round_line(r) -> None:
+    """One line per methodology round on stderr, on a terminal or not: where the CI stands, the
+    time so far and the most the coordinator still needs."""
+    width = fmt_ns(r.ci_width_ns) if r.ci_width_ns is not None else "unbounded"
+    target = fmt_ns(r.ci_target_ns) if r.ci_target_ns is not None else "—"
+    failing = ", ".join(r.failed) if r.failed else "none"
+    eta = f" · ETA ≤ {r.eta_s:.0f} s" if r.eta_s else ""
+    line = (f"round {r.round} · elapsed {r.elapsed_s:.1f} s{eta} · {r.samples:,} samples ({r.used:,} used) · "
+            f"p{r.percentile:g} CI width {width} / target {target} · failing: {failing}")
+    print(line, file=sys.stderr, flush=True)
+
+
+def _with_progress(agent: LocalAgent, spec: LoadSpec, quiet: bool, stall_sources=(), on_start=None):
+    if quiet or not err_console.is_terminal:
+        return agent.run(spec, stall_sources=stall_sources, on_start=on_start)
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+    with Progress(TextColumn("[bold]measuring[/]"), BarColumn(), TextColumn("{task.description}"),
+                  TimeElapsedColumn(), TextColumn("elapsed, ETA"), TimeRemainingColumn(),
+                  console=err_console, transient=True) as bar:
+        task = bar.add_task("", total=spec.duration_ns)
+
+        def show(snap: dict) -> None:
+            bar.update(task, completed=snap.get("elapsed_ns", 0),
+                       description=f"{snap.get('sent', 0):,} sent, {snap.get('received', 0):,} received, "
+                                   f"{snap.get('errors', 0) + snap.get('timeouts', 0):,} failed")
+
+        return agent.run(spec, show, stall_sources, on_start)

@@ -1,0 +1,162 @@
+"""tailwise sweep: the search (pure functions, checked exactly), the knee and capacity against the
+built-in server whose capacity is known, the SLO search, resuming a killed sweep, and
+load_results. Points are fixed-length (--duration) so that every sweep is bounded in time."""
+
+import json
+import signal
+
+import pytest
+
+from conftest import run_cli
+from live_run import Run
+from noise import machine_noise
+from tailwise.errors import InputError
+from tailwise.sweep import Outcome, kneedle, next_index, parse_rates
+
+NO, SAT = Outcome(False, False), Outcome(True, False)
+MEETS = Outcome(False, True)
+
+
+def test_rates_grids():
+    assert parse_rates("10k:40k:4") == [10_000, 20_000, 30_000, 40_000]
+    log = parse_rates("1k:100k:3", "log")
+    assert log == pytest.approx([1_000, 10_000, 100_000])
+    assert parse_rates("50k,10k,20k") == [10_000, 20_000, 50_000]
+    for bad in ("10k:5k:3", "10k:40k", "10k:40k:1", "10k:40k:x", "fast"):
+        with pytest.raises(InputError):
+            parse_rates(bad)
+
+
+def test_knee_mode_goes_up_until_the_first_saturated_point():
+    assert next_index(4, {}, slo=False) == 0
+    assert next_index(4, {0: NO, 1: NO}, slo=False) == 2
+    assert next_index(4, {0: NO, 1: SAT}, slo=False) is None
+    assert next_index(2, {0: NO, 1: NO}, slo=False) is None
+
+
+def test_slo_mode_bisects_the_grid():
+    n = 9
+    assert next_index(n, {}, slo=True) == 0
+    assert next_index(n, {0: NO}, slo=True) is None  # the lowest load misses: none meets
+    assert next_index(n, {0: MEETS}, slo=True) == 8
+    assert next_index(n, {0: MEETS, 8: MEETS}, slo=True) is None  # every load meets
+    done = {0: MEETS, 8: NO}
+    seen = []
+    truth = 5  # loads 0..5 meet
+    while (i := next_index(n, done, slo=True)) is not None:
+        seen.append(i)
+        done[i] = MEETS if i <= truth else NO
+    assert seen == [4, 6, 5]
+    assert max(i for i, o in done.items() if o.meets) == truth
+
+
+def test_kneedle_on_exact_curves():
+    x = [0.1 * i for i in range(1, 10)]
+    # M/M/1 mean sojourn 1/(1−ρ): the knee sits where the curve leaves the chord most.
+    y = [1 / (1 - r) for r in x]
+    k = kneedle(x, y)
+    assert k is not None and 0.6 <= x[k] <= 0.8
+    assert kneedle([1, 2], [1, 2]) is None
+    assert kneedle([1, 2, 3], [5, 5, 5]) is None
+
+
+def _sweep(*args: str, timeout: float = 240) -> dict:
+    r = run_cli("sweep", *args, "--json", timeout=timeout)
+    assert r.returncode in (0, 1), r.stderr
+    assert "Traceback" not in r.stderr
+    return json.loads(r.stdout)
+
+
+def test_sweep_finds_the_knee_near_the_servers_capacity(tmp_path):
+    """1 worker spinning fixed:20us per request serves at most ~50k req/s: the sweep saturates
+    there, the completed rate at saturation is that capacity, and the knee lies below it."""
+    out = tmp_path / "sweep"
+    s = _sweep("--rates", "10k:80k:8", "--service", "fixed:20us", "--duration", "2", "--out", str(out))
+    assert s["schema"] == "tailwise.sweep/1" and s["mode"] == "knee" and s["complete"]
+    rates = [p["rate_rps"] for p in s["points"]]
+    assert rates == sorted(rates) and rates[0] == 10_000
+    sat = s["saturation"]
+    assert sat is not None, [(p["rate_rps"], p["verdict"]) for p in s["points"]]
+    last = json.loads((out / s["points"][-1]["dir"] / "summary.json").read_text())
+    capacity = 1e9 / last["target_stats"]["effective_service_ns"]  # the server's own busy time per request
+    print(f"saturated at {sat['rate_rps']:,.0f} ({sat['reason']}); capacity {s['capacity_rps']:,.0f} measured, "
+          f"{capacity:,.0f} from the server's busy time; knee {s['knee']}")
+    assert 0.85 * capacity <= s["capacity_rps"] <= 1.1 * capacity
+    # Saturation comes at or just past capacity (a noisy host may bring it one step early).
+    if sat["rate_rps"] < 0.7 * capacity and (why := machine_noise()) is not None:
+        pytest.skip(f"saturated at {sat['rate_rps']:,.0f} req/s, below the server's capacity, on a noisy machine: {why}")
+    assert 0.7 * capacity <= sat["rate_rps"] <= capacity + 10_000 + 1
+    # The knee: where the curve leaves its low-load level for the blow-up at saturation — the
+    # upper part of the range, below saturation.
+    assert s["knee"] is not None and 0.5 * capacity <= s["knee"]["rate_rps"] < sat["rate_rps"]
+    # No point past the first saturated one.
+    assert rates[-1] == sat["rate_rps"]
+
+
+def test_slo_search_meets_the_slo_and_a_load_above_does_not(tmp_path):
+    slo = "p90<150us"
+    s = _sweep("--rates", "10k:50k:9", "--service", "fixed:20us", "--duration", "2", "--slo", slo,
+               "--out", str(tmp_path / "slo"))
+    assert s["mode"] == "slo" and s["percentile"] == 90.0
+    res = s["slo"]
+    print(res["detail"])
+    if res["rate_rps"] is None and (why := machine_noise()) is not None:
+        pytest.skip(f"{res['detail']}, on a noisy machine: {why}")
+    assert res["rate_rps"] is not None, res["detail"]
+    # Bisection: at most ⌈log₂ 9⌉ + 2 points, none twice.
+    idx = [p["index"] for p in s["points"]]
+    assert len(idx) == len(set(idx)) <= 6
+    assert res["percentile"]["status"] == "pass" and res["percentile"]["high_ns"] < 150_000
+    if res["next_rate_rps"] is None:
+        pytest.skip(f"every load up to {res['rate_rps']:,.0f} meets {slo}")
+    # A load clearly above the answer, measured on its own, does not meet the SLO.
+    above = min(res["next_rate_rps"] + 5_000, 49_000)
+    r = run_cli("run", "--rate", str(above), "--service", "fixed:20us", "--duration", "2", "--percentile", "90",
+                "--threshold", slo, "--json")
+    t = json.loads(r.stdout)["thresholds"][0]
+    print(f"{above:,.0f} req/s: {t['detail']}")
+    assert r.returncode == 3 and t["status"] != "pass"
+
+
+def test_a_killed_sweep_resumes_with_the_same_points_and_no_duplicates(tmp_path):
+    out = tmp_path / "resumed"
+    args = ("--rates", "10k:30k:5", "--service", "fixed:10us", "--duration", "1", "--out", str(out))
+    run = Run(*args, json_out=False, command="sweep")
+    try:
+        run.wait_line("point 2 ·", timeout_s=120)
+    finally:
+        run.proc.send_signal(signal.SIGKILL)
+        run.finish(30)
+    before = sorted(p.name for p in (out / "points").iterdir() if not p.name.startswith("."))
+    assert len(before) >= 2
+    again = run_cli("sweep", *args)
+    assert again.returncode == 2 and "--resume" in again.stderr  # the directory holds a sweep already
+    r = run_cli("sweep", "--resume", str(out), "--json", timeout=240)
+    assert r.returncode in (0, 1), r.stderr
+    s = json.loads(r.stdout)
+    assert s["complete"] and s["stopped"] == "end-of-rates"
+    assert [p["rate_rps"] for p in s["points"]] == [10_000, 15_000, 20_000, 25_000, 30_000]
+    names = sorted(p.name for p in (out / "points").iterdir())
+    assert len(names) == 5 and not any(n.startswith(".") for n in names)
+    assert set(before) <= set(names)
+    # Every point's directory is complete and its summary names its load.
+    for p in s["points"]:
+        point = json.loads((out / p["dir"] / "summary.json").read_text())
+        assert point["rate"]["target_rps"] == p["rate_rps"] and point["sweep"]["rate_rps"] == p["rate_rps"]
+
+    import tailwise
+
+    res = tailwise.load_results(out)
+    assert res.kind == "sweep" and list(res.points["rate_rps"]) == [p["rate_rps"] for p in s["points"]]
+    assert set(res.samples["rate_rps"]) == set(res.points["rate_rps"]) and "latency_ns" in res.samples
+    assert res.points["p50_ns"].notna().all()
+
+
+def test_sweep_input_errors_are_one_line():
+    for args, words in ((["--service", "fixed:10us"], "needs --rates"),
+                        (["--rates", "10k:5k:3"], "not above the first"),
+                        (["--resume", "/nonexistent/sweep"], "not a sweep directory"),
+                        (["--resume", "/tmp", "--rate", "5k"], "No such option"),
+                        (["--rates", "10k:20k:2", "--percentile", "99", "--slo", "p95<1ms"], "--percentile 95")):
+        r = run_cli("sweep", *args)
+        assert r.returncode == 2 and words in r.stderr and "Traceback" not in r.stderr, (args, r.stderr)
