@@ -298,9 +298,11 @@ def test_slo_sweep_validates(slo_sweep_out):
 
 # --------------------------------------------------------------------------- tailwise calibrate
 
-def test_calibrate_validates():
-    doc = cli_json("calibrate", "--json", "--no-model", "--duration", "1", ok=(0,), timeout=90)
+def test_calibrate_validates(tmp_path):
+    out = tmp_path / "cal"
+    doc = cli_json("calibrate", "--json", "--no-model", "--duration", "1", "--out", str(out), ok=(0,), timeout=90)
     assert_valid("calibrate", doc, "`tailwise calibrate --json --no-model`")
+    assert read_json(out / "summary.json") == doc
     # veth only where namespaces can be made (root); it is then listed under not_tried instead.
     assert [p["path"] for p in doc["paths"]][0] == "loopback"
     broken = copy.deepcopy(doc)

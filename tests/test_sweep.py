@@ -160,3 +160,38 @@ def test_sweep_input_errors_are_one_line():
                         (["--rates", "10k:20k:2", "--percentile", "99", "--slo", "p95<1ms"], "--percentile 95")):
         r = run_cli("sweep", *args)
         assert r.returncode == 2 and words in r.stderr and "Traceback" not in r.stderr, (args, r.stderr)
+
+
+def test_a_target_that_dies_mid_sweep_ends_it_with_exit_2_and_resume_measures_that_point_again(tmp_path):
+    """A server killed during a sweep is an error, not a saturation: the sweep stops (exit 2) with
+    the points before it kept, the failed point kept apart (failed/), and --resume, once the
+    server is back, measures that point again."""
+    from conftest import start_serve
+    from servers import free_port
+
+    port = free_port()
+    out = tmp_path / "dies"
+    srv = start_serve("--listen", f"127.0.0.1:{port}", "--service", "fixed:10us")
+    run = Run(f"synthetic://127.0.0.1:{port}", "--rates", "5k:15k:3", "--duration", "3", "--out", str(out),
+              json_out=False, command="sweep")
+    try:
+        run.wait_line("point 1 ·", timeout_s=60)
+        srv.stop(signal.SIGKILL)
+        r = run.finish(60)
+    finally:
+        srv.stop(signal.SIGKILL)
+    assert r.returncode == 2, r.stderr
+    assert "--resume" in r.stderr and "Traceback" not in r.stderr
+    s = json.loads((out / "summary.json").read_text())
+    assert not s["complete"] and s["stopped"] == "error" and s["error"]
+    kept = [p["rate_rps"] for p in s["points"]]
+    assert kept and not any(p["saturated"] for p in s["points"])
+    assert len(list((out / "failed").iterdir())) == 1
+    srv = start_serve("--listen", f"127.0.0.1:{port}", "--service", "fixed:10us")
+    try:
+        r = run_cli("sweep", "--resume", str(out), "--json", timeout=120)
+    finally:
+        srv.stop(signal.SIGKILL)
+    assert r.returncode in (0, 1), r.stderr
+    s = json.loads(r.stdout)
+    assert s["complete"] and [p["rate_rps"] for p in s["points"]] == [5_000, 10_000, 15_000]

@@ -365,19 +365,26 @@ def calibrate(
     target: Optional[str] = typer.Argument(None, help="a reflector to measure against (synthetic://HOST:PORT from `tailwise serve --service fixed:0`, or udp://HOST:PORT echo); none: loopback, veth (when it may create network namespaces) and the model"),
     duration: str = typer.Option("2s", "--duration", help="ping-pong traffic per path, e.g. 2s"),
     with_model: bool = typer.Option(True, "--model/--no-model", help="also measure the whole tool against the queueing model (tailwise serve fixed:10us at 20 % load, 6 s)"),
+    out: Optional[str] = typer.Option(None, "--out", help="also write the result to DIR/summary.json (schema tailwise.calibrate/1, docs/schema/)"),
     json_out: bool = typer.Option(False, "--json", help="print JSON on stdout instead of the tables"),
 ) -> int:
     """What each timestamp source (kernel, user, nic) reports for the same traffic here: each one's bias against the best, the clock's cost, and the whole tool's bias against the model.
 
     Example: tailwise calibrate --json
     """
+    from pathlib import Path
+
     from tailwise.calibrate import calibrate as run_calibration, print_calibration
-    from tailwise.results import dumps
+    from tailwise.results import check_out_dir, dumps, write_json
 
     seconds = parse_time_ns(duration, what="--duration") / 1e9
     if seconds < 0.5:
         raise InputError(f"--duration {duration} is too short for calibration traffic", "give --duration 1s or more")
+    if out:
+        check_out_dir(out)
     result = run_calibration(target, seconds=seconds, with_model=with_model)
+    if out:
+        write_json(Path(out) / "summary.json", result)
     if json_out:
         print(dumps(result))
     else:

@@ -112,8 +112,6 @@ def points_left(n: int, done: dict[int, Outcome], slo: bool) -> int:
 
 def saturation(point: dict, base_p50_ns: float | None) -> str | None:
     """Why a point's summary shows the target saturated, or None."""
-    if point.get("error"):
-        return f"error: {point['error']}"
     r, target = point["rate"], point["rate"]["target_rps"]
     rate = next((c for c in point["checks"] if c["name"] == "rate"), None)
     if rate is not None and not rate["ok"]:
@@ -375,6 +373,12 @@ def _loop(base, plan, grid, rows, points_dir, setup, command, slo, gates, percen
             state["stopped"], state["interrupted"] = "interrupted", True
             break
         name = point_dir_name(index, rate)
+        if s["error"]:
+            # The target failed mid-point (not a saturation: it stopped answering). The point is
+            # kept for inspection outside points/, so that --resume measures it again.
+            write_out(points_dir.parent / "failed" / name, s, m.result, m.analysis.used_mask, plan.samples_format)
+            state["stopped"], state["error"] = "error", f"at {rate:,.0f} req/s: {s['error']} (that point: failed/{name}/)"
+            break
         tmp = points_dir / f".{name}.tmp"
         shutil.rmtree(tmp, ignore_errors=True)
         write_out(tmp, s, m.result, m.analysis.used_mask, plan.samples_format)
@@ -387,9 +391,6 @@ def _loop(base, plan, grid, rows, points_dir, setup, command, slo, gates, percen
             left = points_left(len(grid), outcomes(rows), slo is not None)
             eta = f" · ETA ≤ {_fmt_s(left * longest_s(spec))}" if left else ""
             print(point_line(row, len(rows), time.monotonic() - started) + eta, file=_stderr(), flush=True)
-        if s["error"] and not row["saturated"]:
-            state["stopped"], state["error"] = "error", s["error"]
-            break
 
 
 def _row_from_dir(index, rate, path: Path, percentile, slo, gates, rows) -> dict:
