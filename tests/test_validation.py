@@ -173,6 +173,18 @@ def _adaptive(*args: str) -> dict:
     return s
 
 
+def _rate_for_load(service: str, load: float) -> float:
+    """The rate that offers the built-in server ``load`` of its real capacity: its own work on a
+    request counts inside the service time (server/mod.rs), so a service shorter than that work
+    is stretched, and that work varies with the host (6 µs here on a quiet day, 12–15 µs on a
+    busy one: exp:10us then averages 15.7 µs and a nominal 50k req/s is 78 %, where the p90's
+    interval needs minutes). Measured on a short light run, as the server reports it."""
+    s = _summary(run_cli("run", "--rate", "10k", "--service", service, "--duration", "2", "--json"))
+    effective_ns = s["target_stats"]["effective_service_ns"]
+    print(f"{service}: effective service {effective_ns / 1e3:.1f} µs → {load:.0%} load at {load * 1e9 / effective_ns:,.0f} req/s")
+    return load * 1e9 / effective_ns
+
+
 def _gap_line(name: str, p: float, measured: float, model: float, overhead: float) -> str:
     return (f"{name} p{p:g}: measured {measured / 1e3:.1f} µs, model {model / 1e3:.1f} µs, "
             f"gap {(measured - model) / 1e3:.1f} µs, loopback overhead p{p:g} {overhead / 1e3:.1f} µs")
@@ -216,9 +228,9 @@ def test_fixed_10us_at_20_percent_load_against_the_model(quiet_machine):
 
 
 def test_exp_and_bimodal_at_50_percent_load_follow_the_model(quiet_machine):
-    """At a nominal 50 % load the coordinator bounds p90 within 10 % for each service, and each
-    measured p50/p90 sits between the model — at the utilisation the server really saw, which
-    machine noise moves between 0.5 and 0.7 — and the model plus the loopback overhead measured in
+    """At 50 % load (of the capacity the server shows on a light run) the coordinator bounds p90
+    within 10 % for each service, and each measured p50/p90 sits between the model — at the
+    utilisation the server really saw, which machine noise moves between 0.45 and 0.7 — and the model plus the loopback overhead measured in
     the same test (plus ``SLACK_NS``); p99, which the host's stalls own here (module doc), is never
     below the model. The services' p90s differ by ~20 µs in the model (bimodal above exp): the
     measurement must order them the same way."""
@@ -226,7 +238,9 @@ def test_exp_and_bimodal_at_50_percent_load_follow_the_model(quiet_machine):
     o = _every(overhead)
     measured, model = {}, {}
     for service in ("exp:10us", "bimodal:10us"):
-        s = _adaptive("--rate", "50k", "--service", service, "--percentile", "90", "--ci", "10%", "--max-time", "40s")
+        rate = _rate_for_load(service, 0.5)
+        s = _adaptive("--rate", f"{rate:.0f}", "--service", service, "--percentile", "90", "--ci", "10%",
+                      "--max-time", "40s")
         if s["verdict"] != "ok":
             _unless_noisy_now(f"{service}: verdict {s['verdict']}: {[c['detail'] for c in s['checks'] if not c['ok']]}")
         rho = s["target_stats"]["utilisation"]
