@@ -94,7 +94,8 @@ def run(
     """Measure latency at an offered open-loop load, until the percentile's CI is as narrow as asked."""
     # The statistics stack (scipy, statsmodels) loads in ~1 s: only the commands that use it pay.
     from tailwise.measurement import measure, prepare, round_line
-    from tailwise.results import SAMPLE_FORMATS, check_out_dir, dumps, write_out
+    from tailwise.files import check_out_dir, dumps
+    from tailwise.results import SAMPLE_FORMATS, write_out
     from tailwise.threshold import parse_all as parse_thresholds, reported_percentiles
 
     flags = _run_flags(locals())
@@ -161,11 +162,12 @@ def sweep(**kw) -> int:
     Examples: tailwise sweep --rates 10k:60k:8 --service fixed:20us --duration 3;
     tailwise sweep memcached://10.0.0.2:11211 --rates 50k:500k:10 --slo 'p99<200us' --out sweep1
     """
-    import time as _time
+    import json
+    import time
     from pathlib import Path
 
-    from tailwise.results import SAMPLE_FORMATS, check_out_dir, dumps
-    from tailwise.spec import RunSpec as _RunSpec
+    from tailwise.files import check_out_dir, dumps
+    from tailwise.results import SAMPLE_FORMATS
     from tailwise.sweep import Plan, execute, parse_rates
     from tailwise.threshold import Threshold, parse_all as parse_thresholds, reported_percentiles
 
@@ -180,8 +182,8 @@ def sweep(**kw) -> int:
                              f"drop {' '.join(given)}, or start a new sweep with --out")
         out = Path(resume)
         try:
-            saved = __import__("json").loads((out / "config.json").read_text())
-            rs, plan = _RunSpec.from_json(saved["spec"]), Plan(**saved["sweep"])
+            saved = json.loads((out / "config.json").read_text())
+            rs, plan = RunSpec.from_json(saved["spec"]), Plan(**saved["sweep"])
         except (OSError, ValueError, KeyError, TypeError) as e:
             raise InputError(f"{resume} is not a sweep directory tailwise can resume ({e})",
                              "give --resume the --out directory of an earlier `tailwise sweep`") from None
@@ -202,7 +204,7 @@ def sweep(**kw) -> int:
         parse_thresholds(kw["threshold"], reported)
         plan = Plan(rates_rps=grid, rates=kw["rates"], steps=kw["steps"], slo=kw["slo"],
                     thresholds=list(kw["threshold"] or ()), samples_format=kw["samples_format"])
-        out = Path(kw["out"] or f"tailwise-sweep-{_time.strftime('%Y%m%d-%H%M%S')}")
+        out = Path(kw["out"] or f"tailwise-sweep-{time.strftime('%Y%m%d-%H%M%S')}")
         if (out / "summary.json").exists() or (out / "points").exists():
             raise InputError(f"{out} already holds a sweep", f"continue it with --resume {out}, or give a new --out")
         check_out_dir(out)
@@ -304,7 +306,7 @@ def model(
 ) -> int:
     """Queueing-model ground truth: sojourn-time percentiles of a FIFO M/G/k queue (simulated)."""
     from tailwise.model import model_percentiles, print_model
-    from tailwise.results import dumps
+    from tailwise.files import dumps
 
     result = model_percentiles(service, load, workers=workers, n=customers, seed=seed)
     if json_out:
@@ -327,7 +329,7 @@ def load(
 ) -> int:
     """Store every key of a workload once, so that the gets of a later `tailwise run` hit."""
     from tailwise import _core
-    from tailwise.results import dumps
+    from tailwise.files import dumps
     from tailwise.workload import Workload, load_file, resolve
 
     st = resolve({"keys": keys, "key_size": key_size, "value_size": value}, load_file(workload))
@@ -375,7 +377,7 @@ def calibrate(
     from pathlib import Path
 
     from tailwise.calibrate import calibrate as run_calibration, print_calibration
-    from tailwise.results import check_out_dir, dumps, write_json
+    from tailwise.files import check_out_dir, dumps, write_json
 
     seconds = parse_time_ns(duration, what="--duration") / 1e9
     if seconds < 0.5:

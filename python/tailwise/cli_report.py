@@ -46,7 +46,8 @@ def register(app: typer.Typer) -> None:
 
         Example: tailwise compare base/ new/ --label before --label after --out cmp
         """
-        from tailwise.compare import compare_doc, dumps, load_runs, print_compare, write_compare
+        from tailwise.compare import compare_doc, load_runs, print_compare, write_compare
+        from tailwise.files import dumps
         from tailwise.output import err_console
 
         entries = load_runs(directories, label)

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from tailwise import __version__
 from tailwise.errors import InputError
+from tailwise.files import write_json
 from tailwise.report import (RUN_SCHEMA, SWEEP_SCHEMA, ccdf_overlay_figure, e, figure_html, fmt_ns, load_summary,
                              page, prepare_out, read_histogram, save_figure, table, value_text)
 
@@ -243,10 +244,5 @@ def write_compare(doc: dict, entries: list[Entry], out_dir: str | Path) -> list[
     png, svg = save_figure(overlay_figure(entries), out, "compare")
     html_path = out / "compare.html"
     html_path.write_text(compare_html(doc, png))
-    summary = out / "summary.json"
-    summary.write_text(dumps(doc) + "\n")
-    return [png, svg, html_path, summary]
-
-
-def dumps(doc: dict) -> str:
-    return json.dumps(doc, indent=2, ensure_ascii=False, allow_nan=False)
+    write_json(out / "summary.json", doc)
+    return [png, svg, html_path, out / "summary.json"]

@@ -41,13 +41,14 @@ class Results:
         return self._samples
 
 
-def read_samples(run_dir: Path) -> pd.DataFrame:
-    """A run directory's samples file (samples.parquet or samples.csv)."""
+def read_samples(run_dir: Path, columns: list[str] | None = None) -> pd.DataFrame:
+    """A run directory's samples file (samples.parquet or samples.csv), all columns or those;
+    empty when there is none."""
     if (p := run_dir / "samples.parquet").is_file():
-        return pd.read_parquet(p)
+        return pd.read_parquet(p, columns=columns)
     if (p := run_dir / "samples.csv").is_file():
-        return pd.read_csv(p)
-    return pd.DataFrame()
+        return pd.read_csv(p, usecols=columns)
+    return pd.DataFrame(columns=columns)
 
 
 def _point(summary: dict, **extra) -> dict:

@@ -118,18 +118,13 @@ def thin(x: np.ndarray, y: np.ndarray, log_y: bool = True) -> tuple[np.ndarray, 
 
 def read_used_latencies(directory: Path) -> np.ndarray | None:
     """Latencies (ns) of the samples that went into the statistics (``used`` = 1, answered), or None."""
-    import pandas as pd
-
     from tailwise.agent import Flag
+    from tailwise.dataset import read_samples
 
-    cols = ["latency_ns", "flags", "used"]
+    if not any((directory / f"samples.{ext}").is_file() for ext in ("parquet", "csv")):
+        return None
     try:
-        if (directory / "samples.parquet").is_file():
-            df = pd.read_parquet(directory / "samples.parquet", columns=cols)
-        elif (directory / "samples.csv").is_file():
-            df = pd.read_csv(directory / "samples.csv", usecols=cols)
-        else:
-            return None
+        df = read_samples(directory, ["latency_ns", "flags", "used"])
     except (OSError, ValueError, KeyError, ImportError):
         return None
     keep = (df["used"].to_numpy() == 1) & ((df["flags"].to_numpy() & int(Flag.CENSORED)) == 0)
@@ -859,15 +854,9 @@ def sweep_report(directory: Path, out_dir: Path, doc: dict, with_model: bool = T
 
 
 def prepare_out(out_dir: Path) -> Path:
-    try:
-        out_dir.mkdir(parents=True, exist_ok=True)
-        probe = out_dir / ".tailwise-write-test"
-        probe.write_text("")
-        probe.unlink()
-    except OSError as err:
-        raise InputError(f"cannot write the report into {out_dir} ({(err.strerror or str(err)).lower()})",
-                         "give --out a writable directory") from None
-    return out_dir
+    from tailwise.files import check_out_dir
+
+    return check_out_dir(out_dir, "write the report into", "give --out a writable directory")
 
 
 def write_report(directory: str | Path, out_dir: str | Path | None = None, with_model: bool = True) -> list[Path]:

@@ -7,8 +7,6 @@ Field names are a contract: later versions add fields, never rename them. Unknow
 from __future__ import annotations
 
 import base64
-import json
-import math
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -18,7 +16,7 @@ from hdrh.histogram import HdrHistogram
 
 from tailwise import __version__
 from tailwise.agent import AgentResult, Flag
-from tailwise.errors import InputError
+from tailwise.files import check_out_dir, write_json
 from tailwise.stats.quantiles import DEFAULT_PERCENTILES
 
 if TYPE_CHECKING:
@@ -163,23 +161,6 @@ def build_summary(*, target: str, config: dict, host: dict, result: AgentResult,
     }
 
 
-def _clean(v):
-    """JSON-safe: NaN/inf → null, numpy scalars → Python."""
-    if isinstance(v, dict):
-        return {k: _clean(x) for k, x in v.items()}
-    if isinstance(v, (list, tuple)):
-        return [_clean(x) for x in v]
-    if isinstance(v, np.generic):
-        v = v.item()
-    if isinstance(v, float) and not math.isfinite(v):
-        return None
-    return v
-
-
-def dumps(summary: dict) -> str:
-    return json.dumps(_clean(summary), indent=2, allow_nan=False)
-
-
 def sample_columns(samples: np.ndarray) -> dict[str, np.ndarray]:
     """The samples file's columns, from engine rows (``SAMPLE_DTYPE``): per request its intended,
     sent and received times (ns since the engine's start) with the best stamp each has — ``sent_ns``
@@ -212,24 +193,13 @@ def write_hgrm(path: Path, raw_hist: bytes) -> None:
         decode_histogram(raw_hist).output_percentile_distribution(f, HGRM_UNIT_NS)
 
 
-def write_json(path: Path, doc: dict) -> None:
-    """Write JSON atomically: a reader (or a resumed sweep) sees the old file or the new one."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(dumps(doc) + "\n")
-    tmp.replace(path)
-
-
 def write_out(out_dir: str | Path, summary: dict, result: AgentResult, used: np.ndarray | None = None,
               samples_format: str = "csv", tag: str = "local") -> list[Path]:
     """One measurement's results directory (docs/results.md): the raw samples (with a ``used``
     column: 1 where the sample went into the statistics), both histograms, the .hgrm percentile
     distribution, the interval log tagged with the agent, the config and the host facts — and
     summary.json last, so that a directory with a summary.json is complete. Returns the paths."""
-    out = Path(out_dir)
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise InputError(f"cannot create output directory {out} ({e.strerror})", "choose a writable --out path") from None
+    out = check_out_dir(out_dir)
     import pyarrow as pa
 
     columns = sample_columns(result.samples)
@@ -257,18 +227,3 @@ def write_out(out_dir: str | Path, summary: dict, result: AgentResult, used: np.
     write_json(out / "summary.json", summary)
     return [out / name for name in ("summary.json", samples.name, "latency.hdr", "send_lag.hdr", "latency.hgrm",
                                     "latency.hlog", "config.json", "host.json")]
-
-
-def check_out_dir(out_dir: str | Path) -> Path:
-    """Make sure ``--out`` can be written before the first request is sent."""
-    out = Path(out_dir)
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-        probe = out / ".tailwise-write-test"
-        probe.write_text("")
-        probe.unlink()
-    except OSError as e:
-        what = (e.strerror or str(e)).lower()
-        raise InputError(f"cannot create output directory {out} ({what})",
-                         "give --out a writable directory (checked before the run, so nothing is lost)") from None
-    return out

@@ -25,8 +25,11 @@ with its CI; the point above it, measured, shows it does not.
 
 from __future__ import annotations
 
+import json
 import math
 import shutil
+import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -287,126 +290,132 @@ class Plan:
         return dict(self.__dict__)
 
 
-def execute(base, plan: Plan, out: Path, command: str, *, quiet: bool = False, resumed: bool = False) -> dict:
-    """Measure the sweep's points into ``out`` (resuming what is there), rewriting ``out``/summary.json
-    after every point; return the sweep's summary. ``base``: the RunSpec every point shares."""
-    import time
+class Sweep:
+    """One sweep in its directory: the points measured so far (read back when resuming), the
+    next point the search asks for, and the summary rewritten after each."""
 
-    from tailwise import __version__
-    from tailwise.measurement import prepare
-    from tailwise.results import write_json
-    from tailwise.threshold import Threshold as T
+    def __init__(self, base, plan: Plan, out: Path, command: str, *, quiet: bool, resumed: bool):
+        from tailwise.files import write_json
+        from tailwise.measurement import prepare
+        from tailwise.threshold import Threshold as T
 
-    points_dir = out / "points"
-    points_dir.mkdir(parents=True, exist_ok=True)
-    clean_partial(points_dir)
-    slo, gates = plan.slo_threshold, [T.parse(t) for t in plan.thresholds]
-    percentile = base.percentile
-    grid = plan.rates_rps
-    setup = prepare(base)
-    if not resumed:  # a resumed sweep keeps the command that started it
-        write_json(out / "config.json", {"command": command, "spec": base.to_json(), "sweep": plan.as_json()})
-    write_json(out / "host.json", setup.host)
+        self.base, self.plan, self.out, self.command, self.quiet = base, plan, out, command, quiet
+        self.points_dir = out / "points"
+        self.points_dir.mkdir(parents=True, exist_ok=True)
+        clean_partial(self.points_dir)
+        self.slo, self.gates = plan.slo_threshold, [T.parse(t) for t in plan.thresholds]
+        self.grid = plan.rates_rps
+        self.setup = prepare(base)
+        if not resumed:  # a resumed sweep keeps the command that started it
+            write_json(out / "config.json", self.config())
+        write_json(out / "host.json", self.setup.host)
+        self.rows: list[dict] = []
+        for index, path in completed_points(self.points_dir).items():
+            if index < len(self.grid):
+                s = json.loads((path / "summary.json").read_text())
+                self.add(index, path.name, s, s.get("thresholds") or self.judge(s))
+        if resumed and not quiet:
+            print(f"resuming {out}: {len(self.rows)} point(s) already measured", file=sys.stderr, flush=True)
+        self.started, self.wall_start = time.monotonic(), time.time()
+        self.stopped: str | None = None
+        self.interrupted, self.error = False, None
 
-    rows: list[dict] = []
-    for index, path in completed_points(points_dir).items():
-        if index < len(grid):
-            rows.append(_row_from_dir(index, grid[index], path, percentile, slo, gates, rows))
-    if resumed and not quiet:
-        print(f"resuming {out}: {len(rows)} point(s) already measured", file=_stderr(), flush=True)
-    started = time.monotonic()
-    wall_start = time.time()
-    state = {"stopped": None, "interrupted": False, "error": None}
+    def config(self) -> dict:
+        return {"command": self.command, "spec": self.base.to_json(), "sweep": self.plan.as_json()}
 
-    def summary() -> dict:
-        doc = {
+    def judge(self, s: dict) -> list[dict]:
+        return [g.evaluate(s["latency"]["percentiles"]) for g in self.gates]
+
+    def add(self, index: int, dirname: str, s: dict, thresholds: list[dict]) -> dict:
+        """A measured point, into the rows the search and the summary use."""
+        lower = [r for r in self.rows if r["index"] < index]
+        base_p50 = min(lower, key=lambda r: r["index"])["p50_every_ns"] if lower else None
+        row = point_row(index, self.grid[index], dirname, s, self.base.percentile, saturation(s, base_p50), self.slo,
+                        thresholds)
+        self.rows.append(row)
+        return row
+
+    def summary(self) -> dict:
+        from tailwise import __version__
+
+        return {
             "schema": SCHEMA,
             "tool": {"name": "tailwise", "version": __version__},
-            "target": base.targets[0].url if base.targets else f"synthetic (built-in server, {base.service})",
-            "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(wall_start)),
-            "mode": "slo" if slo else "knee",
-            "complete": state["stopped"] not in (None, "interrupted", "error"),
-            "stopped": state["stopped"],
-            "interrupted": state["interrupted"],
-            "error": state["error"],
-            "percentile": percentile,
-            "rates_rps": grid,
-            "steps": plan.steps,
-            "points": sorted(rows, key=lambda r: r["rate_rps"]),
-        } | conclude(rows, grid, slo, percentile) | {
-            "config": {"command": command, "spec": base.to_json(), "sweep": plan.as_json()},
-            "host": setup.host,
+            "target": self.base.targets[0].url if self.base.targets else f"synthetic (built-in server, {self.base.service})",
+            "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self.wall_start)),
+            "mode": "slo" if self.slo else "knee",
+            "complete": self.stopped not in (None, "interrupted", "error"),
+            "stopped": self.stopped,
+            "interrupted": self.interrupted,
+            "error": self.error,
+            "percentile": self.base.percentile,
+            "rates_rps": self.grid,
+            "steps": self.plan.steps,
+            "points": sorted(self.rows, key=lambda r: r["rate_rps"]),
+        } | conclude(self.rows, self.grid, self.slo, self.base.percentile) | {
+            "config": self.config(),
+            "host": self.setup.host,
         }
+
+    def save(self) -> dict:
+        from tailwise.files import write_json
+
+        doc = self.summary()
+        write_json(self.out / "summary.json", doc)
         return doc
 
-    try:
-        _loop(base, plan, grid, rows, points_dir, setup, command, slo, gates, percentile, state, quiet, started,
-              lambda: write_json(out / "summary.json", summary()))
-    except KeyboardInterrupt:
-        state["stopped"], state["interrupted"] = "interrupted", True
-    doc = summary()
-    write_json(out / "summary.json", doc)
-    return doc
+    def run(self) -> dict:
+        """Measure until the search is over, interrupted, or the target fails; the summary."""
+        try:
+            while (index := next_index(len(self.grid), outcomes(self.rows), self.slo is not None)) is not None:
+                if not self.point(index):
+                    break
+            else:
+                self.stopped = _why_stopped(self.rows, self.slo, self.grid)
+        except KeyboardInterrupt:
+            self.stopped, self.interrupted = "interrupted", True
+        return self.save()
 
+    def point(self, index: int) -> bool:
+        """Measure one point and write it whole (a hidden temporary directory, then renamed);
+        False when the sweep must stop (interrupted, or the target failed)."""
+        from tailwise.measurement import longest_s, measure
+        from tailwise.results import write_out
+        from tailwise.spec import RunSpec
 
-def _loop(base, plan, grid, rows, points_dir, setup, command, slo, gates, percentile, state, quiet, started,
-          save) -> None:
-    import time
-
-    from tailwise.measurement import longest_s, measure
-    from tailwise.results import write_out
-    from tailwise.spec import RunSpec
-
-    while True:
-        done = outcomes(rows)
-        index = next_index(len(grid), done, slo is not None)
-        if index is None:
-            state["stopped"] = _why_stopped(rows, slo, grid)
-            break
-        rate = grid[index]
-        spec = RunSpec.parse(base.to_json() | {"rate": rate, "seed": base.seed + index})
-        m = measure(spec, setup, command, quiet=True)
+        rate = self.grid[index]
+        spec = RunSpec.parse(self.base.to_json() | {"rate": rate, "seed": self.base.seed + index})
+        m = measure(spec, self.setup, self.command, quiet=True)
         s = m.summary
-        s["thresholds"] = [g.evaluate(s["latency"]["percentiles"]) for g in gates]
-        s["sweep"] = {"index": index, "rate_rps": rate, "grid_size": len(grid)}
+        s["thresholds"] = self.judge(s)
+        s["sweep"] = {"index": index, "rate_rps": rate, "grid_size": len(self.grid)}
         if m.result.interrupted:
-            state["stopped"], state["interrupted"] = "interrupted", True
-            break
+            self.stopped, self.interrupted = "interrupted", True
+            return False
         name = point_dir_name(index, rate)
         if s["error"]:
             # The target failed mid-point (not a saturation: it stopped answering). The point is
             # kept for inspection outside points/, so that --resume measures it again.
-            write_out(points_dir.parent / "failed" / name, s, m.result, m.analysis.used_mask, plan.samples_format)
-            state["stopped"], state["error"] = "error", f"at {rate:,.0f} req/s: {s['error']} (that point: failed/{name}/)"
-            break
-        tmp = points_dir / f".{name}.tmp"
+            write_out(self.out / "failed" / name, s, m.result, m.analysis.used_mask, self.plan.samples_format)
+            self.stopped, self.error = "error", f"at {rate:,.0f} req/s: {s['error']} (that point: failed/{name}/)"
+            return False
+        tmp = self.points_dir / f".{name}.tmp"
         shutil.rmtree(tmp, ignore_errors=True)
-        write_out(tmp, s, m.result, m.analysis.used_mask, plan.samples_format)
-        tmp.rename(points_dir / name)
-        row = point_row(index, rate, name, s, percentile, saturation(s, _base_p50(rows, s, index)), slo,
-                        s["thresholds"])
-        rows.append(row)
-        save()
-        if not quiet:
-            left = points_left(len(grid), outcomes(rows), slo is not None)
+        write_out(tmp, s, m.result, m.analysis.used_mask, self.plan.samples_format)
+        tmp.rename(self.points_dir / name)
+        row = self.add(index, name, s, s["thresholds"])
+        self.save()
+        if not self.quiet:
+            left = points_left(len(self.grid), outcomes(self.rows), self.slo is not None)
             eta = f" · ETA ≤ {_fmt_s(left * longest_s(spec))}" if left else ""
-            print(point_line(row, len(rows), time.monotonic() - started) + eta, file=_stderr(), flush=True)
+            print(point_line(row, len(self.rows), time.monotonic() - self.started) + eta, file=sys.stderr, flush=True)
+        return True
 
 
-def _row_from_dir(index, rate, path: Path, percentile, slo, gates, rows) -> dict:
-    import json
-
-    s = json.loads((path / "summary.json").read_text())
-    return point_row(index, rate, path.name, s, percentile, saturation(s, _base_p50(rows, s, index)), slo,
-                     s.get("thresholds") or [g.evaluate(s["latency"]["percentiles"]) for g in gates])
-
-
-def _base_p50(rows: list[dict], s: dict, index: int) -> float | None:
-    """The lowest load's median (the point itself when it is the lowest measured)."""
-    lower = [r for r in rows if r["index"] < index]
-    if not lower:
-        return None
-    return min(lower, key=lambda r: r["index"])["p50_every_ns"]
+def execute(base, plan: Plan, out: Path, command: str, *, quiet: bool = False, resumed: bool = False) -> dict:
+    """Measure the sweep's points into ``out`` (resuming what is there), rewriting ``out``/summary.json
+    after every point; return the sweep's summary. ``base``: the RunSpec every point shares."""
+    return Sweep(base, plan, out, command, quiet=quiet, resumed=resumed).run()
 
 
 def _why_stopped(rows: list[dict], slo: Threshold | None, grid: list[float]) -> str:
@@ -417,12 +426,6 @@ def _why_stopped(rows: list[dict], slo: Threshold | None, grid: list[float]) -> 
 
 def _fmt_s(s: float) -> str:
     return f"{s:.0f} s" if s < 120 else f"{s / 60:.0f} min"
-
-
-def _stderr():
-    import sys
-
-    return sys.stderr
 
 
 def point_line(row: dict, n_done: int, elapsed_s: float) -> str:
