@@ -93,9 +93,14 @@ def test_a_freeze_of_the_engines_own_process_is_left_out_and_reported(serve):
     assert s["exclusions"]["causes"]["engine_stall"] >= 500, s["exclusions"]
     stalls = next(c for c in s["checks"] if c["name"] == "stalls")
     assert "left out" in stalls["detail"]
-    # … and not taken for the target's latency: p99 stays far below the 100 ms pause.
-    p99 = next(p for p in s["latency"]["percentiles"] if p["p"] == 99)
-    assert p99["value_ns"] is not None and p99["value_ns"] < 10_000_000, p99
+    # … and not taken for the target's latency. With the requests due in it, p99 of every request
+    # is in the pause (~1.7 % of the run's requests waited up to 100 ms); every percentile the run
+    # reports stays far below it. (The bound is a quarter of the pause, not the target's own
+    # figure: on a noisy host the target's p99 alone reaches 5–12 ms, and may be unsupported.)
+    every = {p["p"]: p["value_ns"] for p in s["latency"]["window"]["percentiles"]}
+    assert every[99.0] >= 25_000_000, every
+    reported = {p["p"]: p["value_ns"] for p in s["latency"]["percentiles"] if p["value_ns"] is not None}
+    assert 50.0 in reported and all(v < 25_000_000 for v in reported.values()), (reported, every)
 
 
 def test_a_2s_freeze_with_a_1s_timeout_is_in_the_tail_and_nothing_is_lost(serve):

@@ -1,6 +1,6 @@
 use super::*;
 use crate::dist::Dist;
-use crate::recorder::flags as F;
+use crate::recorder::{flags as F, Sample};
 use crate::server::{Server, ServerConfig};
 use std::time::Duration;
 
@@ -111,7 +111,8 @@ fn a_server_that_goes_away_ends_the_run_with_what_was_measured() {
     s.stop();
     let r = engine.join();
     let e = r.error.expect("the run must say why it stopped");
-    assert!(e.contains("closed the connection") && e.contains("unreachable"), "{e}");
+    // The reason is the last failure seen: the close, or a reconnect the stopped server refused.
+    assert!(e.contains("unreachable") && (e.contains("closed the connection") || e.contains("cannot reconnect")), "{e}");
     assert!(r.counters.received > 500, "{:?}", r.counters);
     // It stops once the target has stayed away for `unreachable_ns` (0.5 s), not at the end.
     assert!(r.elapsed_ns < 2_000_000_000, "{}", r.elapsed_ns);
@@ -424,8 +425,12 @@ fn a_pause_holds_the_schedule_and_it_goes_on_after() {
     e.resume();
     let r = e.join();
     assert!(r.error.is_none(), "{:?}", r.error);
-    // Nothing was due while the schedule was held (give the threads 1 ms to notice either way).
-    let inside = r.samples.iter().filter(|x| x.intended_ns > paused + 1_000_000 && x.intended_ns + 1_000_000 < resumed);
+    // Nothing was due while the schedule was held (give the threads 1 ms to notice either way; a
+    // thread the host held up longer notices only when it runs again, and what fell due meanwhile
+    // is flagged as due in its stall).
+    let inside = r.samples.iter().filter(|x| {
+        x.intended_ns > paused + 1_000_000 && x.intended_ns + 1_000_000 < resumed && x.flags & F::ENGINE_STALL == 0
+    });
     assert_eq!(inside.count(), 0);
     // The pause used up part of the run: ~600 ms of 800 at 4k req/s (Poisson s.d. ~50).
     let c = r.counters;
@@ -433,9 +438,12 @@ fn a_pause_holds_the_schedule_and_it_goes_on_after() {
     assert_eq!(c.received, c.sent);
 }
 
-/// The requests sent just before a 5 ms stop of the engine thread, whose replies arrive during it:
-/// (their largest latency, how many there were, replies stamped by the kernel).
-fn across_a_stop(timestamps: Timestamps, udp: Option<SocketAddr>, s: &Server) -> (u64, usize, u64) {
+/// The requests sent in the 2 ms before a 5 ms stop of the engine thread and still outstanding when
+/// it began, with the stop as [a, b) (ns since the start) and how many replies the kernel stamped.
+/// (One due just before the stop may be sent only after it, as after a preemption between the
+/// clock read and the send: that delay is the send's, which no receive stamp removes; such a
+/// request stays in, flagged INFLATED.)
+fn across_a_stop(timestamps: Timestamps, udp: Option<SocketAddr>, s: &Server) -> (Vec<Sample>, (u64, u64), u64, Vec<Sample>) {
     let mut cfg = config(udp.unwrap_or(s.addr()), 1_000.0, 600);
     if udp.is_some() {
         cfg.protocol = Protocol::UdpEcho { size: 64 };
@@ -445,33 +453,60 @@ fn across_a_stop(timestamps: Timestamps, udp: Option<SocketAddr>, s: &Server) ->
     cfg.test_stall = Some((300_000_000, 5_000_000));
     let r = Engine::start(cfg).unwrap().join();
     assert!(r.error.is_none(), "{:?}", r.error);
-    let (a, _) = test_stop(&r);
-    // Sent in the 2 ms before the stop and still outstanding when it began. (One due just before
-    // it may be sent only after it, as after a preemption between the clock read and the send:
-    // that delay is the send's, which no receive stamp removes; such a request stays in, flagged
-    // INFLATED.)
-    let across: Vec<_> = r
+    let (a, b) = test_stop(&r);
+    let across = r
         .samples
         .iter()
         .filter(|x| x.sent_ns > 0 && x.sent_ns + 2_000_000 >= a && x.sent_ns < a)
         .filter(|x| x.intended_ns + x.latency_ns > a)
+        .copied()
         .collect();
-    (across.iter().map(|x| x.latency_ns).max().unwrap_or(0), across.len(), r.counters.rx_kernel)
+    let near: Vec<_> = r.samples.iter().filter(|x| x.intended_ns + 3_000_000 >= a && x.intended_ns < b).copied().collect();
+    (across, (a, b), r.counters.rx_kernel, near)
+}
+
+/// With kernel stamps, the replies that arrived while the engine was stopped are timed at their
+/// arrival: the engine read them only after the stop (its clock after the read says so), yet their
+/// latency ends inside it. Judged per reply against its own read, not against a fixed bound: the
+/// server's queueing and the host's stalls of the server set how soon a reply comes, not the stamp.
+/// A reply arrives during the stop unless the host held the server up for most of it (seen here:
+/// a 26 ms delay of the UDP echo's thread): then the run is tried again, up to three times.
+fn assert_stop_left_out(udp: Option<SocketAddr>, s: &Server) {
+    let mut tries = Vec::new();
+    for _ in 0..3 {
+        let (across, (a, b), stamped, _) = across_a_stop(Timestamps::Kernel, udp, s);
+        assert!(stamped > 300, "replies stamped by the kernel: {stamped}");
+        let arrived: Vec<_> = across
+            .iter()
+            .filter(|x| x.flags & F::KERNEL_RX != 0 && x.intended_ns + x.latency_ns < b)
+            .collect();
+        for x in &arrived {
+            let rx = x.intended_ns + x.latency_ns;
+            // Read by the engine only once it ran again (1 ms of slack: the stop's end is the
+            // clock read that noticed it), so the user-space time carries the rest of the stop;
+            // the kernel's stamp does not, and is never before the send.
+            assert!(x.rx_user_ns + 1_000_000 >= b, "read during the stop? {x:?}, stop [{a}, {b})");
+            assert!(rx >= x.sent_ns && rx <= x.rx_user_ns, "{x:?}");
+        }
+        if !arrived.is_empty() {
+            return;
+        }
+        tries.push(((a, b), across));
+    }
+    panic!("in three runs no reply arrived during the stop: {tries:?}");
 }
 
 #[test]
 fn kernel_receive_stamps_leave_an_engine_stop_out_of_the_replies_that_arrived_during_it() {
-    // 500 µs of service at 1k req/s: a reply in flight when the stop begins comes back within
-    // ~0.6 ms, well inside the 5 ms stop; with user stamps it carries the stop, with kernel
+    // 500 µs of service at 1k req/s: a reply in flight when the stop begins usually comes back
+    // within ~1 ms, well inside the 5 ms stop; with user stamps it carries the stop, with kernel
     // stamps it does not.
     let s = server("fixed:500us");
-    let (user_max, n, stamped) = across_a_stop(Timestamps::User, None, &s);
+    let (across, stop, stamped, near) = across_a_stop(Timestamps::User, None, &s);
     assert_eq!(stamped, 0);
-    assert!(n >= 1 && user_max >= 4_000_000, "user stamps: {n} requests across the stop, max {user_max} ns");
-    let (kernel_max, n, stamped) = across_a_stop(Timestamps::Kernel, None, &s);
-    assert!(stamped > 300, "replies stamped by the kernel: {stamped}");
-    // Anything across the stop arrived within ~1 ms of its send (host noise allowing).
-    assert!(n >= 1 && kernel_max < 2_500_000, "kernel stamps: {n} requests across the stop, max {kernel_max} ns");
+    let user_max = across.iter().map(|x| x.latency_ns).max().unwrap_or(0);
+    assert!(user_max >= 4_000_000, "user stamps: {} requests across the stop {stop:?}, max {user_max} ns: {near:?}", across.len());
+    assert_stop_left_out(None, &s);
 }
 
 /// A UDP echo on loopback that answers each datagram after `delay`; stop it with the flag, then join.
@@ -498,11 +533,9 @@ fn kernel_receive_stamps_on_udp_are_exact_and_never_before_the_send() {
     // A 500 µs service, so that a reply is in flight when the engine stops.
     let (addr, stop, t) = udp_echo(Duration::from_micros(500));
     let s = server("fixed:0");
-    let (kernel_max, n, stamped) = across_a_stop(Timestamps::Kernel, Some(addr), &s);
+    assert_stop_left_out(Some(addr), &s);
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     t.join().unwrap();
-    assert!(stamped > 300, "{stamped}");
-    assert!(n >= 1 && kernel_max < 2_500_000, "{n} across the stop, max {kernel_max} ns");
 }
 
 #[test]

@@ -568,16 +568,20 @@ impl Worker {
     }
 
     /// Tests only: stop the thread once, as a preemption would (`EngineConfig::test_stall`), at
-    /// the first moment after `at` with a request in flight, so that replies arrive during it
-    /// (or 10 ms after `at` at the latest).
+    /// the first moment after `at` with a request sent in the last 200 µs still in flight, so that
+    /// its reply arrives during the stop (or 10 ms after `at` at the latest).
     fn test_hook(&mut self, now: u64) {
         if let Some((at, dur)) = self.test_stall {
             if now < self.t0 + at {
                 return;
             }
-            let in_flight = self.conns.iter().any(|c| c.inflight.iter().any(|f| f.sent > 0));
+            let fresh = |f: &Flight| f.sent > 0 && f.sent + 200_000 >= now;
+            let in_flight = self.conns.iter().any(|c| c.inflight.iter().any(fresh));
             if in_flight || now >= self.t0 + at + 10_000_000 {
                 self.test_stall = None;
+                // A clock read right before the stop, so that the stall logged is the stop itself
+                // (not joined to a wait before it that the host prolonged).
+                self.watch.now();
                 std::thread::sleep(std::time::Duration::from_nanos(dur));
                 eprintln!(
                     "tailwise test hook: engine thread {} stalled at {:.3} s for {} µs",

@@ -450,19 +450,25 @@ mod tests {
     #[test]
     fn own_work_counts_inside_the_service_time() {
         // 200 pipelined 20 µs requests: the worker must be busy ~20 µs each, not 20 µs plus its
-        // reads and writes (which take several µs each on loopback).
-        let mut s = server("fixed:20us");
-        let mut c = TcpStream::connect(s.addr()).unwrap();
-        let mut req = Vec::new();
-        for id in 0..200 {
-            synthetic::encode_request(&synthetic::Request { service_ns: synthetic::SERVER_CHOOSES, reply_pad: 0, id }, &mut req);
-        }
-        c.write_all(&req).unwrap();
-        let mut rep = vec![0u8; 200 * 24];
-        c.read_exact(&mut rep).unwrap();
-        s.stop();
-        let per = s.busy_ns() as f64 / s.served() as f64;
-        // About what was asked; a loaded machine (tests run in parallel) can stretch it.
+        // reads and writes (which take several µs each on loopback). The host's preemptions
+        // shorter than a stall (< 200 µs) count as busy and only ever add: the least of three
+        // tries is the one to judge.
+        let per = (0..3)
+            .map(|_| {
+                let mut s = server("fixed:20us");
+                let mut c = TcpStream::connect(s.addr()).unwrap();
+                let mut req = Vec::new();
+                for id in 0..200 {
+                    let r = synthetic::Request { service_ns: synthetic::SERVER_CHOOSES, reply_pad: 0, id };
+                    synthetic::encode_request(&r, &mut req);
+                }
+                c.write_all(&req).unwrap();
+                let mut rep = vec![0u8; 200 * 24];
+                c.read_exact(&mut rep).unwrap();
+                s.stop();
+                s.busy_ns() as f64 / s.served() as f64
+            })
+            .fold(f64::INFINITY, f64::min);
         assert!((19_000.0..30_000.0).contains(&per), "{per} ns busy per request");
     }
 
