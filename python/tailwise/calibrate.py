@@ -11,9 +11,11 @@ each source's send and receive times:
 * ``kernel``: the kernel's software stamps of the send (SO_TIMESTAMPING TX) and of the reply's
   arrival (RX), the best source available here;
 * ``user``: the clock around the system calls (before the write, after the read);
-* ``nic``: hardware stamps, tried only through the driver (SIOCGHWTSTAMP), which says why not.
+* ``nic``: the NIC's hardware stamps, where the interface's driver can stamp every packet and
+  this process may switch it to (nic.rs; otherwise the driver's or the permission's reason): a
+  second run of the same traffic, since one socket's sends carry kernel or NIC stamps, not both.
 
-Each source's bias is measured against the best one on the same requests: the median and p99
+Each source's bias is measured against a stamped one on the same requests: the median and p99
 of the per-request difference of round trips, split into its send side (write call → kernel
 stamp) and its receive side (kernel stamp → reader awake). Then the whole tool against the
 queueing model: ``tailwise serve`` with fixed:10us at 20 % load (Lancet, Fig. 6), measured with
@@ -79,44 +81,60 @@ def _bias(diff: np.ndarray) -> dict:
 
 
 def source_figures(samples: np.ndarray, start_ns: int = WARMUP_NS) -> dict:
-    """Round trips per source from engine rows recorded with kernel stamps on, same requests."""
+    """Round trips from engine rows recorded with stamps on (the kernel's or the NIC's: the
+    samples' ``tx_ns`` and receive time) and the user-space clock around the system calls on the
+    same requests: the stamped round trip, and the user-space one with its bias against it."""
     flags = samples["flags"].astype(np.int64)
     stamped = int(Flag.KERNEL_RX | Flag.KERNEL_TX)
     keep = ((flags & int(Flag.CENSORED | Flag.ENGINE_STALL | Flag.ERROR_REPLY)) == 0) & (samples["intended_ns"] >= start_ns)
     both = keep & ((flags & stamped) == stamped)
     s = samples[both]
     i64 = lambda name: s[name].astype(np.int64)  # noqa: E731
-    rx_kernel = i64("intended_ns") + i64("latency_ns")
-    kernel = rx_kernel - i64("tx_ns")
+    rx_stamp = i64("intended_ns") + i64("latency_ns")
+    rtt = rx_stamp - i64("tx_ns")
     user = i64("rx_user_ns") - i64("sent_ns")
     return {
         "requests": int(keep.sum()),
-        "kernel_stamped": int(both.sum()),
-        "kernel": {"rtt": _figures(kernel)},
+        "stamped": int(both.sum()),
+        "rtt": _figures(rtt),
         "user": {
             "rtt": _figures(user),
-            "bias": _bias(user - kernel),
-            # Where the bias comes from: the write call before the kernel's send stamp, and the
-            # reader's wake-up after the kernel's arrival stamp.
+            "bias": _bias(user - rtt),
+            # Where the bias comes from: the write call before the send stamp, and the reader's
+            # wake-up after the arrival stamp.
             "send_side": _bias(i64("tx_ns") - i64("sent_ns")),
-            "receive_side": _bias(i64("rx_user_ns") - rx_kernel),
+            "receive_side": _bias(i64("rx_user_ns") - rx_stamp),
         },
     }
 
 
-def ping(addr: str, scheme: str = "synthetic", rate_rps: float = PING_RATE_RPS, seconds: float = PING_SECONDS) -> dict:
-    """Ping-pong to a reflector at ``addr`` with kernel stamps on: every source's round trips."""
+def _ping_samples(addr: str, scheme: str, rate_rps: float, seconds: float, source: str) -> np.ndarray:
     spec = LoadSpec(targets=[addr], rate_rps=rate_rps, duration_ns=int(seconds * 1e9), conns=1, outstanding=1,
-                    sample_every=1, timestamps="kernel", scheme=scheme)
+                    sample_every=1, timestamps=source, scheme=scheme)
     result = LocalAgent().run(spec)
     if result.error:
-        raise TailwiseError(f"calibration traffic to {addr} failed: {result.error}",
+        raise TailwiseError(f"calibration traffic to {addr} ({source} stamps) failed: {result.error}",
                             "check that the reflector is up (tailwise serve --service fixed:0)")
+    return result.samples
+
+
+def ping(addr: str, scheme: str = "synthetic", rate_rps: float = PING_RATE_RPS, seconds: float = PING_SECONDS) -> dict:
+    """Ping-pong to a reflector at ``addr``: kernel and user-space stamps on the same requests;
+    where the interface can stamp in hardware, a second run with NIC and user-space stamps on the
+    same requests (kernel and NIC stamps cannot both be on one socket's sends), the best source."""
     iface, why = hardware_stamping(addr)
-    figures = source_figures(result.samples)
-    figures["nic"] = {"available": False, "reason": why}
-    return {"target": f"{scheme}://{addr}", "interface": iface, "rate_rps": rate_rps, "seconds": seconds,
-            "best": "kernel", **figures}
+    k = source_figures(_ping_samples(addr, scheme, rate_rps, seconds, "kernel"))
+    out = {"target": f"{scheme}://{addr}", "interface": iface, "rate_rps": rate_rps, "seconds": seconds,
+           "best": "kernel", "requests": k["requests"], "kernel_stamped": k["stamped"],
+           "kernel": {"rtt": k["rtt"]}, "user": k["user"], "nic": {"available": why is None, "reason": why}}
+    if why is None:
+        n = source_figures(_ping_samples(addr, scheme, rate_rps, seconds, "nic"))
+        out["best"] = "nic"
+        out["nic"] |= {"requests": n["requests"], "stamped": n["stamped"], "rtt": n["rtt"], "user_bias": n["user"]["bias"]}
+        # Separate runs of the same traffic: percentiles compared, not requests.
+        out["kernel"]["bias_vs_nic"] = {key: (k["rtt"][key] - n["rtt"][key] if key in k["rtt"] and key in n["rtt"]
+                                              else None) for key in ("min_ns", "p50_ns", "p99_ns")}
+    return out
 
 
 def _cores() -> int:
@@ -185,6 +203,7 @@ def model_bias(seconds: float = MODEL_SECONDS) -> dict:
     base = LoadSpec(targets=[], rate_rps=model["rate_rps"], duration_ns=int(seconds * 1e9),
                     sample_every=1, busy_poll=True)
     sources = {}
+    # On loopback: no NIC to stamp.
     for source in ("kernel", "user"):
         with builtin_server(service=MODEL_SERVICE, busy_poll=_cores() >= 2) as srv:
             spec = replace(base, targets=[srv.addr], timestamps=source)
@@ -242,7 +261,8 @@ def calibrate(target: str | None = None, seconds: float = PING_SECONDS, with_mod
     else:
         out["paths"] = [loopback_path(seconds), veth_path(seconds)]
         out["model_bias"] = model_bias() if with_model else None
-    out["not_tried"] = [{"what": "nic", "why": p["nic"]["reason"], "path": p["path"]} for p in out["paths"] if p["tried"]]
+    out["not_tried"] = [{"what": "nic", "why": p["nic"]["reason"], "path": p["path"]}
+                        for p in out["paths"] if p["tried"] and not p["nic"]["available"]]
     out["not_tried"] += [{"what": p["path"], "why": p["reason"]} for p in out["paths"] if not p["tried"]]
     return out
 
@@ -263,10 +283,15 @@ def print_calibration(result: dict, console=None) -> None:
     for p in result["paths"]:
         if not p["tried"]:
             continue
+        if p["nic"]["available"]:
+            r = p["nic"]["rtt"]
+            t.add_row(p["path"], "nic (own run)", fmt_ns(r.get("min_ns")), fmt_ns(r.get("p50_ns")),
+                      fmt_ns(r.get("p99_ns")), fmt_ns(r.get("p99.9_ns")), "best")
         for name in ("kernel", "user"):
             r = p[name]["rtt"]
-            b = p[name].get("bias")
-            bias = f"+{fmt_ns(b['p50_ns'])}/+{fmt_ns(b['p99_ns'])}" if b and b.get("n") else "best"
+            b = p[name].get("bias") or p[name].get("bias_vs_nic")
+            bias = (f"{_signed(b['p50_ns'])}/{_signed(b['p99_ns'])}" if b and b.get("p50_ns") is not None
+                    else "best")
             t.add_row(p["path"], name, fmt_ns(r.get("min_ns")), fmt_ns(r.get("p50_ns")), fmt_ns(r.get("p99_ns")),
                       fmt_ns(r.get("p99.9_ns")), bias)
     console.print(t)

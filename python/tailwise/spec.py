@@ -65,10 +65,11 @@ def parse_ci(text: str | None) -> tuple[float | None, float | None]:
     return float(parse_time_ns(t, what="--ci", unit_required=True)), None
 
 
-def hardware_stamping(addr: str) -> tuple[str, str]:
-    """(the interface that routes to ``addr``, why NIC stamps are not used there). NIC stamps
-    need that interface's driver (SIOCGHWTSTAMP: a socket option alone is accepted silently and
-    no stamp comes); tailwise does not read hardware stamps yet either way."""
+def hardware_stamping(addr: str) -> tuple[str, str | None]:
+    """(the interface that routes to ``addr``, why NIC stamps cannot be used there, or None when
+    they can). Only the driver can tell (SIOCGHWTSTAMP, ETHTOOL_GET_TS_INFO: a socket option alone
+    is accepted silently and no stamp comes), and this process must be allowed to switch the
+    interface to stamp every packet and to read its PTP clock (nic.rs)."""
     from tailwise import _core
 
     try:
@@ -76,17 +77,18 @@ def hardware_stamping(addr: str) -> tuple[str, str]:
         reason = _core.hardware_timestamping(iface)
     except ValueError as e:
         iface, reason = "?", str(e)
-    return iface, (f"{iface} cannot stamp in hardware: {reason}" if reason else
-                   f"{iface} could stamp in hardware, but tailwise does not read hardware stamps yet")
+    return iface, (f"{iface} cannot stamp in hardware: {reason}" if reason else None)
 
 
 def timestamp_source(choice: str, addr: str) -> tuple[str, str | None]:
-    """--timestamps (one of ``TIMESTAMPS``) → (the engine's source, "kernel" or "user"; why not a
-    better one, or None): ``nic`` fails with the reason, ``auto`` falls back to kernel stamps and
-    says so."""
+    """--timestamps (one of ``TIMESTAMPS``) → (the engine's source, "nic", "kernel" or "user"; why
+    not a better one, or None): ``nic`` fails with the reason where the NIC cannot, ``auto`` takes
+    the NIC where it can and falls back to kernel stamps otherwise, saying why."""
     if choice in ("kernel", "user"):
         return choice, None
     _, why = hardware_stamping(addr)
+    if why is None:
+        return "nic", None
     if choice == "nic":
         raise InputError(f"--timestamps nic: the interface to {addr}, {why}",
                          "use --timestamps kernel (software stamps taken on arrival) or auto")

@@ -23,14 +23,20 @@ pub fn realtime_ns() -> u64 {
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
-/// `CLOCK_REALTIME − CLOCK_MONOTONIC` in ns, from the tightest of three bracketed reads
-/// (monotonic, realtime, monotonic): the error is half the bracket, ~40 ns here. Realtime moves
-/// with NTP, so a user re-reads it now and then (the engine: every millisecond).
+/// `CLOCK_REALTIME − CLOCK_MONOTONIC` in ns (the kernel's software stamps are on realtime):
+/// [`offset_to_monotonic_ns`] of realtime, ~40 ns of error here. Realtime moves with NTP, so a
+/// user re-reads it now and then (the engine: every millisecond).
 pub fn realtime_offset_ns() -> i64 {
+    offset_to_monotonic_ns(realtime_ns)
+}
+
+/// `clock − CLOCK_MONOTONIC` in ns for another clock read by `read`, from the tightest of three
+/// bracketed reads (monotonic, `read`, monotonic): the error is at most half the bracket.
+pub fn offset_to_monotonic_ns(read: impl Fn() -> u64) -> i64 {
     let mut best = (u64::MAX, 0i64);
     for _ in 0..3 {
         let a = now_ns();
-        let r = realtime_ns();
+        let r = read();
         let b = now_ns();
         if b - a < best.0 {
             best = (b - a, r as i64 - (a + (b - a) / 2) as i64);

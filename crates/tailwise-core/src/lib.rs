@@ -14,7 +14,8 @@
 //! | [`recorder`] | per-thread HDR histograms (whole run, and per 100 ms of intended time), the random 1-in-k sampler, the raw sample store with per-request flags |
 //! | [`preload`] | `tailwise load`: store every key of a workload before a run |
 //! | [`protocol`] | client codecs and server-side parsers, one module per protocol family |
-//! | [`net`] | epoll with ns timeouts, non-blocking socket I/O, CPU pinning |
+//! | [`net`] | epoll with ns timeouts, non-blocking socket I/O, kernel and NIC timestamps on sockets, CPU pinning |
+//! | [`nic`] | NIC hardware timestamps: whether a driver can stamp every packet, switching it to, its PTP clock's offset |
 //! | [`engine`] | the open-loop load generator: threads, connections (reconnected when the target closes them), backlog, matching replies, snapshots, pauses |
 //! | [`server`] | the synthetic server behind `tailwise serve` |
 //! | [`model`] | queueing-model ground truth: M/G/1 (Lindley) and M/G/k (Kiefer–Wolfowitz) sojourn times |
@@ -41,6 +42,7 @@ pub mod dist;
 pub mod engine;
 pub mod model;
 pub mod net;
+pub mod nic;
 pub mod preload;
 pub mod protocol;
 pub mod recorder;

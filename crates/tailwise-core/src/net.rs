@@ -4,6 +4,7 @@
 //! milliseconds, so we call `epoll_pwait2`, which takes a timespec (Linux ≥ 5.11), and fall back
 //! to `epoll_wait` rounding up when the kernel lacks it.
 
+use crate::nic;
 use std::io;
 use std::net::{SocketAddr, TcpStream};
 use std::os::fd::{AsRawFd, FromRawFd, RawFd};
@@ -279,26 +280,55 @@ fn set_timestamping(fd: RawFd, flags: libc::c_uint) -> io::Result<()> {
     set_int_option(fd, libc::SOL_SOCKET, libc::SO_TIMESTAMPING, flags as libc::c_int)
 }
 
-/// Ask the kernel to stamp every packet this socket receives (software, CLOCK_REALTIME): the
-/// stamp is taken when the packet arrives (on loopback, in the sender's context), whether or not
-/// the receiving thread runs (shared/notes/platform.md: none missing in 100k, TCP and UDP).
-pub fn enable_rx_timestamps(fd: RawFd) -> io::Result<()> {
-    set_timestamping(fd, SOF_TIMESTAMPING_RX_SOFTWARE | SOF_TIMESTAMPING_SOFTWARE)
+/// Which clock stamps a socket's packets: the kernel's software stamps (CLOCK_REALTIME, taken as
+/// the packet is handed to the device and as it arrives: on loopback, in the sender's context,
+/// whether or not the receiving thread runs — shared/notes/platform.md: none missing in 100k, TCP
+/// and UDP), or the NIC's (its PTP hardware clock, on the wire: nic.rs).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StampClock {
+    Kernel,
+    Nic,
 }
 
-/// Receive stamps as [`enable_rx_timestamps`], and a transmit stamp of every send, taken when the
-/// packet is handed to the device (SND), read back from the error queue ([`read_tx_stamps`])
-/// with a key (OPT_ID): for UDP the send's number (0, 1, 2, … per socket, failed sends not
-/// counted), for TCP the stream offset of the send's last byte. For TCP the key counts from the
-/// next byte to be written (OPT_ID_TCP; without it the kernel counts from the oldest unacked
-/// byte, one off while the SYN is unacked), so call this on an established connection before
-/// anything is written.
-pub fn enable_tx_rx_timestamps(fd: RawFd, tcp: bool) -> io::Result<()> {
-    let base = SOF_TIMESTAMPING_RX_SOFTWARE
-        | SOF_TIMESTAMPING_SOFTWARE
-        | SOF_TIMESTAMPING_TX_SOFTWARE
-        | SOF_TIMESTAMPING_OPT_ID
-        | SOF_TIMESTAMPING_OPT_TSONLY;
+impl StampClock {
+    /// SO_TIMESTAMPING flags for receive stamps, and for transmit stamps.
+    fn flags(self) -> (libc::c_uint, libc::c_uint) {
+        match self {
+            StampClock::Kernel => {
+                (SOF_TIMESTAMPING_RX_SOFTWARE | SOF_TIMESTAMPING_SOFTWARE, SOF_TIMESTAMPING_TX_SOFTWARE)
+            }
+            StampClock::Nic => (
+                nic::SOF_TIMESTAMPING_RX_HARDWARE | nic::SOF_TIMESTAMPING_RAW_HARDWARE,
+                nic::SOF_TIMESTAMPING_TX_HARDWARE,
+            ),
+        }
+    }
+
+    /// The slot of SCM_TIMESTAMPING's three timespecs this clock fills: software, (deprecated),
+    /// raw hardware.
+    fn slot(self) -> usize {
+        match self {
+            StampClock::Kernel => 0,
+            StampClock::Nic => 2,
+        }
+    }
+}
+
+/// Ask for a stamp of every packet this socket receives, on `clock`.
+pub fn enable_rx_timestamps(fd: RawFd, clock: StampClock) -> io::Result<()> {
+    set_timestamping(fd, clock.flags().0)
+}
+
+/// Receive stamps as [`enable_rx_timestamps`], and a transmit stamp of every send (the kernel's:
+/// taken when the packet is handed to the device, SND; the NIC's: when it left), read back from
+/// the error queue ([`read_tx_stamps`]) with a key (OPT_ID): for UDP the send's number (0, 1, 2, …
+/// per socket, failed sends not counted), for TCP the stream offset of the send's last byte. For
+/// TCP the key counts from the next byte to be written (OPT_ID_TCP; without it the kernel counts
+/// from the oldest unacked byte, one off while the SYN is unacked), so call this on an
+/// established connection before anything is written.
+pub fn enable_tx_rx_timestamps(fd: RawFd, tcp: bool, clock: StampClock) -> io::Result<()> {
+    let (rx, tx) = clock.flags();
+    let base = rx | tx | SOF_TIMESTAMPING_OPT_ID | SOF_TIMESTAMPING_OPT_TSONLY;
     if !tcp {
         return set_timestamping(fd, base);
     }
@@ -310,30 +340,31 @@ pub fn enable_tx_rx_timestamps(fd: RawFd, tcp: bool) -> io::Result<()> {
     }
 }
 
-/// Kernel stamps on a new connection, before anything is written: transmit and receive stamps
+/// Stamps on `clock` on a new connection, before anything is written: transmit and receive stamps
 /// (`Ok(true)`), or receive stamps alone where the kernel refuses transmit stamps (`Ok(false)`:
 /// its requests then go without one).
-pub fn enable_timestamps(fd: RawFd, tcp: bool) -> io::Result<bool> {
-    match enable_tx_rx_timestamps(fd, tcp) {
+pub fn enable_timestamps(fd: RawFd, tcp: bool, clock: StampClock) -> io::Result<bool> {
+    match enable_tx_rx_timestamps(fd, tcp, clock) {
         Ok(()) => Ok(true),
-        Err(_) => enable_rx_timestamps(fd).map(|()| false),
+        Err(_) => enable_rx_timestamps(fd, clock).map(|()| false),
     }
 }
 
-/// The software stamp (ts[0], CLOCK_REALTIME ns) of an SCM_TIMESTAMPING control message, if the
-/// kernel filled it.
+/// The stamp on `clock` (ns: CLOCK_REALTIME for the kernel's, the PHC's for the NIC's) of an
+/// SCM_TIMESTAMPING control message, if that slot was filled.
 ///
 /// # Safety
 /// `c` points at a control message of that type inside a buffer the kernel filled.
-unsafe fn software_stamp(c: *const libc::cmsghdr) -> Option<u64> {
+unsafe fn scm_stamp(c: *const libc::cmsghdr, clock: StampClock) -> Option<u64> {
     let ts = std::ptr::read_unaligned(libc::CMSG_DATA(c) as *const [libc::timespec; 3]);
-    (ts[0].tv_sec != 0 || ts[0].tv_nsec != 0).then(|| ts[0].tv_sec as u64 * 1_000_000_000 + ts[0].tv_nsec as u64)
+    let t = ts[clock.slot()];
+    (t.tv_sec != 0 || t.tv_nsec != 0).then(|| t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64)
 }
 
-/// Read every transmit stamp queued on `fd`'s error queue: `(key, CLOCK_REALTIME ns)` pairs, in
-/// the order the kernel queued them, into `out` (cleared first). Only SND stamps are kept.
-/// Returns how many error-queue messages were read (0: the queue was empty).
-pub fn read_tx_stamps(fd: RawFd, out: &mut Vec<(u32, u64)>) -> io::Result<usize> {
+/// Read every transmit stamp queued on `fd`'s error queue: `(key, ns on clock)` pairs, in the order
+/// the kernel queued them, into `out` (cleared first). Only SND stamps (software: handed to the
+/// device; hardware: sent) are kept. Returns how many error-queue messages were read (0: empty).
+pub fn read_tx_stamps(fd: RawFd, out: &mut Vec<(u32, u64)>, clock: StampClock) -> io::Result<usize> {
     out.clear();
     let mut messages = 0;
     loop {
@@ -361,7 +392,7 @@ pub fn read_tx_stamps(fd: RawFd, out: &mut Vec<(u32, u64)>) -> io::Result<usize>
             while !c.is_null() {
                 let (level, kind) = ((*c).cmsg_level, (*c).cmsg_type);
                 if level == libc::SOL_SOCKET && kind == libc::SCM_TIMESTAMPING {
-                    stamp = software_stamp(c);
+                    stamp = scm_stamp(c, clock);
                 } else if (level == libc::SOL_IP && kind == libc::IP_RECVERR)
                     || (level == libc::SOL_IPV6 && kind == libc::IPV6_RECVERR)
                 {
@@ -382,10 +413,10 @@ pub fn read_tx_stamps(fd: RawFd, out: &mut Vec<(u32, u64)>) -> io::Result<usize>
     }
 }
 
-/// Non-blocking read that also returns the kernel's software receive stamp (CLOCK_REALTIME ns),
-/// when one came. For TCP it is the stamp of the last segment the read took bytes from (Linux
-/// `tcp_recv_timestamp`); for UDP, of the datagram.
-pub fn read_stamped(fd: RawFd, buf: &mut [u8]) -> io::Result<(usize, Option<u64>)> {
+/// Non-blocking read that also returns the receive stamp on `clock` (ns), when one came. For TCP
+/// it is the stamp of the last segment the read took bytes from (Linux `tcp_recv_timestamp`; for
+/// hardware stamps since 4.19.4, Lancet's patch); for UDP, of the datagram.
+pub fn read_stamped(fd: RawFd, buf: &mut [u8], clock: StampClock) -> io::Result<(usize, Option<u64>)> {
     // Room for one SCM_TIMESTAMPING (3 timespecs) and, to be safe, one more small cmsg.
     let mut control = [0u64; 16];
     let mut iov = libc::iovec { iov_base: buf.as_mut_ptr() as *mut libc::c_void, iov_len: buf.len() };
@@ -406,7 +437,7 @@ pub fn read_stamped(fd: RawFd, buf: &mut [u8]) -> io::Result<(usize, Option<u64>
         let mut c = libc::CMSG_FIRSTHDR(&msg);
         while !c.is_null() {
             if (*c).cmsg_level == libc::SOL_SOCKET && (*c).cmsg_type == libc::SCM_TIMESTAMPING {
-                stamp = software_stamp(c);
+                stamp = scm_stamp(c, clock);
             }
             c = libc::CMSG_NXTHDR(&msg, c);
         }
@@ -454,46 +485,6 @@ pub fn route_interface(target: &SocketAddr) -> Result<String, String> {
         libc::freeifaddrs(ifs);
     }
     found.ok_or_else(|| format!("no interface holds {ip}, the local address towards {target}"))
-}
-
-/// Can `ifname` stamp packets in hardware? Asks the driver (SIOCGHWTSTAMP): a socket option
-/// alone is accepted silently and no stamp ever comes (shared/notes/platform.md), so only the
-/// ioctl tells. Err: the driver's reason (virtio, lo and veth: EOPNOTSUPP).
-pub fn hardware_timestamping(ifname: &str) -> Result<(), String> {
-    const SIOCGHWTSTAMP: libc::c_ulong = 0x89b1;
-    #[repr(C)]
-    struct HwtstampConfig {
-        flags: libc::c_int,
-        tx_type: libc::c_int,
-        rx_filter: libc::c_int,
-    }
-    #[repr(C)]
-    struct Ifreq {
-        name: [libc::c_char; libc::IFNAMSIZ],
-        data: *mut libc::c_void,
-        _pad: [u8; 16],
-    }
-    if ifname.len() >= libc::IFNAMSIZ {
-        return Err(format!("interface name {ifname} is too long"));
-    }
-    let mut cfg = HwtstampConfig { flags: 0, tx_type: 0, rx_filter: 0 };
-    let mut req = Ifreq { name: [0; libc::IFNAMSIZ], data: &mut cfg as *mut HwtstampConfig as *mut libc::c_void, _pad: [0; 16] };
-    for (d, s) in req.name.iter_mut().zip(ifname.bytes()) {
-        *d = s as libc::c_char;
-    }
-    let s = std::net::UdpSocket::bind("0.0.0.0:0").map_err(|e| format!("cannot open a socket: {e}"))?;
-    // SAFETY: a valid ifreq whose data points at a live hwtstamp_config.
-    let rc = unsafe { libc::ioctl(s.as_raw_fd(), SIOCGHWTSTAMP as _, &mut req as *mut Ifreq) };
-    if rc < 0 {
-        let e = io::Error::last_os_error();
-        let why = if e.raw_os_error() == Some(libc::EOPNOTSUPP) {
-            "its driver cannot stamp packets in hardware (EOPNOTSUPP)".to_string()
-        } else {
-            format!("asking its driver failed: {e}")
-        };
-        return Err(why);
-    }
-    Ok(())
 }
 
 #[cfg(test)]
@@ -546,6 +537,45 @@ mod tests {
                 assert_eq!(take_socket_error(s.as_raw_fd()).unwrap_err().kind(), io::ErrorKind::ConnectionRefused);
             }
         }
+    }
+
+    #[test]
+    fn a_stamp_is_read_from_its_clocks_slot() {
+        // An SCM_TIMESTAMPING message as the kernel writes it: software, (deprecated), raw hardware.
+        let ts = [
+            libc::timespec { tv_sec: 1, tv_nsec: 5 },
+            libc::timespec { tv_sec: 0, tv_nsec: 0 },
+            libc::timespec { tv_sec: 7, tv_nsec: 9 },
+        ];
+        let mut control = [0u64; 16];
+        // SAFETY: a zeroed msghdr whose control buffer is `control`; the CMSG_* macros stay in it.
+        unsafe {
+            let mut msg: libc::msghdr = std::mem::zeroed();
+            msg.msg_control = control.as_mut_ptr() as *mut libc::c_void;
+            msg.msg_controllen = std::mem::size_of_val(&control) as _;
+            let c = libc::CMSG_FIRSTHDR(&msg);
+            (*c).cmsg_level = libc::SOL_SOCKET;
+            (*c).cmsg_type = libc::SCM_TIMESTAMPING;
+            (*c).cmsg_len = libc::CMSG_LEN(std::mem::size_of_val(&ts) as u32) as _;
+            std::ptr::write_unaligned(libc::CMSG_DATA(c) as *mut [libc::timespec; 3], ts);
+            assert_eq!(scm_stamp(c, StampClock::Kernel), Some(1_000_000_005));
+            assert_eq!(scm_stamp(c, StampClock::Nic), Some(7_000_000_009));
+            // A slot the kernel left empty: no stamp (a NIC that did not stamp this packet).
+            std::ptr::write_unaligned(libc::CMSG_DATA(c) as *mut [libc::timespec; 3], [ts[0], ts[1], ts[1]]);
+            assert_eq!(scm_stamp(c, StampClock::Nic), None);
+        }
+    }
+
+    #[test]
+    fn nic_flags_ask_for_hardware_stamps_only() {
+        let (rx, tx) = StampClock::Nic.flags();
+        assert_eq!(rx & (SOF_TIMESTAMPING_RX_SOFTWARE | SOF_TIMESTAMPING_SOFTWARE), 0);
+        assert_ne!(rx & nic::SOF_TIMESTAMPING_RAW_HARDWARE, 0);
+        assert_eq!(tx, nic::SOF_TIMESTAMPING_TX_HARDWARE);
+        // The socket option is accepted even where no stamp will come (platform.md): only the
+        // driver can tell (nic::hardware_timestamping).
+        let s = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        assert!(enable_timestamps(s.as_raw_fd(), false, StampClock::Nic).unwrap());
     }
 
     #[test]

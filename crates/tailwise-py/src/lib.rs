@@ -52,10 +52,11 @@ fn route_interface(target: &str) -> PyResult<String> {
     tailwise_core::net::route_interface(&resolve(target)?).map_err(PyValueError::new_err)
 }
 
-/// Whether `ifname`'s driver can stamp packets in hardware: None if it can, else the reason.
+/// Whether `ifname` can stamp every packet in hardware for this process (its driver, the permission
+/// to switch it, its PTP clock): None if it can, else the reason.
 #[pyfunction]
 fn hardware_timestamping(ifname: &str) -> Option<String> {
-    tailwise_core::net::hardware_timestamping(ifname).err()
+    tailwise_core::nic::hardware_timestamping(ifname).err()
 }
 
 /// Check a workload's fields; returns the mean key and value sizes (bytes) over a sample of keys.
@@ -367,7 +368,8 @@ impl PyEngine {
             timestamps: match timestamps {
                 "user" => Timestamps::User,
                 "kernel" => Timestamps::Kernel,
-                other => return Err(PyValueError::new_err(format!("timestamps {other:?}: use user or kernel"))),
+                "nic" => Timestamps::Nic,
+                other => return Err(PyValueError::new_err(format!("timestamps {other:?}: use user, kernel or nic"))),
             },
             // probe_conns 0: no probe; every load request is timed.
             probe: (probe_conns > 0).then_some(Probe { conns: probe_conns, rate_rps: probe_rate_rps }),

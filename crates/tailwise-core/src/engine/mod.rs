@@ -22,7 +22,8 @@
 
 mod thread;
 
-use crate::net;
+use crate::net::{self, StampClock};
+use crate::nic::NicStamping;
 use crate::protocol::Protocol;
 use crate::recorder::{Histograms, Intervals, Sample, SampleStore};
 use crate::schedule::Arrival;
@@ -98,17 +99,32 @@ pub(crate) enum Role {
 /// The source of receive times. `User`: the clock read after `read` returns (a stalled engine
 /// thread adds its stall to every reply that arrives meanwhile). `Kernel`: the kernel's software
 /// stamp of the packet's arrival (SO_TIMESTAMPING), converted to CLOCK_MONOTONIC; taken whether
-/// or not the engine runs. For TCP a read's stamp is that of the last segment it took bytes from,
-/// and every reply completed by that read gets it: a reply that arrived in an earlier segment of
-/// the same read is overstated by the gap between the two segments, never understated.
-/// `Kernel` also stamps every send (the transmit stamp, kept beside the user-space send time):
-/// a request gets the stamp of the send that carried its last byte (thread.rs, `take_tx_stamps`).
-/// The user-space stamps are kept with every sample either way, for comparison.
+/// or not the engine runs. `Nic`: the NIC's hardware stamp of the packet on the wire, on its PTP
+/// clock converted to CLOCK_MONOTONIC (nic.rs); the interface that routes to the targets is
+/// switched to stamp every packet for the run (`Engine::start` fails, saying why, where it
+/// cannot). For TCP a read's stamp is that of the last segment it took bytes from, and every
+/// reply completed by that read gets it: a reply that arrived in an earlier segment of the same
+/// read is overstated by the gap between the two segments, never understated. `Kernel` and `Nic`
+/// also stamp every send (the transmit stamp, kept beside the user-space send time): a request
+/// gets the stamp of the send that carried its last byte (thread.rs, `take_tx_stamps`). The
+/// user-space stamps are kept with every sample either way, for comparison.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Timestamps {
     #[default]
     User,
     Kernel,
+    Nic,
+}
+
+impl Timestamps {
+    /// The clock that stamps packets, if any.
+    pub fn clock(self) -> Option<StampClock> {
+        match self {
+            Timestamps::User => None,
+            Timestamps::Kernel => Some(StampClock::Kernel),
+            Timestamps::Nic => Some(StampClock::Nic),
+        }
+    }
 }
 
 /// Request counts. `intended` = `sent` + `never_sent`; every sent request ends as exactly one of
@@ -289,6 +305,8 @@ pub struct Engine {
     handles: Vec<JoinHandle<thread::ThreadResult>>,
     start_ns: u64,
     duration_ns: u64,
+    /// With `Timestamps::Nic`: the interface stamping every packet until the engine is dropped.
+    _nic: Option<Arc<NicStamping>>,
 }
 
 /// Time between connecting and the first intended send, so that every thread is pinned and
@@ -405,13 +423,34 @@ fn open(cfg: &EngineConfig, addr: &SocketAddr) -> Result<Sock, String> {
     } else {
         Sock::Tcp(connect(addr, cfg.connect_timeout_ns)?)
     };
-    if cfg.timestamps == Timestamps::Kernel {
+    if let Some(clock) = cfg.timestamps.clock() {
         // Before anything is written: TCP transmit-stamp keys count from here. Without transmit
         // stamps the requests go without one (counters.tx_kernel says how many have one).
-        net::enable_timestamps(s.fd(), !cfg.protocol.is_datagram())
-            .map_err(|e| format!("kernel timestamps (SO_TIMESTAMPING) refused: {e}"))?;
+        net::enable_timestamps(s.fd(), !cfg.protocol.is_datagram(), clock)
+            .map_err(|e| format!("{clock:?} timestamps (SO_TIMESTAMPING) refused: {e}"))?;
     }
     Ok(s)
+}
+
+/// `Timestamps::Nic`: the interface every target is reached through, switched to stamp every
+/// packet; why not, in one line, where it cannot.
+fn nic_stamping(targets: &[SocketAddr]) -> Result<NicStamping, String> {
+    let mut ifaces: Vec<String> = Vec::new();
+    for t in targets {
+        let i = net::route_interface(t).map_err(|e| format!("--timestamps nic: {e}"))?;
+        if !ifaces.contains(&i) {
+            ifaces.push(i);
+        }
+    }
+    if ifaces.len() > 1 {
+        return Err(format!(
+            "--timestamps nic: the targets are reached through {} interfaces ({}); a run reads one NIC's \
+             clock: give targets behind one interface, or use --timestamps kernel",
+            ifaces.len(),
+            ifaces.join(", ")
+        ));
+    }
+    NicStamping::enable(&ifaces[0]).map_err(|e| format!("--timestamps nic: {} cannot stamp in hardware: {e}", ifaces[0]))
 }
 
 /// The probe thread's configuration: its own connections, one request outstanding on each,
@@ -435,6 +474,10 @@ impl Engine {
     /// Connect every connection (failing fast with a clear message), then start the threads.
     pub fn start(cfg: EngineConfig) -> Result<Engine, String> {
         validate(&cfg)?;
+        let nic = match cfg.timestamps {
+            Timestamps::Nic => Some(Arc::new(nic_stamping(&cfg.targets)?)),
+            _ => None,
+        };
         let mut per_thread: Vec<Vec<Sock>> = (0..cfg.threads).map(|_| Vec::new()).collect();
         for i in 0..cfg.conns {
             let s = open(&cfg, &cfg.targets[i % cfg.targets.len()])?;
@@ -474,15 +517,23 @@ impl Engine {
                 Some(_) => (Role::Load, cfg.clone()),
                 None => (Role::Measure, cfg.clone()),
             };
-            let ctx =
-                thread::ThreadCtx { index: t, streams, cfg: thread_cfg, role, start_ns, cpu, shared: shared.clone() };
+            let ctx = thread::ThreadCtx {
+                index: t,
+                streams,
+                cfg: thread_cfg,
+                role,
+                start_ns,
+                cpu,
+                shared: shared.clone(),
+                nic: nic.clone(),
+            };
             let h = std::thread::Builder::new()
                 .name(format!("tw-engine-{t}"))
                 .spawn(move || thread::run(ctx))
                 .map_err(|e| format!("cannot start engine thread: {e}"))?;
             handles.push(h);
         }
-        Ok(Engine { shared, handles, start_ns, duration_ns: cfg.duration_ns })
+        Ok(Engine { shared, handles, start_ns, duration_ns: cfg.duration_ns, _nic: nic })
     }
 
     /// Ask the threads to stop early (e.g. on Ctrl-C); `join` still returns what was measured.

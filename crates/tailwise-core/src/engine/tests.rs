@@ -92,6 +92,16 @@ fn refused_connection_is_a_clear_error() {
 }
 
 #[test]
+fn nic_stamps_where_no_driver_can_fail_at_start_naming_the_interface() {
+    let s = server("fixed:0");
+    let mut cfg = config(s.addr(), 1_000.0, 100);
+    cfg.timestamps = Timestamps::Nic;
+    let e = Engine::start(cfg).err().expect("lo cannot stamp in hardware");
+    assert!(e.starts_with("--timestamps nic: lo cannot stamp in hardware: "), "{e}");
+    assert!(!e.contains('\n'), "{e}");
+}
+
+#[test]
 fn invalid_configs_are_refused() {
     let a: SocketAddr = "127.0.0.1:9".parse().unwrap();
     let mut c = config(a, 0.0, 100);

@@ -26,7 +26,8 @@
 
 use super::{Counters, EngineConfig, Role, Shared, Sock};
 use crate::clock::{now_ns, set_timer_slack_1ns};
-use crate::net::{self, Epoll, EPOLLERR, EPOLLHUP, EPOLLIN, EPOLLOUT};
+use crate::net::{self, Epoll, StampClock, EPOLLERR, EPOLLHUP, EPOLLIN, EPOLLOUT};
+use crate::nic::NicStamping;
 use crate::protocol::{Codec, OpKind, Outcome, Parsed, Request};
 use crate::recorder::{flags as F, Histograms, IntervalRecorder, Sample, SampleStore, Sampler};
 use crate::schedule::Schedule;
@@ -82,6 +83,8 @@ pub(crate) struct ThreadCtx {
     pub start_ns: u64,
     pub cpu: Option<usize>,
     pub shared: Arc<Shared>,
+    /// With `Timestamps::Nic`: the NIC stamping every packet, and its clock.
+    pub nic: Option<Arc<NicStamping>>,
 }
 
 pub(crate) struct ThreadResult {
@@ -252,13 +255,15 @@ struct Worker {
     test_stall: Option<(u64, u64)>,
     /// `Role::Load`: requests are counted, not timed (a probe thread times its own).
     role: Role,
-    /// Kernel transmit and receive stamps (`Timestamps::Kernel`), a buffer for the transmit
-    /// stamps read at once, and CLOCK_REALTIME − CLOCK_MONOTONIC, re-read every
-    /// `OFFSET_EVERY_NS`, with when it was.
-    kernel_stamps: bool,
+    /// Transmit and receive stamps on a clock other than the thread's own (`Timestamps::Kernel`,
+    /// `Nic`), a buffer for the transmit stamps read at once, and that clock − CLOCK_MONOTONIC,
+    /// re-read every `offset_every_ns`, with when it was.
+    stamps: Option<StampClock>,
+    nic: Option<Arc<NicStamping>>,
     tx_buf: Vec<(u32, u64)>,
-    rt_offset: i64,
-    rt_offset_at: u64,
+    stamp_offset: i64,
+    stamp_offset_at: u64,
+    offset_every_ns: u64,
     t0: u64,
     end: u64,
 }
@@ -268,6 +273,10 @@ struct Worker {
 /// corrects it: 0.5 µs per ms at worst, against 50 µs per 100 ms. A re-read costs ~0.3 µs (nine
 /// clock reads): 0.03 % of a thread at this period.
 const OFFSET_EVERY_NS: u64 = 1_000_000;
+/// How often the PTP clock's offset of the NIC stamps is re-read (nic.rs): a free-running crystal
+/// drifts ≤ ~100 ppm, ≤ 1 µs in this time; a re-read (three PHC reads across the PCIe bus, a few
+/// µs) then costs < 0.1 % of a thread.
+const PHC_OFFSET_EVERY_NS: u64 = 10_000_000;
 
 /// Involuntary context switches of this thread so far: times another task took its CPU.
 fn preemptions() -> u64 {
@@ -372,11 +381,13 @@ pub(crate) fn run(ctx: ThreadCtx) -> ThreadResult {
         closed_since_reply: false,
         snap_seen: 0,
         test_stall: cfg.test_stall,
-        kernel_stamps: cfg.timestamps == super::Timestamps::Kernel,
+        stamps: cfg.timestamps.clock(),
+        offset_every_ns: if ctx.nic.is_some() { PHC_OFFSET_EVERY_NS } else { OFFSET_EVERY_NS },
+        stamp_offset: stamp_offset(&ctx.nic),
+        nic: ctx.nic,
         role: ctx.role,
         tx_buf: Vec::new(),
-        rt_offset: crate::clock::realtime_offset_ns(),
-        rt_offset_at: ctx.start_ns,
+        stamp_offset_at: ctx.start_ns,
         t0: ctx.start_ns,
         end: ctx.start_ns + cfg.duration_ns,
         cfg,
@@ -914,7 +925,7 @@ impl Worker {
             // taken before the replies so that a reply finds its request stamped.
             let mut read = events & (EPOLLIN | EPOLLHUP) as u32 != 0;
             if events & EPOLLERR as u32 != 0 {
-                read |= !(self.kernel_stamps && self.take_tx_stamps(i));
+                read |= !(self.stamps.is_some() && self.take_tx_stamps(i));
             }
             if read {
                 self.read_conn(i);
@@ -951,7 +962,7 @@ impl Worker {
             // SAFETY: read into spare capacity, then set the length to what the kernel wrote.
             let spare = unsafe { std::slice::from_raw_parts_mut(c.rbuf.as_mut_ptr().add(len), cap - len) };
             let spare_len = spare.len();
-            let (got, stamp) = read(self.kernel_stamps, c.fd, spare);
+            let (got, stamp) = read(self.stamps, c.fd, spare);
             let stamped = stamp.is_some();
             let (t_rx, t_user) = self.rx_time(stamp);
             let c = &mut self.conns[i];
@@ -992,7 +1003,7 @@ impl Worker {
             let cap = c.rbuf.capacity();
             // SAFETY: read into spare capacity, then set the length to what the kernel wrote.
             let spare = unsafe { std::slice::from_raw_parts_mut(c.rbuf.as_mut_ptr(), cap) };
-            let (got, stamp) = read(self.kernel_stamps, c.fd, spare);
+            let (got, stamp) = read(self.stamps, c.fd, spare);
             let stamped = stamp.is_some();
             let (t_rx, t_user) = self.rx_time(stamp);
             let c = &mut self.conns[i];
@@ -1034,25 +1045,25 @@ impl Worker {
         }
     }
 
-    /// A reply's receive time on CLOCK_MONOTONIC: the kernel's stamp when there is one, else now;
-    /// and now (the user-space stamp). The clock is read either way: every read feeds the stall
-    /// watch.
+    /// A reply's receive time on CLOCK_MONOTONIC: the kernel's or NIC's stamp when there is one,
+    /// else now; and now (the user-space stamp). The clock is read either way: every read feeds
+    /// the stall watch.
     fn rx_time(&mut self, stamp: Option<u64>) -> (u64, u64) {
         let now = self.watch.now();
         match stamp {
-            Some(real) => (self.kernel_to_mono(real, now), now),
+            Some(t) => (self.stamp_to_mono(t, now), now),
             None => (now, now),
         }
     }
 
-    /// A kernel stamp (CLOCK_REALTIME) on CLOCK_MONOTONIC, never later than `now` (the conversion
-    /// may err by ~100 ns).
-    fn kernel_to_mono(&mut self, real: u64, now: u64) -> u64 {
-        if now - self.rt_offset_at > OFFSET_EVERY_NS {
-            self.rt_offset = crate::clock::realtime_offset_ns();
-            self.rt_offset_at = now;
+    /// A stamp (CLOCK_REALTIME, or the NIC's PTP clock) on CLOCK_MONOTONIC, never later than `now`
+    /// (the conversion may err by ~100 ns, by ~0.5 µs for a PTP clock).
+    fn stamp_to_mono(&mut self, t: u64, now: u64) -> u64 {
+        if now - self.stamp_offset_at > self.offset_every_ns {
+            self.stamp_offset = stamp_offset(&self.nic);
+            self.stamp_offset_at = now;
         }
-        ((real as i64 - self.rt_offset).max(0) as u64).min(now)
+        ((t as i64 - self.stamp_offset).max(0) as u64).min(now)
     }
 
     /// Read connection `i`'s transmit stamps and give each to the requests whose last byte its
@@ -1064,11 +1075,12 @@ impl Worker {
     fn take_tx_stamps(&mut self, i: usize) -> bool {
         let mut stamps = std::mem::take(&mut self.tx_buf);
         let fd = self.conns[i].fd;
-        let read = net::read_tx_stamps(fd, &mut stamps);
+        let clock = self.stamps.expect("transmit stamps are read only with a stamp clock");
+        let read = net::read_tx_stamps(fd, &mut stamps, clock);
         let now = self.watch.now();
         let datagram = self.datagram;
-        for &(key, real) in &stamps {
-            let t = self.kernel_to_mono(real, now);
+        for &(key, raw) in &stamps {
+            let t = self.stamp_to_mono(raw, now);
             let c = &mut self.conns[i];
             if !c.tx_ok {
                 break;
@@ -1139,7 +1151,7 @@ impl Worker {
         // A datagram's kernel stamp is its arrival: an engine stall cannot have inflated it. A TCP
         // read's stamp is its last segment's, so a stall before that segment still may have.
         // A load thread beside a probe times nothing: no inflation to work out.
-        let exact = self.kernel_stamps && self.datagram;
+        let exact = self.stamps.is_some() && self.datagram;
         let untimed = self.role == Role::Load;
         let inflation =
             if self.windows.is_empty() || exact || untimed { 0 } else { self.inflation(f.req.intended, t_rx) };
@@ -1393,10 +1405,10 @@ impl Worker {
             return self.connect_failed(i, why, now_ns());
         }
         // Before anything is written: TCP transmit-stamp keys count from here.
-        if self.kernel_stamps {
-            match net::enable_timestamps(fd, true) {
+        if let Some(clock) = self.stamps {
+            match net::enable_timestamps(fd, true, clock) {
                 Ok(tx) => self.conns[i].tx_ok = tx,
-                Err(e) => self.note(format!("kernel timestamps refused on a new connection: {e}")),
+                Err(e) => self.note(format!("{clock:?} timestamps refused on a new connection: {e}")),
             }
         }
         let c = &mut self.conns[i];
@@ -1460,13 +1472,21 @@ impl Worker {
     }
 }
 
-/// One non-blocking read of a connection, with the kernel's receive stamp when asked for one.
-fn read(kernel_stamps: bool, fd: RawFd, buf: &mut [u8]) -> (io::Result<usize>, Option<u64>) {
-    if !kernel_stamps {
+/// One non-blocking read of a connection, with its receive stamp on `stamps` when asked for one.
+fn read(stamps: Option<StampClock>, fd: RawFd, buf: &mut [u8]) -> (io::Result<usize>, Option<u64>) {
+    let Some(clock) = stamps else {
         return (net::read(fd, buf), None);
-    }
-    match net::read_stamped(fd, buf) {
+    };
+    match net::read_stamped(fd, buf, clock) {
         Ok((n, stamp)) => (Ok(n), stamp),
         Err(e) => (Err(e), None),
+    }
+}
+
+/// The stamps' clock − CLOCK_MONOTONIC: the NIC's PTP clock's, else CLOCK_REALTIME's.
+fn stamp_offset(nic: &Option<Arc<NicStamping>>) -> i64 {
+    match nic {
+        Some(n) => n.phc.offset_ns(),
+        None => crate::clock::realtime_offset_ns(),
     }
 }
