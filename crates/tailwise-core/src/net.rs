@@ -445,6 +445,39 @@ pub fn read_stamped(fd: RawFd, buf: &mut [u8], clock: StampClock) -> io::Result<
     Ok((n as usize, stamp))
 }
 
+/// Wait (at most `timeout_ns`) until the kernel stamps arriving packets in software; whether it
+/// does. The first socket to ask for receive stamps switches a static key of the whole kernel
+/// on, and the kernel defers that switch to a worker thread (`net_enable_timestamp`): until it
+/// runs — a few ms on a busy host — packets arrive unstamped, and so would a run's first replies.
+/// A datagram to ourselves on loopback tells when it has run. Call it once this process's sockets
+/// have asked for stamps: while one of them holds the key, it stays on.
+pub fn await_rx_stamping(timeout_ns: u64) -> bool {
+    let Ok(s) = std::net::UdpSocket::bind("127.0.0.1:0") else { return false };
+    let (Ok(me), Ok(())) = (s.local_addr(), s.set_nonblocking(true)) else { return false };
+    if enable_rx_timestamps(s.as_raw_fd(), StampClock::Kernel).is_err() {
+        return false;
+    }
+    let deadline = crate::clock::now_ns() + timeout_ns;
+    let mut buf = [0u8; 1];
+    loop {
+        if s.send_to(&[0], me).is_ok() {
+            let t = crate::clock::now_ns() + 1_000_000;
+            // On loopback the datagram is queued inside send_to; a ms covers a preempted one.
+            while crate::clock::now_ns() < t {
+                match read_stamped(s.as_raw_fd(), &mut buf, StampClock::Kernel) {
+                    Ok((_, Some(_))) => return true,
+                    Ok((_, None)) => break,
+                    Err(_) => std::thread::sleep(std::time::Duration::from_micros(50)),
+                }
+            }
+        }
+        if crate::clock::now_ns() >= deadline {
+            return false;
+        }
+        std::thread::sleep(std::time::Duration::from_micros(200));
+    }
+}
+
 /// The interface the kernel routes `target` through: the one holding the local address a UDP
 /// socket connected to it gets (no packet is sent).
 pub fn route_interface(target: &SocketAddr) -> Result<String, String> {
@@ -564,6 +597,14 @@ mod tests {
             std::ptr::write_unaligned(libc::CMSG_DATA(c) as *mut [libc::timespec; 3], [ts[0], ts[1], ts[1]]);
             assert_eq!(scm_stamp(c, StampClock::Nic), None);
         }
+    }
+
+    #[test]
+    fn receive_stamping_comes_on() {
+        // While this socket holds the kernel's stamping key, a datagram comes back stamped.
+        let s = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        enable_rx_timestamps(s.as_raw_fd(), StampClock::Kernel).unwrap();
+        assert!(await_rx_stamping(1_000_000_000));
     }
 
     #[test]

@@ -495,6 +495,11 @@ impl Engine {
             }
             per_thread.push(mine);
         }
+        if cfg.timestamps == Timestamps::Kernel {
+            // The connections asked for stamps: wait for the kernel to take them before the
+            // schedule starts, so that the first replies are stamped too (net.rs).
+            net::await_rx_stamping(100_000_000);
+        }
         let shared = Arc::new(Shared {
             stop: AtomicBool::new(false),
             paused: AtomicBool::new(false),

@@ -141,6 +141,9 @@ fn workload(value: f64, set_fraction: f64) -> Workload {
 fn run(cfg: EngineConfig, t: std::thread::JoinHandle<Seen>) -> (Vec<Sample>, Seen, u64) {
     let r = Engine::start(cfg).unwrap().join();
     assert!(r.error.is_none(), "{:?}", r.error);
+    // Shown with a failure: what the engine counted, and its stalls as (start, length) in µs.
+    let stalls: Vec<_> = r.stall_intervals.iter().map(|&(a, b)| ((a - r.start_mono_ns) / 1_000, (b - a) / 1_000)).collect();
+    eprintln!("engine: {:?}; reasons {:?}; stalls {stalls:?}", r.counters, r.error_reasons);
     let seen = t.join().unwrap();
     let mut done: Vec<Sample> = r.samples.iter().copied().filter(|x| x.flags & F::CENSORED == 0).collect();
     done.sort_by_key(|x| x.intended_ns);

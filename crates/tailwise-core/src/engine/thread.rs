@@ -445,6 +445,14 @@ impl Worker {
                 self.stalled_ns += gap;
                 self.last_stall_end = now;
             }
+            // What fell due before a pause is noticed is due still, at its own time (inside a stall
+            // that delayed the notice, flagged as such): only what is to come is held.
+            if paused_at.is_none() {
+                while next <= now {
+                    self.enqueue(next, now);
+                    next = sched.next_ns();
+                }
+            }
             // A pause holds the schedule; when it ends, every time to come moves by its length.
             match (self.shared.paused.load(Relaxed), paused_at) {
                 (true, None) => paused_at = Some(now),
@@ -454,10 +462,6 @@ impl Worker {
                     next += now - p;
                 }
                 _ => {}
-            }
-            while next <= now && paused_at.is_none() {
-                self.enqueue(next, now);
-                next = sched.next_ns();
             }
             if !self.backlog.is_empty() {
                 self.dispatch();
