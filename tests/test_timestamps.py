@@ -3,8 +3,8 @@
 Kernel software stamps (SO_TIMESTAMPING) of every send and every reply, on TCP and UDP, over
 loopback and across a veth pair between two network namespaces: every sampled request has both,
 and the kernel's round trip is never longer than the user-space one for the same request; `nic`
-failing in one line where the interface's driver cannot stamp (lo, virtio and veth here:
-EOPNOTSUPP); `auto` falling back to kernel stamps and saying why in the summary. What the engine
+failing in one line where the interface's driver cannot stamp (lo, virtio and veth here
+list software stamps only); `auto` falling back to kernel stamps and saying why in the summary. What the engine
 alone can show is tested there: that a stopped engine's stop stays out of kernel-stamped replies
 (engine/tests.rs, `kernel_receive_stamps_…`), and which request gets which stamp with pipelining,
 partial writes and replies split over segments (engine/stamp_tests.rs).

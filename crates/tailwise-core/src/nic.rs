@@ -7,9 +7,9 @@
 //! 1. a driver that stamps *every* packet: `ETHTOOL_GET_TS_INFO` lists what it can do — transmit
 //!    and receive stamps in hardware (`RAW_HARDWARE`), the `HWTSTAMP_TX_ON` transmit type, the
 //!    `HWTSTAMP_FILTER_ALL` receive filter (NICs built for PTP alone stamp only PTP packets) — and
-//!    the index of its PTP hardware clock (PHC). lo, veth and virtio answer `SIOCGHWTSTAMP` with
-//!    EOPNOTSUPP (shared/notes/platform.md); a socket option alone is accepted silently and no
-//!    stamp ever comes, so only the driver can tell;
+//!    the index of its PTP hardware clock (PHC). lo, veth and virtio list software stamps only
+//!    (and answer `SIOCGHWTSTAMP` with EOPNOTSUPP: shared/notes/platform.md); a socket option
+//!    alone is accepted silently and no stamp ever comes, so only the driver can tell;
 //! 2. the interface switched to stamp (`SIOCSHWTSTAMP`, which needs CAP_NET_ADMIN) unless it
 //!    already does; [`NicStamping`] puts the previous setting back when it is dropped;
 //! 3. per socket, SO_TIMESTAMPING with `TX_HARDWARE | RX_HARDWARE | RAW_HARDWARE` (net.rs): the
@@ -84,27 +84,29 @@ fn if_ioctl<T>(ifname: &str, request: libc::c_ulong, data: &mut T) -> io::Result
     Ok(())
 }
 
-/// What the driver of `ifname` stamps and how: its current setting, and whether it can stamp every
-/// packet in hardware against a clock tailwise can read (`Ok(phc_index)`), else why not.
-fn capabilities(ifname: &str) -> Result<(HwtstampConfig, u32), String> {
-    let mut cfg = HwtstampConfig::default();
-    if let Err(e) = if_ioctl(ifname, SIOCGHWTSTAMP, &mut cfg) {
+/// Whether the driver of `ifname` can stamp every packet in hardware against a clock tailwise can
+/// read, and how it is set now: `(its setting, if the driver says, the PTP clock's index)`, else
+/// why not. The capabilities come first (`ETHTOOL_GET_TS_INFO`): drivers before Linux 6.6 may
+/// not answer `SIOCGHWTSTAMP` though they take `SIOCSHWTSTAMP`.
+fn capabilities(ifname: &str) -> Result<(Option<HwtstampConfig>, u32), String> {
+    let mut info = EthtoolTsInfo { cmd: ETHTOOL_GET_TS_INFO, ..Default::default() };
+    if let Err(e) = if_ioctl(ifname, SIOCETHTOOL, &mut info) {
         return Err(if e.raw_os_error() == Some(libc::EOPNOTSUPP) {
             "its driver cannot stamp packets in hardware (EOPNOTSUPP)".to_string()
         } else {
-            format!("asking its driver failed: {e}")
+            format!("asking its driver what it stamps failed: {e}")
         });
     }
-    let mut info = EthtoolTsInfo { cmd: ETHTOOL_GET_TS_INFO, ..Default::default() };
-    if_ioctl(ifname, SIOCETHTOOL, &mut info).map_err(|e| format!("asking its driver what it stamps failed: {e}"))?;
-    judge(&info).map(|phc| (cfg, phc))
+    let phc = judge(&info)?;
+    let mut cfg = HwtstampConfig::default();
+    Ok((if_ioctl(ifname, SIOCGHWTSTAMP, &mut cfg).ok().map(|()| cfg), phc))
 }
 
 /// The index of the PTP hardware clock a driver described by `info` stamps every packet against,
 /// or why it cannot.
 fn judge(info: &EthtoolTsInfo) -> Result<u32, String> {
     if info.so_timestamping & HARDWARE != HARDWARE {
-        return Err("its driver does not stamp sent and received packets in hardware (ethtool -T shows what it can)".into());
+        return Err("its driver stamps packets in software only, not in hardware (ethtool -T shows what it can)".into());
     }
     if info.tx_types & (1 << HWTSTAMP_TX_ON) == 0 {
         return Err("its driver cannot stamp packets it sends (no HWTSTAMP_TX_ON)".into());
@@ -120,7 +122,7 @@ fn judge(info: &EthtoolTsInfo) -> Result<u32, String> {
 /// hardware: …".
 pub fn hardware_timestamping(ifname: &str) -> Result<(), String> {
     let (cfg, phc) = capabilities(ifname)?;
-    if !stamps_everything(&cfg) && !has_net_admin() {
+    if !cfg.is_some_and(|c| stamps_everything(&c)) && !has_net_admin() {
         return Err(format!(
             "switching it to stamp every packet needs CAP_NET_ADMIN: run as root, or switch it first \
              (hwstamp_ctl -i {ifname} -t 1 -r 1)"
@@ -158,7 +160,9 @@ impl NicStamping {
         let (cfg, phc_index) = capabilities(ifname)?;
         let phc = PhcClock::open(phc_index)?;
         let mut previous = None;
-        if !stamps_everything(&cfg) {
+        if !cfg.is_some_and(|c| stamps_everything(&c)) {
+            // A driver that does not say how it is set is put back to stamping nothing.
+            let cfg = cfg.unwrap_or_default();
             let mut want = HwtstampConfig { flags: 0, tx_type: HWTSTAMP_TX_ON, rx_filter: HWTSTAMP_FILTER_ALL };
             if let Err(e) = if_ioctl(ifname, SIOCSHWTSTAMP, &mut want) {
                 return Err(if e.raw_os_error() == Some(libc::EPERM) {
@@ -167,12 +171,12 @@ impl NicStamping {
                     format!("its driver refused to stamp every packet: {e}")
                 });
             }
-            previous = Some(cfg);
             // The driver writes back what it applied; a narrower filter would leave replies unstamped.
             if !stamps_everything(&want) {
-                let _ = if_ioctl(ifname, SIOCSHWTSTAMP, &mut cfg.clone());
+                let _ = if_ioctl(ifname, SIOCSHWTSTAMP, &mut { cfg });
                 return Err(format!("its driver applied rx filter {} instead of every packet", want.rx_filter));
             }
+            previous = Some(cfg);
         }
         Ok(NicStamping { ifname: ifname.to_string(), previous, phc })
     }
@@ -235,7 +239,7 @@ mod tests {
         let all = (1 << HWTSTAMP_TX_ON) | 1;
         assert_eq!(judge(&info(HARDWARE | 0x1a, all, 1 << HWTSTAMP_FILTER_ALL, 2)), Ok(2));
         // Software stamps only (what lo, veth and virtio report).
-        assert!(judge(&info(0x1a, 0, 0, -1)).unwrap_err().contains("does not stamp"));
+        assert!(judge(&info(0x1a, 0, 0, -1)).unwrap_err().contains("software only"));
         // A PTP-only NIC: its receive filters stop at PTP events (HWTSTAMP_FILTER_PTP_V2_EVENT = 12).
         assert!(judge(&info(HARDWARE, all, 1 << 12, 0)).unwrap_err().contains("not every one"));
         assert!(judge(&info(HARDWARE, 1, 1 << HWTSTAMP_FILTER_ALL, 0)).unwrap_err().contains("HWTSTAMP_TX_ON"));
@@ -245,7 +249,7 @@ mod tests {
     #[test]
     fn loopback_cannot_stamp_in_hardware_and_says_why() {
         let e = hardware_timestamping("lo").unwrap_err();
-        assert!(e.contains("EOPNOTSUPP") || e.contains("does not stamp"), "{e}");
+        assert!(e.contains("EOPNOTSUPP") || e.contains("software only"), "{e}");
         assert!(NicStamping::enable("lo").is_err());
         assert!(hardware_timestamping("no-such-interface-x").is_err());
         assert!(hardware_timestamping("a-name-longer-than-ifnamsiz").unwrap_err().contains("too long"));
