@@ -89,10 +89,17 @@ def main() -> None:
         for src, figs in by.items():
             print(f"{path:9} {src:13} " + " ".join(f"{figs[f]:7.1f}" if figs[f] is not None else "      —" for f in FIGS))
     print(f"\ntailwise serve {model['service']} at {model['load']:.0%} load: measured − model (µs)")
+    def signed(v: float | None) -> str:
+        # A percentile the run could not bound is not a number (the verdict's state says why).
+        return f"{_us(v):+6.1f}" if v is not None else "     —"
+
     for src, s in model["sources"].items():
         d, c = s["minus_model"], s["server_stalls_left_out"]["minus_model"]
-        print(f"{src:7} p50 {_us(d['p50_ns']):+6.1f}  p99 {_us(d['p99_ns']) or float('nan'):+6.1f}   "
-              f"server stalls left out: p50 {_us(c['p50_ns']):+6.1f}  p99 {_us(c['p99_ns']):+6.1f}")
+        print(f"{src:7} p50 {signed(d['p50_ns'])}  p99 {signed(d['p99_ns'])}   "
+              f"server stalls left out: p50 {signed(c['p50_ns'])}  p99 {signed(c['p99_ns'])}   "
+              f"({s['samples']:,} samples, "
+              f"{'every check passed' if s['verdict_state'] == 'done' else 'stopped at the ' + s['verdict_state'] + ' check'}; "
+              f"{s['server_stalls_left_out']['server_stalls']} server stalls)")
     print(f"goal (kernel: p50 ≤ 12 µs, p99 ≤ 30 µs): {'met' if model['goal']['met'] else 'missed'}")
 
     sockperf_version = subprocess.run(["sockperf", "--version"], capture_output=True, text=True).stdout.strip()
