@@ -247,6 +247,15 @@ def target_width_ns(value_ns: float | None, ci_ns: float | None, ci_rel: float |
     return None
 
 
+def _time_more(samples: float, samples_per_s: float) -> str:
+    """How long ``samples`` more take at ``samples_per_s``, as a person would say it; beyond a day
+    the figure means nothing (the width shrinks as 1/√n: the target is out of reach)."""
+    s = samples / samples_per_s
+    if s > 86_400:
+        return "more than a day at this sampling rate"
+    return f"~{s:,.0f} s more at this sampling rate" if s < 600 else f"~{s / 3600:,.1f} h more at this sampling rate"
+
+
 def confidence_check(pc: Percentile, n: int, confidence: float, width_target_ns: float | None,
                      samples_per_s: float | None = None) -> tuple[Check, int | None]:
     """Does the CI of the target percentile meet the width asked? Returns the check and the sample
@@ -270,7 +279,7 @@ def confidence_check(pc: Percentile, n: int, confidence: float, width_target_ns:
     if pc.value is None or pc.low is None or pc.high is None:
         need_eff = pc.samples_needed or samples_needed(pc.p, confidence)
         need = int(math.ceil(max(need_eff * 1.2, need_eff + 1) * scale))
-        eta = f" (~{(need - n) / samples_per_s:,.0f} s more at this sampling rate)" if samples_per_s else ""
+        eta = f" ({_time_more(need - n, samples_per_s)})" if samples_per_s else ""
         return Check("confidence", False,
                      f"{n:,} samples (n_eff ≈ {n_eff:,.0f}) cannot bound p{pc.p:g} at {confidence:.0%}: at least "
                      f"{need_eff:,} effective samples are needed{eta}",
@@ -285,8 +294,9 @@ def confidence_check(pc: Percentile, n: int, confidence: float, width_target_ns:
     if width <= width_target_ns:
         return Check("confidence", True, f"{ci} ≤ target {width_target_ns / 1e3:,.1f} µs {from_n}", None, width), None
     need = int(math.ceil(n * (width / width_target_ns) ** 2 * 1.1))
-    eta = f", ~{(need - n) / samples_per_s:,.0f} s more at this sampling rate" if samples_per_s else ""
+    eta = f", {_time_more(need - n, samples_per_s)}" if samples_per_s else ""
+    needed = f"about {need:,}" if need <= 1_000 * n else f"over {1_000 * n:,}"
     return Check("confidence", False,
-                 f"{ci} > target {width_target_ns / 1e3:,.1f} µs {from_n} (about {need:,} needed{eta})",
+                 f"{ci} > target {width_target_ns / 1e3:,.1f} µs {from_n} ({needed} needed{eta})",
                  "the tail is too variable for this precision in the time allowed: widen --ci, raise --max-time, "
                  "or choose a lower --percentile", width), need
