@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import time
 
+import pandas as pd
 import pytest
 
 from live_run import Run, assert_freeze_visible, freeze
@@ -80,12 +81,13 @@ def test_periodic_5ms_freezes_every_100ms(serve, mode):
     assert_freeze_visible(s, 0.005, f"{mode} periodic")
 
 
-def test_a_freeze_of_the_engines_own_process_is_left_out_and_reported(serve):
+def test_a_freeze_of_the_engines_own_process_is_left_out_and_reported(serve, tmp_path):
     srv = serve("--service", "fixed:5us")
-    run = Run(srv.url, "--rate", "10k", "--duration", "6", "--seed", "3")
+    out = tmp_path / "run"
+    run = Run(srv.url, "--rate", "10k", "--duration", "6", "--seed", "3", "--out", str(out))
     start = run.wait_line("measuring ")
     time.sleep(max(0.0, start + 3.0 - time.monotonic()))
-    freeze(run.proc.pid, 0.1)
+    t = freeze(run.proc.pid, 0.1)
     s = run.summary()
     m = s["methodology"]
     # The pause is the engine's: logged as its stall, the requests due in it left out and counted.
@@ -93,14 +95,24 @@ def test_a_freeze_of_the_engines_own_process_is_left_out_and_reported(serve):
     assert s["exclusions"]["causes"]["engine_stall"] >= 500, s["exclusions"]
     stalls = next(c for c in s["checks"] if c["name"] == "stalls")
     assert "left out" in stalls["detail"]
-    # … and not taken for the target's latency. With the requests due in it, p99 of every request
-    # is in the pause (~1.7 % of the run's requests waited up to 100 ms); every percentile the run
-    # reports stays far below it. (The bound is a quarter of the pause, not the target's own
-    # figure: on a noisy host the target's p99 alone reaches 5–12 ms, and may be unsupported.)
+    # … and not taken for the target's latency, judged per request (the host's own pauses, which
+    # stall the server too, stay in the tail and may own p99 on a noisy host): no request due in
+    # the middle of the freeze is in the statistics, and none that was kept waited through it.
+    # The schedule starts within 5 ms of the "measuring" line, the stop within 1 ms of `t`.
+    samples = pd.read_csv(out / "samples.csv")
+    f0, f1 = (t - start) * 1e9, (t - start + 0.1) * 1e9
+    used = samples[samples["used"] == 1]
+    due_in = used[(used["intended_ns"] > f0 + 10e6) & (used["intended_ns"] < f1 - 10e6)]
+    assert due_in.empty, due_in.head()
+    answered = used[used["received_ns"] > 0]
+    through = answered[(answered["intended_ns"] < f0 - 10e6) & (answered["received_ns"] > f1 - 10e6)]
+    assert through.empty, through.head()
+    # With the requests due in it, p99 of every request is in the pause (~1.7 % of the run's
+    # requests waited up to 100 ms); the reported p99 is below it.
     every = {p["p"]: p["value_ns"] for p in s["latency"]["window"]["percentiles"]}
     assert every[99.0] >= 25_000_000, every
     reported = {p["p"]: p["value_ns"] for p in s["latency"]["percentiles"] if p["value_ns"] is not None}
-    assert 50.0 in reported and all(v < 25_000_000 for v in reported.values()), (reported, every)
+    assert 50.0 in reported and reported.get(99.0, 0) < every[99.0], (reported, every)
 
 
 def test_a_2s_freeze_with_a_1s_timeout_is_in_the_tail_and_nothing_is_lost(serve):

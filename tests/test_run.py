@@ -61,7 +61,15 @@ def test_builtin_server_fixed_10us_at_5000():
         assert v["low_ns"] is None or v["low_ns"] <= v["value_ns"]
         assert v["high_ns"] is None or v["value_ns"] <= v["high_ns"]
     values = [pcts[p]["value_ns"] for p in (50, 90, 99, 99.9, 99.99) if pcts[p]["value_ns"] is not None]
-    assert values == sorted(values) and len(values) >= 3
+    assert values == sorted(values)
+    # ~14.5k samples support p90 and p99 — unless a pause of the host (which stops the server too)
+    # correlates hundreds of them: then the run says how many it would need, and why.
+    unsupported = [p for p in (90, 99) if pcts[p]["value_ns"] is None]
+    if unsupported:
+        ts = s["target_stats"]
+        longest_ns = max(ts["stalls_longest_ns"] or 0, m["stalls_longest_ns"])
+        assert longest_ns >= 10_000_000, (unsupported, ts, m)
+        assert all(pcts[p]["samples_needed"] > s["latency"]["samples"] for p in unsupported), pcts
     assert pcts[99.99]["value_ns"] is None and pcts[99.99]["samples_needed"] == 36_887  # 15k samples
     assert s["config"]["builtin_server"]["service"] == "fixed:10us"
     assert s["config"]["rate_rps"] == 5000

@@ -265,6 +265,7 @@ struct Worker {
     stamp_offset_at: u64,
     offset_every_ns: u64,
     t0: u64,
+    /// The end of the schedule's window: as planned, then when the schedule stopped.
     end: u64,
 }
 
@@ -493,6 +494,8 @@ impl Worker {
                 next = sched.next_ns();
             }
         }
+        // From here on a reply comes after the window (`received_in_window`).
+        self.end = stopped;
         stopped.saturating_sub(self.t0)
     }
 
@@ -1141,7 +1144,9 @@ impl Worker {
         }
         if flags & F::ERROR_REPLY == 0 {
             self.c.received += 1;
-            if f.req.intended < self.end {
+            // Completed within the window: the server's throughput, not the client's schedule
+            // (replies to the backlog an overloaded server leaves come after it).
+            if t_rx < self.end {
                 self.received_in_window += 1;
             }
         }
