@@ -339,11 +339,45 @@ def _screenshot(png: bytes):
     return image.imread(io.BytesIO(png), format="png")[..., :3]
 
 
+def _box(pixels, box: dict | None):
+    """The box's pixels (CSS px = screenshot px at scale 1), or all."""
+    if box is None:
+        return pixels
+    return pixels[int(box["top"]):int(box["top"] + box["height"]), int(box["left"]):int(box["left"] + box["width"])]
+
+
 def _ink(pixels, box: dict | None = None) -> float:
-    """Share of pixels that are not near-white, in the box (CSS px = screenshot px at scale 1) or all."""
-    if box is not None:
-        pixels = pixels[int(box["top"]):int(box["top"] + box["height"]), int(box["left"]):int(box["left"] + box["width"])]
-    return float((pixels < 0.9).any(axis=-1).mean())
+    """Share of pixels that are not near-white: axes, text and data alike."""
+    return float((_box(pixels, box) < 0.9).any(axis=-1).mean())
+
+
+def _colour(pixels, box: dict | None = None) -> float:
+    """Share of coloured pixels: the data's lines, markers and bands (axes, grid and text are grey).
+    Empty axes have none; the report's plots measured 0.5–3 %."""
+    px = _box(pixels, box)
+    return float(((px.max(axis=-1) - px.min(axis=-1)) > 0.25).mean())
+
+
+def test_the_drawn_check_tells_empty_axes_from_a_plot(builtin_run):
+    """The screenshot's per-plot check is not vacuous: empty axes with the CDF's labels, grid and
+    guide lines have ink but no colour; the report's CDF of a real run has both."""
+    from tailwise import report
+
+    fig, ax = report._figure()
+    for q in (0.5, 0.9, 0.99):
+        ax.axhline(q, color="0.7", lw=0.7, ls=":")
+    ax.set_xscale("log")
+    ax.set_xlim(10, 1e5)
+    ax.set_xlabel("latency from intended send time (µs)")
+    ax.grid(True, alpha=0.3)
+    buf = io.BytesIO()
+    fig.savefig(buf, dpi=report.PNG_DPI, format="png")
+    empty = _screenshot(buf.getvalue())
+    if not (builtin_run / "cdf.png").exists():  # made already unless this test runs alone
+        _report(builtin_run, "-q")
+    drawn = _screenshot((builtin_run / "cdf.png").read_bytes())
+    assert _ink(empty) > 0.02 and _colour(empty) == 0
+    assert _ink(drawn) > 0.02 and _colour(drawn) > 0.002
 
 
 def test_browser_check_catches_a_broken_page(tmp_path):
@@ -389,7 +423,8 @@ def test_html_opens_in_chromium_without_errors_with_its_plots(which, builtin_run
     shown = [f for f in figures.values() if f["top"] + f["height"] <= 3000]
     assert shown, figures
     for f in shown:
-        assert _ink(pixels, f) > 0.04, (f, _ink(pixels, f))
+        # Drawn: axes and text (empty axes alone are ~3 % ink) and data in colour on them.
+        assert _ink(pixels, f) > 0.02 and _colour(pixels, f) > 0.002, (f, _ink(pixels, f), _colour(pixels, f))
 
 
 def test_chromium_missing_is_a_skip_not_a_failure(monkeypatch, tmp_path):

@@ -238,8 +238,9 @@ def test_fixed_10us_at_20_percent_load_against_the_model(quiet_machine):
 def test_exp_and_bimodal_at_50_percent_load_follow_the_model(quiet_machine):
     """At 50 % load (of the capacity the server shows on a light run) the coordinator bounds p90
     within 10 % for each service, and each measured p50/p90 sits between the model — at the
-    utilisation the server really saw, which machine noise moves between 0.45 and 0.7 — and the model plus the loopback overhead measured in
-    the same test (plus ``SLACK_NS``); p99, which the host's stalls own here (module doc), is never
+    utilisation the server really saw, which machine noise moves between 0.4 and 0.7 (its own work
+    per request drifts between the run that sets the rate and this one: 14.5 µs, then 12.1 µs on
+    one CI host) — and the model plus the loopback overhead measured in the same test (plus ``SLACK_NS``); p99, which the host's stalls own here (module doc), is never
     below the model. The services' p90s differ by ~20 µs in the model (bimodal above exp): the
     measurement must order them the same way."""
     overhead = _summary(run_cli("run", "--rate", "50k", "--service", "fixed:0", "--duration", "4", "--json"))
@@ -252,7 +253,9 @@ def test_exp_and_bimodal_at_50_percent_load_follow_the_model(quiet_machine):
         if s["verdict"] != "ok":
             _unless_noisy_now(f"{service}: verdict {s['verdict']}: {[c['detail'] for c in s['checks'] if not c['ok']]}")
         rho = s["target_stats"]["utilisation"]
-        assert 0.45 <= rho <= 0.8, rho  # the server's own work is inside the service time
+        # Around half load (the server's own work is inside the service time): the model is taken
+        # at the ρ the server saw, so the comparison holds anywhere in this range.
+        assert 0.35 <= rho <= 0.8, rho
         m = json.loads(run_cli("model", "--service", service, "--load", f"{rho:.3f}", "--json").stdout)
         model[service] = {p["p"]: p["value_ns"] for p in m["percentiles"]}
         measured[service] = {p["p"]: p["value_ns"] for p in s["latency"]["percentiles"]}
