@@ -238,6 +238,7 @@ def print_sweep(doc: dict) -> None:
     from rich.table import Table
 
     from tailwise.output import fmt_ns
+    from tailwise.sweep import capacity_text
 
     console = Console(soft_wrap=not sys.stdout.isatty())
     t = Table(title=f"tailwise sweep · {doc['target']} · p{doc['percentile']:g} with its CI")
@@ -254,8 +255,8 @@ def print_sweep(doc: dict) -> None:
         console.print(f"knee: {k['rate_rps']:,.0f} req/s ({k['method']})")
     if doc["saturation"]:
         console.print(f"saturated at {doc['saturation']['rate_rps']:,.0f} req/s: {doc['saturation']['reason']}")
-    if doc["capacity_rps"]:
-        console.print(f"capacity: {doc['capacity_rps']:,.0f} req/s completed at saturation")
+    if (capacity := capacity_text(doc)) is not None:
+        console.print(capacity)
     if doc["slo"]:
         console.print(f"SLO {doc['slo']['threshold']}: {doc['slo']['detail']}")
 

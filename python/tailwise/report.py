@@ -799,12 +799,14 @@ def points_table(doc: dict) -> str:
 
 
 def sweep_facts(doc: dict) -> str:
+    from tailwise.sweep import capacity_text
+
     bits = [f"mode {e(doc.get('mode'))}, stopped: {e(doc.get('stopped'))}, complete: {e(doc.get('complete'))}"]
     knee, sat, slo = doc.get("knee"), doc.get("saturation"), doc.get("slo")
     bits.append(f"knee: {e(_rps(knee.get('rate_rps')))} ({e(knee.get('method'))})" if knee else "knee: none found")
     bits.append(f"saturated at {e(_rps(sat.get('rate_rps')))}: {e(sat.get('reason'))}" if sat else "saturation: not reached")
-    if doc.get("capacity_rps") is not None:
-        bits.append(f"capacity: {e(_rps(doc['capacity_rps']))} completed at saturation")
+    if (capacity := capacity_text(doc)) is not None:
+        bits.append(e(capacity))
     if slo:
         bits.append(f"SLO {e(slo.get('threshold'))}: {e(slo.get('detail'))}")
     if doc.get("error"):

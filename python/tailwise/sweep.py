@@ -13,7 +13,8 @@ curve of the chosen percentile against load is found with Kneedle (Satopää, Al
 Raghavan, "Finding a 'Kneedle' in a Haystack", ICDCS Workshops 2011): on the unsaturated points and
 the first saturated one (the every-request figure where the samples support no percentile), both axes scaled to [0, 1], the point farthest
 from the curve's chord — for a convex rising curve the largest x − y. The server's capacity is the highest completed rate at a saturated point: an
-open-loop client beyond capacity measures exactly the server's throughput.
+open-loop client beyond capacity measures exactly the server's throughput — a lower bound only,
+said so, where that point completed what it was offered (its latency diverged first).
 
 **SLO mode** (``--slo 'p99<200us'``) bisects the load grid. A point meets the SLO only when the
 percentile's whole confidence interval does (threshold.py); a point that fails, is inconclusive or
@@ -198,6 +199,30 @@ def outcomes(rows: list[dict]) -> dict[int, Outcome]:
     return {r["index"]: Outcome(r["saturated"], bool(r["meets_slo"])) for r in rows}
 
 
+def capacity_of(rows: list[dict]) -> tuple[float | None, bool]:
+    """The highest completed rate at a saturated point, and whether it is only a lower bound.
+
+    Beyond capacity an open-loop client measures the server's throughput — where the server fell
+    behind. A point that saturated by its latency (or by timeouts) while it completed what it was
+    offered, within ``SHORTFALL``, shows only that the throughput is at least that much: a host
+    that takes the server's CPU now and then makes the queue diverge below capacity."""
+    top = max((r for r in rows if r["saturated"] and r["completed_rps"]), key=lambda r: r["completed_rps"],
+              default=None)
+    if top is None:
+        return None, False
+    return top["completed_rps"], top["completed_rps"] >= (1 - SHORTFALL) * top["rate_rps"]
+
+
+def capacity_text(doc: dict) -> str | None:
+    """The capacity line of a sweep's summary, or None without a saturated point."""
+    if not doc.get("capacity_rps"):
+        return None
+    if doc.get("capacity_lower_bound"):
+        return (f"capacity: ≥ {doc['capacity_rps']:,.0f} req/s (the saturated point completed what it was offered: "
+                "its latency diverged before the server fell behind)")
+    return f"capacity: {doc['capacity_rps']:,.0f} req/s completed at saturation"
+
+
 def conclude(rows: list[dict], grid: list[float], slo: Threshold | None, percentile: float) -> dict:
     """The sweep's answers from its points: knee, saturation, capacity, and the SLO result."""
     rows = sorted(rows, key=lambda r: r["index"])
@@ -218,13 +243,13 @@ def conclude(rows: list[dict], grid: list[float], slo: Threshold | None, percent
     elif ok and sat is not None:
         knee = {"rate_rps": ok[-1]["rate_rps"], "index": ok[-1]["index"], "method": "last load before saturation",
                 "percentile": ok[-1]["target"]}
-    saturated = [r for r in rows if r["saturated"]]
-    capacity = max((r["completed_rps"] or 0.0 for r in saturated), default=None) or None
+    capacity, lower_bound = capacity_of(rows)
     out = {
         "knee": knee,
         "saturation": None if sat is None else {"rate_rps": sat["rate_rps"], "index": sat["index"],
                                                  "reason": sat["saturation_reason"]},
         "capacity_rps": capacity,
+        "capacity_lower_bound": lower_bound,
         "slo": None,
     }
     if slo is not None:
