@@ -219,7 +219,7 @@ def capacity_text(doc: dict) -> str | None:
         return None
     if doc.get("capacity_lower_bound"):
         return (f"capacity: ≥ {doc['capacity_rps']:,.0f} req/s (the saturated point completed what it was offered: "
-                "its latency diverged before the server fell behind)")
+                "it saturated before the server fell behind, so the throughput is at least this)")
     return f"capacity: {doc['capacity_rps']:,.0f} req/s completed at saturation"
 
 
