@@ -238,7 +238,7 @@ def print_sweep(doc: dict) -> None:
     from rich.table import Table
 
     from tailwise.output import fmt_ns
-    from tailwise.sweep import capacity_text
+    from tailwise.sweep import capacity_text, knee_text
 
     console = Console(soft_wrap=not sys.stdout.isatty())
     t = Table(title=f"tailwise sweep · {doc['target']} · p{doc['percentile']:g} with its CI")
@@ -250,9 +250,8 @@ def print_sweep(doc: dict) -> None:
                   fmt_ns(x.get("value_ns")), f"[{fmt_ns(x.get('low_ns'))}, {fmt_ns(x.get('high_ns'))}]",
                   p["verdict"], "yes" if p["saturated"] else "")
     console.print(t)
-    if doc["knee"]:
-        k = doc["knee"]
-        console.print(f"knee: {k['rate_rps']:,.0f} req/s ({k['method']})")
+    if (knee := knee_text(doc)) is not None:
+        console.print(knee, markup=False)
     if doc["saturation"]:
         console.print(f"saturated at {doc['saturation']['rate_rps']:,.0f} req/s: {doc['saturation']['reason']}")
     if (capacity := capacity_text(doc)) is not None:

@@ -799,11 +799,11 @@ def points_table(doc: dict) -> str:
 
 
 def sweep_facts(doc: dict) -> str:
-    from tailwise.sweep import capacity_text
+    from tailwise.sweep import capacity_text, knee_text
 
     bits = [f"mode {e(doc.get('mode'))}, stopped: {e(doc.get('stopped'))}, complete: {e(doc.get('complete'))}"]
     knee, sat, slo = doc.get("knee"), doc.get("saturation"), doc.get("slo")
-    bits.append(f"knee: {e(_rps(knee.get('rate_rps')))} ({e(knee.get('method'))})" if knee else "knee: none found")
+    bits.append(e(knee_text(doc)) if knee else "knee: none found")
     bits.append(f"saturated at {e(_rps(sat.get('rate_rps')))}: {e(sat.get('reason'))}" if sat else "saturation: not reached")
     if (capacity := capacity_text(doc)) is not None:
         bits.append(e(capacity))

@@ -157,6 +157,25 @@ def kneedle(x: list[float], y: list[float]) -> int | None:
     return i if d[i] > 0 else None
 
 
+def host_stall_share(s: dict) -> float | None:
+    """The share of a point's requests that stalls of the built-in server (the host took a
+    worker's CPU for ≥ 200 µs) can have delayed; None where the server's own stalls are not seen
+    (any other target).
+
+    A stall of D seconds at utilisation ρ delays the requests that arrive during it and while the
+    backlog it left drains: the server clears ρ·D of work at a net rate of 1 − ρ, so the
+    disturbance lasts D + ρ·D/(1 − ρ) = D/(1 − ρ). Over a run of T worker-seconds that is a share
+    ΣD / ((1 − ρ)·T) of the arrivals (ρ capped at 0.95: beyond, the point saturates anyway). Where
+    the share reaches 1 − p/100, the point's p-th percentile can be the host's rather than the
+    load's."""
+    ts = s.get("target_stats") or {}
+    rho, busy, stalled = ts.get("utilisation"), ts.get("busy_s"), ts.get("stalled_s")
+    if ts.get("source") != "builtin-server" or not rho or not busy or stalled is None:
+        return None
+    worker_s = busy / rho
+    return min(1.0, stalled / ((1 - min(rho, 0.95)) * worker_s))
+
+
 def point_dir_name(index: int, rate_rps: float) -> str:
     return f"{index:03d}-{rate_rps:.0f}rps"
 
@@ -185,6 +204,7 @@ def point_row(index: int, rate_rps: float, dirname: str, s: dict, percentile: fl
         "meets_slo": None if judged is None else (judged["status"] == PASS and reason is None),
         "thresholds": thresholds,
         "failed_checks": [c["name"] for c in s["checks"] if not c["ok"]],
+        "host_stall_share": host_stall_share(s),
     }
 
 
@@ -223,6 +243,21 @@ def capacity_text(doc: dict) -> str | None:
     return f"capacity: {doc['capacity_rps']:,.0f} req/s completed at saturation"
 
 
+def knee_text(doc: dict) -> str | None:
+    """The knee line of a sweep's summary, with the points after it the host disturbed; None without a knee."""
+    k = doc.get("knee")
+    if not k:
+        return None
+    line = f"knee: {k['rate_rps']:,.0f} req/s ({k['method']})"
+    if k.get("disturbed"):
+        loads = ", ".join(f"{d['rate_rps']:,.0f} ({d['host_stall_share']:.0%})" for d in k["disturbed"])
+        line += (f" — uncertain: above it, the host's stalls of the built-in server can have delayed at least "
+                 f"{100 - doc['percentile']:g} % of the requests at {loads} req/s (share in brackets): the "
+                 f"p{doc['percentile']:g} there may be the host's rather than the load's, and the load's knee higher; "
+                 "re-run the sweep on a quieter host, or with a lower --percentile")
+    return line
+
+
 def conclude(rows: list[dict], grid: list[float], slo: Threshold | None, percentile: float) -> dict:
     """The sweep's answers from its points: knee, saturation, capacity, and the SLO result."""
     rows = sorted(rows, key=lambda r: r["index"])
@@ -243,6 +278,12 @@ def conclude(rows: list[dict], grid: list[float], slo: Threshold | None, percent
     elif ok and sat is not None:
         knee = {"rate_rps": ok[-1]["rate_rps"], "index": ok[-1]["index"], "method": "last load before saturation",
                 "percentile": ok[-1]["target"]}
+    if knee is not None:
+        # The rise after the knee is what places it: where the host's stalls of the server can own
+        # the percentile at those loads, the knee may be the host's and earlier than the load's.
+        knee["disturbed"] = [{"rate_rps": r["rate_rps"], "host_stall_share": r["host_stall_share"]}
+                             for r in ok if r["rate_rps"] > knee["rate_rps"]
+                             and (r.get("host_stall_share") or 0) >= 1 - percentile / 100]
     capacity, lower_bound = capacity_of(rows)
     out = {
         "knee": knee,
