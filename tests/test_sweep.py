@@ -11,8 +11,8 @@ from conftest import run_cli
 from live_run import Run
 from noise import machine_noise
 from tailwise.errors import InputError
-from tailwise.sweep import (Outcome, capacity_of, capacity_text, conclude, host_stall_share, knee_text, kneedle, next_index,
-                            parse_rates)
+from tailwise.sweep import (Outcome, capacity_of, capacity_text, conclude, host_shortfall, host_stall_share, knee_text,
+                            kneedle, next_index, parse_rates, saturation)
 
 NO, SAT = Outcome(False, False), Outcome(True, False)
 MEETS = Outcome(False, True)
@@ -83,6 +83,27 @@ def test_host_stall_share_is_the_requests_a_stall_and_its_drain_can_delay():
     s["target_stats"] |= {"utilisation": 1.02, "busy_s": 2.04, "stalled_s": 0.2}  # saturated: ρ capped at 0.95, share at 1
     assert host_stall_share(s) == 1.0
     assert host_stall_share({"target_stats": None}) is None  # another target: its stalls are not seen
+
+
+def test_replies_a_host_stall_pushed_past_the_window_are_no_saturation():
+    """A CI run: a 1 s point at 25k req/s of a fixed:10us server (busy 26 % of the time) in which
+    the host stopped the server for 100 ms completed 23,658 req/s within the window, 5.4 % short,
+    and the sweep stopped there as saturated."""
+    point = {"rate": {"target_rps": 25_000.0, "achieved_rps": 25_370.0, "completed_rps": 23_658.0, "duration_s": 1.0},
+             "target_stats": {"source": "builtin-server", "utilisation": 0.2626, "busy_s": 0.2626, "stalled_s": 0.1057},
+             "checks": [{"name": "rate", "ok": False, "detail": "sent 25,370 req/s and completed 23,658 req/s"}],
+             "counters": {"sent": 25_370}, "latency": {"window": {"percentiles": [{"p": 50.0, "value_ns": 13_439}]}}}
+    assert host_stall_share(point) == pytest.approx(0.1057 / 0.7374)
+    assert "not saturated" in host_shortfall(point)
+    assert saturation(point, 13_311) is None
+    # Without the stalls, or with a server busy all the time, or a client that did not send its
+    # load, the same shortfall is a saturation.
+    for change in ({"target_stats": point["target_stats"] | {"stalled_s": 0.01}},
+                   {"target_stats": point["target_stats"] | {"utilisation": 0.97, "busy_s": 0.97}},
+                   {"rate": point["rate"] | {"achieved_rps": 22_000.0}},
+                   {"target_stats": None}):
+        other = point | change
+        assert host_shortfall(other) is None and saturation(other, 13_311).startswith("rate: ")
 
 
 def test_the_knee_is_uncertain_where_the_hosts_stalls_own_the_points_above_it():

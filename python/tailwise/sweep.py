@@ -6,7 +6,9 @@ sweep that was killed resumes by reading its directory back and asking the same 
 the same points come out, none twice.
 
 **Knee mode** (no ``--slo``) measures the loads in increasing order and stops at the first point
-where the target saturates: the rate check fails (the load was not sent or not completed on time),
+where the target saturates: the rate check fails (the load was not sent or not completed on time;
+against the built-in server, not where its own stalls explain the missing replies while it was
+not busy — `host_shortfall`),
 requests time out or fail, or the latency diverges — the median above ``DIVERGE`` times the lowest
 load's, which an M/M/1 queue reaches at ρ = 0.95 (its mean sojourn is S/(1−ρ)). The knee of the
 curve of the chosen percentile against load is found with Kneedle (Satopää, Albrecht, Irwin and
@@ -114,14 +116,40 @@ def points_left(n: int, done: dict[int, Outcome], slo: bool) -> int:
     return max(1, math.ceil(math.log2(max(n - len(done), 2)))) + (0 if 0 in done else 1)
 
 
+def host_shortfall(point: dict) -> str | None:
+    """Why a point's completed rate fell short because the host stalled the built-in server, not
+    because the server ran out of capacity; None otherwise (and for any other target).
+
+    The client sent its load (within the rate check's tolerance) and the server was busy less than
+    1 − SHORTFALL of the time, yet fewer replies came back within the window than were offered:
+    a stall near the window's end pushes the replies to the requests it and its backlog delayed
+    past the end, and those are at most ``host_stall_share`` of them. A saturated server is busy
+    all the time; this one was not."""
+    from tailwise.methodology.checks import rate_tolerance
+
+    r, share = point["rate"], host_stall_share(point)
+    rho = (point.get("target_stats") or {}).get("utilisation")
+    target, sent, done = r["target_rps"], r["achieved_rps"], r["completed_rps"]
+    if share is None or rho is None or rho >= 1 - SHORTFALL or not sent or done is None or not target:
+        return None
+    if abs(sent / target - 1) > rate_tolerance(target, r["duration_s"]):
+        return None
+    short = 1 - done / target
+    if short <= 0 or short > share:
+        return None
+    return (f"completed {short:.1%} short of the load, within the {share:.0%} of requests the host's stalls of the "
+            f"built-in server can have delayed past the window; the server was busy {rho:.0%} of the time: not saturated")
+
+
 def saturation(point: dict, base_p50_ns: float | None) -> str | None:
     """Why a point's summary shows the target saturated, or None."""
     r, target = point["rate"], point["rate"]["target_rps"]
     rate = next((c for c in point["checks"] if c["name"] == "rate"), None)
-    if rate is not None and not rate["ok"]:
+    host = host_shortfall(point)
+    if rate is not None and not rate["ok"] and host is None:
         return f"rate: {rate['detail']}"
     for what in ("achieved_rps", "completed_rps"):
-        if r[what] is not None and r[what] < (1 - SHORTFALL) * target:
+        if r[what] is not None and r[what] < (1 - SHORTFALL) * target and not (what == "completed_rps" and host):
             return f"{what.split('_')[0]} {r[what]:,.0f} req/s of {target:,.0f}"
     c = point["counters"]
     if c.get("timeouts", 0) or c.get("errors", 0):
@@ -205,6 +233,7 @@ def point_row(index: int, rate_rps: float, dirname: str, s: dict, percentile: fl
         "thresholds": thresholds,
         "failed_checks": [c["name"] for c in s["checks"] if not c["ok"]],
         "host_stall_share": host_stall_share(s),
+        "host_shortfall": host_shortfall(s),
     }
 
 
@@ -503,6 +532,8 @@ def point_line(row: dict, n_done: int, elapsed_s: float) -> str:
            if t else "—")
     achieved = f"{row['achieved_rps']:,.0f}" if row["achieved_rps"] is not None else "—"
     state = f"saturated ({row['saturation_reason']})" if row["saturated"] else row["verdict"]
+    if row.get("host_shortfall") and not row["saturated"]:
+        state += f" ({row['host_shortfall']})"
     slo = f" · SLO {row['slo']['status']}" if row["slo"] else ""
     return (f"point {n_done} · {row['rate_rps']:,.0f} req/s (sent {achieved}) · {fig} · {state}{slo} · "
             f"elapsed {_fmt_s(elapsed_s)}")
