@@ -254,9 +254,11 @@ def analyse(samples: np.ndarray, *, counters: dict, elapsed_s: float, received_i
     was_sent = in_window & (sent > 0)
     late_fraction = (float(np.mean((sent[was_sent] - t[was_sent]) > late_ns)) if late_ns is not None and was_sent.any()
                      else counters["late"] / max(counters["sent"], 1))
-    # Gaps across a pause are the coordinator's, not the process's.
-    pause_starts = np.sort(np.array([a for a, _ in pauses], dtype=np.int64))
-    segments = np.searchsorted(pause_starts, t[was_sent]) if len(pause_starts) else None
+    # Gaps across a pause are the coordinator's, not the process's. Segments end where a pause
+    # ends: an engine thread that noticed the pause late (a stall) still sent, at their own times,
+    # requests due after the pause began, and its schedule resumes only after the pause's end.
+    pause_ends = np.sort(np.array([b for _, b in pauses], dtype=np.int64))
+    segments = np.searchsorted(pause_ends, t[was_sent], side="right") if len(pause_ends) else None
     fit = arrival_fit(sent[was_sent], t[was_sent], process=arrival, rate_rps=rate_rps, late_fraction=late_fraction,
                       rng=rng, segments=segments)
     checks.append(arrivals_check(fit))
