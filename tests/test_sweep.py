@@ -104,6 +104,8 @@ def test_replies_a_host_stall_pushed_past_the_window_are_no_saturation():
                    {"target_stats": None}):
         other = point | change
         assert host_shortfall(other) is None and saturation(other, 13_311).startswith("rate: ")
+    # A shortfall the rate check lets pass needs no explaining.
+    assert host_shortfall(point | {"rate": point["rate"] | {"completed_rps": 24_500.0}}) is None
 
 
 def test_the_knee_is_uncertain_where_the_hosts_stalls_own_the_points_above_it():

@@ -135,7 +135,7 @@ def host_shortfall(point: dict) -> str | None:
     if abs(sent / target - 1) > rate_tolerance(target, r["duration_s"]):
         return None
     short = 1 - done / target
-    if short <= 0 or short > share:
+    if short <= SHORTFALL or short > share:  # nothing to explain (the rate check's tolerance is ≥ SHORTFALL), or too much
         return None
     return (f"completed {short:.1%} short of the load, within the {share:.0%} of requests the host's stalls of the "
             f"built-in server can have delayed past the window; the server was busy {rho:.0%} of the time: not saturated")
