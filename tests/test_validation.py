@@ -240,8 +240,8 @@ def test_exp_and_bimodal_at_50_percent_load_follow_the_model(quiet_machine):
     within 10 % for each service, and each measured p50/p90 sits between the model — at the
     utilisation the server really saw, which machine noise moves between 0.4 and 0.7 (its own work
     per request drifts between the run that sets the rate and this one: 14.5 µs, then 12.1 µs on
-    one CI host) — and the model plus the loopback overhead measured in the same test (plus ``SLACK_NS``); p99, which the host's stalls own here (module doc), is never
-    below the model. The services' p90s differ by ~20 µs in the model (bimodal above exp): the
+    one CI host) — and the model plus the loopback overhead measured in the same test (plus
+    ``SLACK_NS``); p99, which the host's stalls own here (module doc), is never below the model. The services' p90s differ by ~20 µs in the model (bimodal above exp): the
     measurement must order them the same way."""
     overhead = _summary(run_cli("run", "--rate", "50k", "--service", "fixed:0", "--duration", "4", "--json"))
     o = _every(overhead)

@@ -135,10 +135,13 @@ def host_shortfall(point: dict) -> str | None:
     if abs(sent / target - 1) > rate_tolerance(target, r["duration_s"]):
         return None
     short = 1 - done / target
-    if short <= SHORTFALL or short > share:  # nothing to explain (the rate check's tolerance is ≥ SHORTFALL), or too much
+    # Nothing to explain (neither `saturation` test fires: the rate check's tolerance is at least
+    # RATE_TOLERANCE = SHORTFALL), or more than the stalls can.
+    if short <= SHORTFALL or short > share:
         return None
     return (f"completed {short:.1%} short of the load, within the {share:.0%} of requests the host's stalls of the "
-            f"built-in server can have delayed past the window; the server was busy {rho:.0%} of the time: not saturated")
+            f"built-in server can have delayed past the window; the server was busy {rho:.0%} of the time: not saturated by "
+            "its rate")
 
 
 def saturation(point: dict, base_p50_ns: float | None) -> str | None:
@@ -281,7 +284,7 @@ def knee_text(doc: dict) -> str | None:
     if k.get("disturbed"):
         loads = ", ".join(f"{d['rate_rps']:,.0f} ({d['host_stall_share']:.0%})" for d in k["disturbed"])
         line += (f" — uncertain: above it, the host's stalls of the built-in server can have delayed at least "
-                 f"{100 - doc['percentile']:g} % of the requests at {loads} req/s (share in brackets): the "
+                 f"{100 - doc['percentile']:g} % of the requests at {loads} req/s (each with its share): the "
                  f"p{doc['percentile']:g} there may be the host's rather than the load's, and the load's knee higher; "
                  "re-run the sweep on a quieter host, or with a lower --percentile")
     return line
@@ -312,7 +315,7 @@ def conclude(rows: list[dict], grid: list[float], slo: Threshold | None, percent
         # the percentile at those loads, the knee may be the host's and earlier than the load's.
         knee["disturbed"] = [{"rate_rps": r["rate_rps"], "host_stall_share": r["host_stall_share"]}
                              for r in ok if r["rate_rps"] > knee["rate_rps"]
-                             and (r.get("host_stall_share") or 0) >= 1 - percentile / 100]
+                             and (r["host_stall_share"] or 0) >= 1 - percentile / 100]
     capacity, lower_bound = capacity_of(rows)
     out = {
         "knee": knee,
