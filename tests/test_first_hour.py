@@ -163,7 +163,7 @@ def test_no_keys_line_without_keys_and_no_wrapping_off_a_terminal():
     assert len(checks) >= 8 and max(len(ln) for ln in checks) > 120, checks
     # Every line after the table is a whole sentence: none starts as a wrapped continuation.
     after = r.stdout.split("send lag", 1)[1].splitlines()[1:]
-    assert all(ln.startswith(("✓ ", "✗ ", "stopped", "keys", "server's", "error", "warm-up", "left out"))
+    assert all(ln.startswith(("✓ ", "✗ ", "stopped", "keys", "server's", "error", "warm-up", "delayed by", "host:"))
                for ln in after if ln.strip()), after
     long_error = run_cli("run", "--workload", "/nonexistent/" + "very-long-directory-name/" * 4 + "w.toml")
     assert len(_error_line(long_error)) > 120

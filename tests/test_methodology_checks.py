@@ -1,6 +1,6 @@
 """The checks of the methodology and the analysis' state machine, on synthetic arrays with known
 answers (no sockets). The statistics behind them are tested in test_stats.py; the exclusion rule
-in test_exclusions.py."""
+in test_delays.py."""
 
 import numpy as np
 import pytest

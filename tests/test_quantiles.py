@@ -54,7 +54,8 @@ def test_too_few_samples_give_null_not_zero():
     assert p.as_json()["value_ns"] is None and p.as_json()["samples_needed"] == 36_887
     assert percentile_ci(np.array([]), 50).as_json() == {
         "p": 50, "value_ns": None, "low_ns": None, "high_ns": None,
-        "n_effective": None, "samples_needed": 6, "censored": False}
+        "n_effective": None, "samples_needed": 6, "censored": False,
+        "value_low_ns": None, "sampling_low_ns": None, "sampling_high_ns": None}
 
 
 def test_coverage_is_at_least_the_confidence_on_iid_data():

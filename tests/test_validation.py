@@ -163,8 +163,8 @@ def _adaptive(*args: str) -> dict:
         m = s["methodology"]
         ts = s.get("target_stats") or {}
         print(f"\n{' '.join(args)}: attempt {attempt}: verdict {s['verdict']} after {s['rate']['duration_s']:.1f} s, "
-              f"{m['rounds']} rounds ({m['stopped']}), {m['stalls']} engine stalls leaving out "
-              f"{m['stall_masked_samples']} of {m['samples_collected']} samples; "
+              f"{m['rounds']} rounds ({m['stopped']}), {m['stalls']} engine stalls delaying "
+              f"{m['delayed_samples']} of {m['samples_collected']} samples; "
               f"server stalls {ts.get('stalls')} ({ts.get('stalled_s', 0):.3f} s); "
               f"failed: {[c['name'] for c in s['checks'] if not c['ok']]}")
         if s["verdict"] == "ok":

@@ -65,8 +65,8 @@ class LoadSpec:
     busy_poll: bool = True
     #: A target that stays unreachable this long (refused, or closing before replying) ends the run.
     unreachable_ns: int = 2_000_000_000
-    #: Tests only: (at_ns, for_ns) — each engine thread stops once, as a preemption would.
-    test_stall_ns: tuple[int, int] | None = None
+    #: Tests only: (at_ns, for_ns, every_ns, count) — each engine thread stops, as a preemption would.
+    test_stall_ns: tuple[int, int, int, int] | None = None
     #: Receive times: "kernel" (SO_TIMESTAMPING software stamps) or "user" (the clock after read).
     timestamps: str = "user"
     service_ns: int | None = None  # carried in each synthetic request; None: the server chooses

@@ -83,7 +83,7 @@ def run(
     probe_rate: Optional[str] = typer.Option(None, "--probe-rate", help="the probe's rate, on top of --rate [default: 2k]"),
     pin: bool = typer.Option(True, "--pin/--no-pin", help="pin engine threads (and built-in server workers) to CPUs"),
     warmup: Optional[str] = typer.Option(None, "--warmup", help="leading span left out of the statistics (reported with its own p99); whole 100 ms intervals, at most 10% of the run [default: 100ms]"),
-    keep_stalls: bool = typer.Option(False, "--keep-stalls", help="keep the requests due during stalls (≥ 200 µs) of tailwise's engine threads in the statistics instead of leaving them out"),
+    keep_stalls: bool = typer.Option(False, "--keep-stalls", help="take the requests that stalls (≥ 200 µs) of tailwise's engine threads delayed as measured, instead of as intervals down to what the target can be shown to have taken"),
     seed: Optional[int] = typer.Option(None, "--seed", help="random seed of schedules, sampling and statistics (default: random, recorded)"),
     threshold: Optional[list[str]] = typer.Option(None, "--threshold", help="gate a CI job: 'p99<200us' (repeatable) passes only when the percentile's whole CI meets it; a failed or inconclusive one exits 3"),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="no progress bar, no 'measuring' or round lines: only the result"),

@@ -43,3 +43,43 @@ def host_info() -> dict:
         "clocksource": _read("/sys/devices/system/clocksource/clocksource0/current_clocksource"),
         "python": platform.python_version(),
     }
+
+
+def cpu_list(text: str | None) -> set[int]:
+    """A kernel CPU list ("0-2,5") as a set; empty for None or ""."""
+    cpus: set[int] = set()
+    for part in (text or "").split(","):
+        part = part.strip()
+        if not part:
+            continue
+        a, _, b = part.partition("-")
+        cpus.update(range(int(a), int(b or a) + 1))
+    return cpus
+
+
+def isolated_cpus() -> set[int]:
+    """The CPUs the kernel keeps other tasks off (isolcpus)."""
+    return cpu_list(_read("/sys/devices/system/cpu/isolated"))
+
+
+def listener_cpus(port: int) -> set[int] | None:
+    """The CPUs the process listening on TCP ``port`` on this host may run on (its affinity), or
+    None when it cannot be found or read: a loopback target's own pinning, so that a remedy does not
+    ask for what is already so."""
+    inodes = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in (_read(table) or "").splitlines()[1:]:
+            f = line.split()
+            # local_address is HEXIP:HEXPORT; state 0A is LISTEN.
+            if len(f) > 9 and f[3] == "0A" and int(f[1].rsplit(":", 1)[1], 16) == port:
+                inodes.add(f"socket:[{f[9]}]")
+    if not inodes:
+        return None
+    for pid in (p for p in os.listdir("/proc") if p.isdigit()):
+        try:
+            fds = os.listdir(f"/proc/{pid}/fd")
+            if any(os.readlink(f"/proc/{pid}/fd/{fd}") in inodes for fd in fds):
+                return set(os.sched_getaffinity(int(pid)))
+        except OSError:
+            continue
+    return None

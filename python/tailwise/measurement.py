@@ -16,7 +16,9 @@ from dataclasses import dataclass
 from typing import Callable
 
 from tailwise.agent import AgentResult, LoadSpec, LocalAgent
-from tailwise.host import host_info
+from tailwise.errors import InputError
+from tailwise.host import host_info, isolated_cpus, listener_cpus
+from tailwise.methodology.checks import Setting
 from tailwise.output import err_console, fmt_ns, warn
 from tailwise.server import builtin_server, server_stats
 from tailwise.spec import RunSpec, timestamp_source
@@ -36,6 +38,8 @@ class Setup:
     server_spin: bool
     #: CPUs the coordinator must not take (None: not pinned).
     busy_cpus: set[int] | None
+    #: How the client runs, for the remedies of the checks.
+    setting: Setting
 
 
 @dataclass
@@ -67,7 +71,22 @@ def prepare(rs: RunSpec) -> Setup:
     busy_cpus = None
     if rs.pin:
         busy_cpus = set(os.sched_getaffinity(0)) if local else _busy_cpus(engine_threads, 0 if rs.targets else workers)
-    return Setup(host=host, server_spin=server_spin, busy_cpus=busy_cpus)
+    return Setup(host=host, server_spin=server_spin, busy_cpus=busy_cpus,
+                 setting=_setting(rs, engine_threads, local, own=busy + workers <= cores if rs.builtin else busy <= cores))
+
+
+def _setting(rs: RunSpec, engine_threads: int, local: bool, own: bool) -> Setting:
+    """How the client runs (checks.Setting), read from the machine: the engine's CPUs, whether the
+    kernel isolates them, and for a target on this host whether its process shares them."""
+    engine = _busy_cpus(engine_threads, 0) if rs.pin else None
+    if own and engine and local and not rs.builtin:
+        # A server on this host: own CPUs only if its process is pinned away from the engine's.
+        ports = {int(t.socket_addr().rsplit(":", 1)[1]) for t in rs.targets}
+        theirs = [listener_cpus(port) for port in ports]
+        own = all(c is not None and not (c & engine) for c in theirs)
+    return Setting(poll="spin" if rs.busy_poll else "block", engine_cpus=tuple(sorted(engine)) if engine else None,
+                   own_cpus=bool(own and engine), isolated=bool(engine) and engine <= isolated_cpus(),
+                   local_target=rs.builtin or local, builtin=rs.builtin)
 
 
 def _busy_cpus(threads: int, workers: int) -> set[int]:
@@ -121,10 +140,12 @@ def measure(rs: RunSpec, setup: Setup, command: str, *, quiet: bool = False, bar
 
         if rs.duration_ns:
             result = _with_progress(agent, spec, quiet=quiet or not bar, stall_sources=stall_sources, on_start=started)
-            analysis, methodology = fixed_methodology(result, spec, precision, rs.seed, exclude_stalls=not rs.keep_stalls)
+            analysis, methodology = fixed_methodology(result, spec, precision, rs.seed, bound_delays=not rs.keep_stalls,
+                                                          setting=setup.setting)
         else:
             controller = Controller(spec, precision, seed=rs.seed, progress=None if quiet else on_round,
-                                    exclude_stalls=not rs.keep_stalls, busy_cpus=setup.busy_cpus)
+                                    bound_delays=not rs.keep_stalls, busy_cpus=setup.busy_cpus,
+                                    setting=setup.setting)
             session = agent.start(controller.spec, stall_sources)
             started()
             result, analysis, methodology = controller.run(session)
@@ -146,13 +167,19 @@ def measure(rs: RunSpec, setup: Setup, command: str, *, quiet: bool = False, bar
     return m
 
 
-def _test_stall() -> tuple[int, int] | None:
-    """Tests only: TAILWISE_TEST_ENGINE_STALL=AT:FOR (e.g. 1.5s:2ms) stops each engine thread once."""
+def _test_stall() -> tuple[int, int, int, int] | None:
+    """Tests only: TAILWISE_TEST_ENGINE_STALL=AT:FOR[:EVERY:COUNT] (e.g. 1.5s:2ms, or 1s:5ms:500ms:4)
+    stops each engine thread for FOR at AT, then every EVERY, COUNT times in all (once by default)."""
     hook = os.environ.get("TAILWISE_TEST_ENGINE_STALL")
     if not hook:
         return None
-    at, _, dur = hook.partition(":")
-    return parse_time_ns(at, what="TAILWISE_TEST_ENGINE_STALL"), parse_time_ns(dur, what="TAILWISE_TEST_ENGINE_STALL")
+    parts = hook.split(":")
+    if len(parts) not in (2, 4):
+        raise InputError(f"TAILWISE_TEST_ENGINE_STALL={hook} is not AT:FOR or AT:FOR:EVERY:COUNT",
+                         "give e.g. 1.5s:2ms or 1s:5ms:500ms:4")
+    at, dur = (parse_time_ns(x, what="TAILWISE_TEST_ENGINE_STALL") for x in parts[:2])
+    every, count = (parse_time_ns(parts[2], what="TAILWISE_TEST_ENGINE_STALL"), int(parts[3])) if len(parts) == 4 else (0, 1)
+    return at, dur, every, count
 
 
 def round_line(r) -> None:

@@ -63,11 +63,18 @@ def print_summary(s: dict, console: Console | None = None) -> None:
     if w.get("span_s"):
         console.print(f"warm-up: the first {w['span_s']:.2f} s left out ({w['samples']:,} samples, p99 "
                       f"{fmt_ns(w.get('p99_ns'))}; at most {w['bound_s']:g} s and {w['max_share']:.0%} of the run)")
-    x = s.get("exclusions") or {}
-    if x.get("samples"):
-        causes = ", ".join(f"{k.replace('_', ' ')} {v:,}" for k, v in x["causes"].items() if v)
-        console.print(f"left out: {x['samples']:,} of {x['window_samples']:,} samples in the window ({x['share']:.1%}; "
-                      f"budget {x['budget']:.0%}): {causes}")
+    dl = s.get("delayed") or {}
+    if dl.get("samples"):
+        c = dl["causes"]
+        how = ("in the statistics between a lower bound and their measured latency" if dl.get("bounded", True)
+               else "kept as measured (--keep-stalls)")
+        widened = [f"p{p['p']:g} by {fmt_ns(p['widening_ns'])}" for p in dl["percentiles"] if p.get("widening_ns")]
+        console.print(f"delayed by tailwise's own stalls: {dl['samples']:,} of {dl['window_samples']:,} samples "
+                      f"({dl['share']:.2%}: {c['sent_late']:,} sent late, {c['outstanding_across']:,} outstanding across "
+                      f"a stall), {how}" + (f"; CI low widened: {', '.join(widened)}" if widened else ""))
+    hp = s.get("host_pauses") or {}
+    if hp.get("note"):
+        console.print(f"[yellow]host:[/] {hp['note']}")
     lag = {p["p"]: p["value_ns"] for p in s["send_lag"]["percentiles"]}
     c = s["counters"]
     extra = "".join(f", {c[k]:,} {k.replace('_', ' ')}" for k in ("unfinished", "reconnects", "resent") if c.get(k))

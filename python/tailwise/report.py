@@ -702,8 +702,8 @@ def _num(v, fmt: str) -> str:
 CAPTIONS = {
     "ccdf": "Latency CCDF on log-log axes: every request from the histogram, down to 1/count (as deep as the sample "
             "reaches); the reported percentiles with their confidence intervals as horizontal bars (hollow: no interval).",
-    "cdf": "Latency CDF: every request, and the samples that went into the statistics (after warm-up, thinning and "
-           "exclusions).",
+    "cdf": "Latency CDF: every request, and the samples that went into the statistics (after the warm-up; those "
+           "tailwise delayed as measured, the upper end of their intervals).",
     "send_lag": "Send lag (actual − intended send time) CCDF: an open-loop load keeps it far below the latency; the "
                 "dashed line is the 'late' threshold.",
     "intervals": "p50, p99 and max of every request per interval of intended send time; the shaded span is the "

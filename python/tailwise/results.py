@@ -119,7 +119,7 @@ def build_summary(*, target: str, config: dict, host: dict, result: AgentResult,
             "kernel_stamped_replies": result.counters.get("rx_kernel", 0),
             # Replies whose request carries the kernel's transmit stamp (samples: sent_ns).
             "kernel_stamped_sends": result.counters.get("tx_kernel", 0),
-            # Samples behind the percentiles: after the warm-up, thinned to independence.
+            # Samples behind the percentiles: every one after the warm-up.
             "samples": analysis.details["samples_used"],
             "sample_every": methodology["effective_sample_every"],
             "confidence": config["confidence"],
@@ -131,7 +131,13 @@ def build_summary(*, target: str, config: dict, host: dict, result: AgentResult,
             "window": {"start_ns": analysis.window[0], "end_ns": analysis.window[1]} | d.get("window_every_request", {}),
         },
         "warmup": d["warmup"],
+        # Nothing leaves the statistics but the warm-up (kept for the fields' sake: 0 left out).
         "exclusions": d["exclusions"],
+        # The requests tailwise itself delayed, in the statistics as intervals (stats/bounds.py):
+        # how many, why, the floor their lower bounds start from, and what they do to each percentile.
+        "delayed": d["delayed"],
+        # Whether the host paused the client and the target together (information).
+        "host_pauses": d["host_pauses"],
         "send_lag": _hist_json(lag_hist) | {
             "late_threshold_ns": config.get("late_ns"),
             # The same, for requests whose wait no stall of an engine thread overlapped: the

@@ -238,7 +238,7 @@ class RunSpec:
         return Precision(percentile=self.percentile, ci_ns=self.ci_ns, ci_rel=self.ci_rel, confidence=self.confidence,
                          max_time_s=self.max_time_ns / 1e9, warmup_ns=self.warmup_ns)
 
-    def load_spec(self, addrs: list[str], timestamps: str, test_stall_ns: tuple[int, int] | None = None) -> LoadSpec:
+    def load_spec(self, addrs: list[str], timestamps: str, test_stall_ns: tuple[int, int, int, int] | None = None) -> LoadSpec:
         """What the engine is asked to do, once the target's addresses and the timestamp source
         (decided by the interface that routes to it) are known."""
         first = self.targets[0] if self.targets else None

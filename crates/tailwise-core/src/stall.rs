@@ -8,10 +8,11 @@
 //!
 //! What follows from a stall is decided per request, by the clock (engine/thread.rs): a request
 //! whose intended send time fell inside a stall of its *engine* thread (or in the guard after it,
-//! while the backlog the stall built was sent) could not be sent on time by the client — it is
-//! flagged and the statistics leave it out, counted. A request outstanding across the stall stays
-//! in, flagged as possibly inflated by the part of the stall it spans: its reply may have waited
-//! for the engine (only kernel receive timestamps can tell). Stalls of the *built-in server* are
+//! while the backlog the stall built was sent, or while that backlog still waited for free slots)
+//! could not be sent on time by the client; one outstanding across the stall may have had its
+//! reply read late (only kernel receive timestamps can tell). Both are flagged, and the statistics
+//! keep them as intervals: at most what was measured, at least what the target can be shown to
+//! have taken (python/tailwise/stats/bounds.py). Stalls of the *built-in server* are
 //! the target's own behaviour and stay in; they are logged only to be reported as host noise.
 //! Shorter gaps (20 µs, ~360/s here) stay in too.
 

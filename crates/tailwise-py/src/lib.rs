@@ -10,7 +10,7 @@ use pyo3::types::{PyBytes, PyDict};
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::sync::{Arc, Mutex};
 use tailwise_core::dist::Dist;
-use tailwise_core::engine::{Counters, Engine, EngineConfig, Probe, Snapshot, Timestamps};
+use tailwise_core::engine::{Counters, Engine, EngineConfig, Probe, Snapshot, TestStall, Timestamps};
 use tailwise_core::protocol::Protocol;
 use tailwise_core::recorder::{
     encode_histogram, samples_to_le_bytes, Intervals, HIST_MAX_NS, HIST_SIGFIG, INTERVAL_NS, INTERVAL_SIGFIG,
@@ -327,7 +327,7 @@ impl PyEngine {
         late_ns: u64,
         connect_timeout_ns: u64,
         unreachable_ns: u64,
-        test_stall_ns: Option<(u64, u64)>,
+        test_stall_ns: Option<(u64, u64, u64, u32)>,
         timestamps: &str,
         seed: u64,
         pin: bool,
@@ -364,7 +364,8 @@ impl PyEngine {
             seed,
             pin,
             busy_poll,
-            test_stall: test_stall_ns,
+            test_stall: test_stall_ns
+                .map(|(at_ns, for_ns, every_ns, count)| TestStall { at_ns, for_ns, every_ns, count }),
             timestamps: match timestamps {
                 "user" => Timestamps::User,
                 "kernel" => Timestamps::Kernel,

@@ -4,33 +4,33 @@ The order is the methodology's (Lancet Fig. 4, completed): load → arrivals →
 independence → confidence → consistency. ``Analysis.state`` names the first step that failed, or
 ``done``; the controller decides from it whether to collect more or conclude.
 
-What may leave the statistics (ARCHITECTURE.md, "The exclusion rule")
-----------------------------------------------------------------------
-A sample leaves the statistics only for a cause on tailwise's own side, decided per request or by
-the clock before any latency is looked at — never from its latency or its neighbours':
+What is left out, and what is bounded (ARCHITECTURE.md, "Every request, as an interval")
+----------------------------------------------------------------------------------------
+Only the warm-up leaves the statistics: the leading span of the run, a whole number of 100 ms
+intervals, at most ``--warmup`` and at most ``WARMUP_MAX_SHARE`` of the run, decided by the clock
+and reported with its own p99. The coordinator's rounds take nothing away: without a CPU of its
+own it pauses the schedule while it computes (controller.py), so no request is due then.
 
-* ``warmup``: the leading span of the run, a whole number of 100 ms intervals, at most
-  ``--warmup`` and at most ``WARMUP_MAX_SHARE`` of the run; reported with its own p99.
-* ``engine_stall``: requests intended while their engine thread could not run, or in the guard
-  after the stall while the backlog it built was sent (flagged per request by the engine).
+Every other request is in the statistics. Those that tailwise itself delayed — flagged by the
+engine per request, never from a latency: sent late (due in a stall of its thread or the guard
+after it, or behind such a request in its backlog: ``ENGINE_STALL``) or outstanding across a stall
+with their reply possibly read late (``INFLATED``) — are *interval-censored*: the target's own
+latency lies between a lower bound and the measured value (stats/bounds.py). Each percentile is
+reported with the interval that covers both ends and sampling (the value as measured, the low end
+from the lower bounds); the ``stalls`` check reports the share delayed and the widening, and fails
+only when the widening alone makes the asked percentile's interval miss ``--ci``. Requests without
+a reply are *right-censored* at the time they waited, so a freeze can only push the tail up.
 
-The coordinator's own rounds take nothing away: without a CPU of its own it pauses the schedule
-while it computes (controller.py), so no request is due then; the pauses are reported.
-
-Everything else stays in: the target's own stalls (the built-in server's included), requests
-outstanding across an engine stall (flagged as possibly inflated; the ``stalls`` check fails when
-they could own the percentile asked for), and every request without a reply, *censored* at the
-time it had been outstanding — so a freeze can only push the tail up. All causes share one budget
-(``EXCLUSION_BUDGET`` of the requests in the window); each is counted in the summary.
+Host-wide pauses: when the engine's stalls coincide with stalls of the built-in server, or the
+requests just before the engine's stalls exceed the percentile far more often than the rest
+(``PROBE_NS``: a host pausing both, or a co-located target taking the client's CPU), a single host
+cannot tell whose pause it was; the interval's upper end carries it, and ``host_pauses`` says so
+(information, not a failed check).
 
 Consistency: the engine keeps every-request histograms per 100 ms of intended time. Over exactly
-the window the statistics used, the every-request distribution less the excluded requests (the
-excluded samples × the sampling factor, bucket by bucket) must agree with each reported
-percentile's interval at ``CONSISTENCY_CONFIDENCE``; and the requests intended just before each
-exclusion (``PROBE_NS``, their latencies cut at its start so that the tool's own pause cannot
-raise them) must not exceed the target percentile more often than the rest — else the exclusion
-is correlated with the target (a co-located target whose slow moments take the client's CPU),
-and the check fails.
+the window the statistics used, the every-request distribution (the delayed requests as measured,
+like the samples' upper series) must agree with each reported percentile's sampling interval at
+``CONSISTENCY_CONFIDENCE``.
 """
 
 from __future__ import annotations
@@ -45,6 +45,7 @@ from scipy.stats import binom
 from tailwise.agent import Flag
 from tailwise.methodology.checks import (
     Check,
+    Setting,
     arrivals_check,
     confidence_check,
     consistency_check,
@@ -57,8 +58,9 @@ from tailwise.methodology.checks import (
     target_width_ns,
 )
 from tailwise.stats.arrivals import arrival_fit
+from tailwise.stats.bounds import bounded_percentile, floor_ns, lower_bounds
 from tailwise.stats.histogram import Buckets
-from tailwise.stats.quantiles import DEFAULT_PERCENTILES, Percentile, estimate_percentile, percentile_ci
+from tailwise.stats.quantiles import DEFAULT_PERCENTILES, Percentile, percentile_ci
 from tailwise.stats.stationarity import stationarity
 
 #: The methodology's steps in order, each with its checks; ``Analysis.state`` is the first that fails.
@@ -77,15 +79,14 @@ INTERVAL_NS = 100_000_000
 #: The warm-up never takes more than this share of the run.
 WARMUP_MAX_SHARE = 0.10
 DEFAULT_WARMUP_NS = 100_000_000
-#: All exclusions together may take at most this share of the requests in the window.
-EXCLUSION_BUDGET = 0.05
 #: The reported intervals are checked against the every-request distribution at this confidence,
 #: so that five percentiles give a false alarm in ~0.5 % of runs, not in ~25 %.
 CONSISTENCY_CONFIDENCE = 0.999
-#: Requests intended this long before each exclusion are the probe of the target's state then.
+#: Requests intended this long before each engine stall are the probe of the target's state then.
 PROBE_NS = 10_000_000
-#: An exclusion is correlated with the target when its probe exceeds the target percentile this
-#: many times more often than the rest (binomial p < PROBE_ALPHA, at least PROBE_MIN_HITS hits).
+#: The engine's stalls come with the target's slow moments when the probe exceeds the target
+#: percentile this many times more often than the rest (binomial p < PROBE_ALPHA, at least
+#: PROBE_MIN_HITS hits): said as a host-wide pause, never a failed check.
 PROBE_RATIO = 3.0
 PROBE_ALPHA = 1e-3
 PROBE_MIN_HITS = 5
@@ -154,47 +155,78 @@ def probe_correlation(t: np.ndarray, lat: np.ndarray, used: np.ndarray, starts, 
             "correlated": hits >= PROBE_MIN_HITS and ratio >= PROBE_RATIO and pvalue < PROBE_ALPHA}
 
 
-def consistency(every: Buckets | None, excluded_lat: np.ndarray, sample_every: int, used_sorted: np.ndarray,
-                est: dict) -> list[dict]:
+def coinciding(engine_stalls, target_stalls, w0: int, end: int) -> int:
+    """How many of the engine's stalls in [w0, end) overlap a stall of the target's."""
+    if not engine_stalls or not target_stalls:
+        return 0
+    tgt = sorted(target_stalls)
+    starts = np.array([a for a, _ in tgt], dtype=np.int64)
+    ends = np.maximum.accumulate(np.array([b for _, b in tgt], dtype=np.int64))
+    count = 0
+    for a, b in engine_stalls:
+        if not (w0 <= a < end):
+            continue
+        i = int(np.searchsorted(starts, b, side="left"))  # target stalls that start before b
+        count += bool(i > 0 and ends[i - 1] > a)
+    return count
+
+
+def host_pauses(engine_stalls, target_stalls, probe: dict | None, w0: int, end: int, p: float) -> dict:
+    """Whether the host paused the client and the target together (module doc): information."""
+    in_window = [s for s in engine_stalls if w0 <= s[0] < end]
+    both = coinciding(engine_stalls, target_stalls, w0, end)
+    correlated = bool(probe and probe["correlated"])
+    why = []
+    if both:
+        why.append(f"{both:,} of the engine's {len(in_window):,} stalls came with a stall of the built-in server")
+    if correlated:
+        why.append(f"the requests just before the engine's stalls exceeded p{p:g} {probe['ratio']:.1f}× as often as the "
+                   f"rest ({probe['above']:,} of {probe['requests']:,})")
+    note = None
+    if why:
+        note = (f"the host paused the client and the target together ({'; '.join(why)}): a measurement on one host "
+                f"cannot separate them, so the intervals' upper ends carry those pauses — separate machines for "
+                f"client and target, or isolated CPUs, help (tailwise doctor, when it exists, names the host's "
+                f"sources of jitter)")
+    return {"engine_stalls": len(in_window), "with_target_stall": both, "probe": probe, "paused_both": bool(why),
+            "note": note}
+
+
+def consistency(every: Buckets | None, sample_every: int, used_sorted: np.ndarray, est: dict) -> list[dict]:
     """Each supported percentile (``est``: p → (Percentile, Independence)) against the
-    every-request distribution of the same window less the excluded requests (see the module
-    doc). Returns one row per percentile."""
+    every-request distribution of the same window (the delayed requests as measured, like the
+    samples' measured values). Returns one row per percentile."""
     rows = []
     if every is None or every.total <= 0:
         return rows
-    kept = every.minus(excluded_lat, sample_every)
-    n_kept = max(kept.total, 1.0)
-    # The excluded requests are estimated from their samples: allow the count's own spread.
-    slack = sample_every * math.sqrt(len(excluded_lat)) / n_kept * 100.0 if sample_every > 1 else 0.0
     for pc, ind in est.values():
-        if not pc.supported:
+        if pc.sampling_low is None or pc.sampling_high is None:
             continue
         wide = percentile_ci(used_sorted, pc.p, CONSISTENCY_CONFIDENCE, n_eff=ind.n_effective)
         v_all = every.value_at(pc.p)
-        lo_v, hi_v = kept.value_at(pc.p - slack), kept.value_at(min(pc.p + slack, 100.0))
         # 1 % resolution of the interval histograms either way.
-        below = wide.high is not None and lo_v is not None and lo_v > wide.high * 1.01
-        above = wide.low is not None and hi_v is not None and hi_v < wide.low * 0.99
+        below = wide.high is not None and v_all is not None and v_all > wide.high * 1.01
+        above = wide.low is not None and v_all is not None and v_all < wide.low * 0.99
         rows.append({"p": pc.p, "value_ns": pc.value, "low_ns": wide.low, "high_ns": wide.high,
-                     "every_request_ns": kept.value_at(pc.p), "with_excluded_ns": v_all,
-                     "ok": not (below or above)})
+                     "every_request_ns": v_all, "with_excluded_ns": v_all, "ok": not (below or above)})
     return rows
 
 
 def analyse(samples: np.ndarray, *, counters: dict, elapsed_s: float, received_in_window: int, reasons,
             rate_rps: float, arrival: str, conns: int, outstanding: int, sample_every: int,
             precision: Precision, rng: np.random.Generator, end_ns: int | None = None,
-            pauses=(), engine_stalls=(), target_stalls=(), exclude_stalls: bool = True,
+            pauses=(), engine_stalls=(), target_stalls=(), bound_delays: bool = True,
             every_request: Callable[[int, int], Buckets | None] | None = None,
-            late_ns: int | None = None) -> Analysis:
+            late_ns: int | None = None, setting: Setting | None = None) -> Analysis:
     """``samples``: SAMPLE_DTYPE records sorted by intended send time — every sampled request,
     finished or censored (outstanding ones at ``end_ns``, the snapshot time). ``pauses``: the
     coordinator's pauses of the schedule (ns since the start; no request is intended in them);
     ``engine_stalls`` and ``target_stalls``: the stalls of the engine threads and of an
-    in-process server (reported; the former's effect is in the samples' flags);
-    ``exclude_stalls`` false keeps everything (--keep-stalls). ``every_request(first, last)``: the
-    every-request histogram of intervals first … last − 1. ``elapsed_s`` is the time the schedule
-    ran, pauses left out."""
+    in-process server (their effect on requests is in the samples' flags); ``bound_delays`` false
+    takes the requests the client delayed as measured (--keep-stalls). ``every_request(first,
+    last)``: the every-request histogram of intervals first … last − 1. ``elapsed_s`` is the time
+    the schedule ran, pauses left out. ``setting``: how the client ran (for remedies that never
+    recommend what is already the case)."""
     t = samples["intended_ns"].astype(np.int64)
     lat = samples["latency_ns"].astype(np.int64)
     sent = samples["sent_ns"].astype(np.int64)
@@ -202,12 +234,12 @@ def analyse(samples: np.ndarray, *, counters: dict, elapsed_s: float, received_i
     n = len(samples)
     end = int(end_ns) if end_ns is not None else (int(t[-1]) + 1 if n else 0)
     w0 = warmup_end_ns(end, precision.warmup_ns)
-    in_window = (t >= w0) & (t < end)
+    used = (t >= w0) & (t < end)
     censored = (flags & Flag.CENSORED) != 0
-    x_stall = in_window & ((flags & Flag.ENGINE_STALL) != 0) if exclude_stalls else np.zeros(n, bool)
-    excluded = x_stall
-    used = in_window & ~excluded
-    window_n = int(in_window.sum())
+    sent_late = (flags & Flag.ENGINE_STALL) != 0
+    across = ((flags & Flag.INFLATED) != 0) & ~sent_late
+    delayed = used & (sent_late | across) if bound_delays else np.zeros(n, bool)
+    window_n = int(used.sum())
 
     lat_used, cens_used = lat[used], censored[used]
     answered = used & ~censored & (sent > 0)
@@ -219,39 +251,42 @@ def analyse(samples: np.ndarray, *, counters: dict, elapsed_s: float, received_i
                          response_ns=response_ns),
               errors_check(counters, reasons)]
 
-    # Percentiles on every kept sample, with the indicator's autocorrelation in the variance.
+    # Each delayed request between its lower bound and its measured value (stats/bounds.py); the
+    # floor is the least latency of a request the client did not delay, anywhere in the run.
+    floor = floor_ns(lat, ~censored & ~sent_late & ~across & (sent > 0))
+    lower_used = None
+    if delayed.any():
+        lower = lower_bounds(lat, sent_late & delayed, across & delayed, samples["inflation_ns"], floor)
+        lower_used = lower[used]
+
+    # Percentiles on every sample in the window, with the indicator's autocorrelation in the variance.
     ps = sorted({*DEFAULT_PERCENTILES, precision.percentile})
     used_sorted = np.sort(lat_used)
-    est = {p: estimate_percentile(lat_used, p, precision.confidence, censored=cens_used, sorted_x=used_sorted)
-           for p in ps}
+    lower_sorted = None if lower_used is None else np.sort(lower_used)
+    est = {p: bounded_percentile(lat_used, lower_used, p, precision.confidence, censored=cens_used,
+                                 sorted_upper=used_sorted, sorted_lower=lower_sorted) for p in ps}
     pcts = [est[p][0] for p in DEFAULT_PERCENTILES]
     target, ind = est[precision.percentile]
+    width_target = target_width_ns(target.value, precision.ci_ns, precision.ci_rel)
 
-    # Requests outstanding across an engine stall: could their lower bounds move the target?
-    inflated = used & ((flags & Flag.INFLATED) != 0)
-    owned = None
-    if inflated.any() and target.supported:
-        lower = lat.copy()
-        lower[inflated] -= np.minimum(samples["inflation_ns"][inflated].astype(np.int64), lat[inflated])
-        low_pc, _ = estimate_percentile(lower[used], precision.percentile, precision.confidence, censored=cens_used)
-        owned = {"lower_value_ns": low_pc.value, "could_own": low_pc.value is not None and target.low is not None
-                 and low_pc.value < target.low}
-    checks.append(stalls_check(engine_stalls, target_stalls, excluded=int(x_stall.sum()), inflated=int(inflated.sum()),
-                               used=int(used.sum()), owned=owned, p=precision.percentile, kept=not exclude_stalls))
-
-    # Correlation of each exclusion with the target, by the probe before it.
+    # Did the host pause the client and the target together? (information)
     share = 1.0 - precision.percentile / 100.0
-    probes = {}
-    if target.value is not None:
-        stall_starts = [a for a, _ in engine_stalls if w0 <= a < end] if exclude_stalls else []
-        r = probe_correlation(t, lat, used, stall_starts, target.value, share)
-        if r is not None:
-            probes["engine_stall"] = r
-    causes = {"engine_stall": int(x_stall.sum())}
-    checks.append(exclusions_check(causes, window_n, EXCLUSION_BUDGET, probes, precision.percentile))
+    stall_starts = [a for a, _ in engine_stalls if w0 <= a < end]
+    probe = (probe_correlation(t, lat, used & ~delayed, stall_starts, target.value, share)
+             if target.value is not None else None)
+    pauses_both = host_pauses(engine_stalls, target_stalls, probe, w0, end, precision.percentile)
 
-    # What the server saw: every request sent in the window, excluded ones included.
-    was_sent = in_window & (sent > 0)
+    n_late, n_across = int((delayed & sent_late).sum()), int((delayed & across).sum())
+    checks.append(stalls_check(engine_stalls, target_stalls, sent_late=n_late, across=n_across, window=window_n,
+                               target=target, width_target_ns=width_target, setting=setting,
+                               host_pause=pauses_both["note"], bounded=bound_delays,
+                               flagged=int((used & (sent_late | across)).sum())))
+    warm = t < w0
+    checks.append(exclusions_check(warmup_samples=int(warm.sum()), warmup_s=w0 / 1e9, window=window_n,
+                                   delayed=n_late + n_across))
+
+    # What the server saw: every request sent in the window.
+    was_sent = used & (sent > 0)
     late_fraction = (float(np.mean((sent[was_sent] - t[was_sent]) > late_ns)) if late_ns is not None and was_sent.any()
                      else counters["late"] / max(counters["sent"], 1))
     # Gaps across a pause are the coordinator's, not the process's. Segments end where a pause
@@ -263,19 +298,22 @@ def analyse(samples: np.ndarray, *, counters: dict, elapsed_s: float, received_i
                       rng=rng, segments=segments)
     checks.append(arrivals_check(fit))
 
+    # Steady state is judged on the measured values: a request the backlog rule marks delayed may
+    # be the target's (an engine stall inside a freeze of the target marks the freeze's backlog),
+    # and at its lower bound the freeze would vanish from the test. A client's own transient fails
+    # it too, and the remedy names both.
     st = stationarity(t[used], lat_used, precision.percentile)
     checks.append(stationarity_check(st))
     checks.append(independence_check(ind, sample_every))
     paused_ns = sum(max(0, min(b, end) - max(a, w0)) for a, b in pauses)
     span_s = (end - w0 - paused_ns) / 1e9
     rate_used = used.sum() / span_s if span_s > 0 else None
-    conf, needed = confidence_check(target, int(used.sum()), precision.confidence,
-                                    target_width_ns(target.value, precision.ci_ns, precision.ci_rel), rate_used)
+    conf, needed = confidence_check(target, window_n, precision.confidence, width_target, rate_used)
     checks.append(conf)
 
     every = every_request(w0 // INTERVAL_NS, -(-end // INTERVAL_NS)) if every_request is not None else None
-    rows = consistency(every, lat[excluded], sample_every, used_sorted, est)
-    checks.append(consistency_check(rows, causes, sample_every, every is not None))
+    rows = consistency(every, sample_every, used_sorted, est)
+    checks.append(consistency_check(rows, sample_every, every is not None))
 
     by_name = {c.name: c for c in checks}
     state = "done"
@@ -284,8 +322,8 @@ def analyse(samples: np.ndarray, *, counters: dict, elapsed_s: float, received_i
             state = step_name
             break
 
-    warm = t < w0
     warm_p99 = float(np.percentile(lat[warm], 99, method="inverted_cdf")) if warm.any() else None
+    n_delayed = n_late + n_across
     details = {
         "window_ns": [w0, end],
         "window_every_request": {} if every is None else {
@@ -294,26 +332,37 @@ def analyse(samples: np.ndarray, *, counters: dict, elapsed_s: float, received_i
         "warmup": {"span_s": w0 / 1e9, "bound_s": precision.warmup_ns / 1e9, "max_share": WARMUP_MAX_SHARE,
                    "samples": int(warm.sum()), "p99_ns": warm_p99},
         "pauses": {"count": len(pauses), "total_s": sum(b - a for a, b in pauses) / 1e9},
-        "exclusions": {"budget": EXCLUSION_BUDGET, "samples": int(excluded.sum()), "window_samples": window_n,
-                       "share": excluded.sum() / window_n if window_n else 0.0, "causes": causes,
-                       "correlation": probes},
+        # Nothing but the warm-up leaves the statistics; the old fields stay, at their new values.
+        "exclusions": {"budget": 0.0, "samples": 0, "window_samples": window_n, "share": 0.0,
+                       "causes": {"engine_stall": 0}, "correlation": {"engine_stall": probe} if probe else {}},
+        "delayed": {
+            "bounded": bool(bound_delays),
+            "samples": n_delayed, "window_samples": window_n, "share": n_delayed / window_n if window_n else 0.0,
+            "causes": {"sent_late": n_late, "outstanding_across": n_across},
+            "floor_ns": floor,
+            "percentiles": [{"p": pc.p, "value_ns": pc.value, "value_low_ns": pc.value_low,
+                             "low_ns": pc.low, "sampling_low_ns": pc.sampling_low, "widening_ns": pc.widening}
+                            for pc in pcts],
+        },
+        "host_pauses": pauses_both,
         "consistency": rows,
         # Fields kept from earlier summaries (ARCHITECTURE.md, "Summary JSON").
         "warmup_trimmed_s": w0 / 1e9,
         "warmup_trimmed_samples": int(warm.sum()),
-        "masked_samples": int(excluded.sum()),
+        "masked_samples": 0,
+        "delayed_samples": n_delayed,
         "stalls": len(engine_stalls),
         "stalls_longest_ns": max((b - a for a, b in engine_stalls), default=0),
-        "stall_masked_samples": causes["engine_stall"],
+        "stall_masked_samples": 0,
         "target_stalls": len(target_stalls),
         "target_stalls_longest_ns": max((b - a for a, b in target_stalls), default=0),
-        "inflated_samples": int(inflated.sum()),
+        "inflated_samples": int((used & across).sum()),
         "censored_samples": int((used & censored).sum()),
         "thinning": ind.step,
         "samples_collected": int(n),
-        "samples_used": int(used.sum()),
+        "samples_used": window_n,
         "n_effective": ind.n_effective,
-        "percentile_samples": {f"{p:g}": int(used.sum()) for p in ps},
+        "percentile_samples": {f"{p:g}": window_n for p in ps},
         "percentile_n_effective": {f"{p:g}": est[p][1].n_effective for p in ps},
         "percentile_thinning": {f"{p:g}": est[p][1].step for p in ps},
         "response_mean_ns": response_ns,

@@ -105,89 +105,123 @@ def errors_check(counters: dict, reasons: list[tuple[str, int]]) -> Check:
     )
 
 
-def stalls_check(engine_stalls, target_stalls, *, excluded: int, inflated: int, used: int, owned: dict | None,
-                 p: float, kept: bool = False) -> Check:
-    """Stalls (≥ 200 µs without running, stall.rs) of the engine threads — the requests intended
-    during them left out, those outstanding across them kept but possibly inflated — and of the
-    built-in server (the target's own: kept, reported as host noise). Fails when the possibly
-    inflated requests could own the percentile asked for."""
-    parts = []
+@dataclass(frozen=True)
+class Setting:
+    """How the client ran, for remedies that never recommend what is already the case."""
+
+    #: "spin" (busy-poll) or "block" (sleep until just before each send).
+    poll: str = "spin"
+    #: The CPUs the engine threads are pinned to (None: not pinned).
+    engine_cpus: tuple[int, ...] | None = None
+    #: Every spinning thread of tailwise (engine, built-in server) has a CPU of its own.
+    own_cpus: bool = False
+    #: The kernel isolates CPUs from the scheduler (isolcpus), and the engine's are among them.
+    isolated: bool = False
+    #: The target is on this host (loopback or the built-in server).
+    local_target: bool = True
+    builtin: bool = False
+
+
+def client_remedy(setting: Setting | None, p: float) -> str:
+    """What helps when the client's own stalls widen an interval, leaving out what is already so."""
+    st = setting or Setting()
+    steps = []
+    if st.poll == "block":
+        steps.append("use --poll spin (a sleeping engine thread is woken late)")
+    if not st.own_cpus:
+        steps.append("give the engine threads CPUs of their own (fewer --threads or --workers, no other load)")
+    if not st.isolated:
+        cpus = f" ({','.join(map(str, st.engine_cpus))})" if st.engine_cpus else ""
+        steps.append(f"a quieter core for the engine{cpus}: isolate it (isolcpus) or use a host with less other load")
+    else:
+        steps.append("a host with less other load (the kernel keeps other tasks off the engine's CPUs already)")
+    if st.local_target and not st.builtin:
+        steps.append("the target on another machine")
+    return "; ".join(steps) + f"; or a wider --ci or a lower --percentile than p{p:g}"
+
+
+def stalls_check(engine_stalls, target_stalls, *, sent_late: int, across: int, window: int, target: Percentile,
+                 width_target_ns: float | None, setting: Setting | None = None, host_pause: str | None = None,
+                 bounded: bool = True, flagged: int = 0) -> Check:
+    """Stalls (≥ 200 µs without running, stall.rs) of the engine threads and what they did to the
+    requests — sent late, or outstanding across one — which stay in the statistics as intervals
+    (stats/bounds.py); and stalls of the built-in server (the target's own: host noise). Fails only
+    when the widening those intervals cause alone makes the asked percentile's interval miss --ci:
+    sampling alone would meet it, or the widening by itself exceeds it."""
+    p = target.p
+    delayed = sent_late + across
+    share = delayed / window if window else 0.0
     if engine_stalls:
         longest = max(b - a for a, b in engine_stalls) / 1e6
         what = f"{_n(len(engine_stalls), 'stall')} of the engine ≥ 200 µs (longest {longest:.2f} ms)"
-        if kept:
-            parts.append(f"{what}, every request kept (--keep-stalls)")
-        else:
-            parts.append(f"{what}: {excluded:,} requests intended during them left out; {inflated:,} outstanding "
-                         f"across them kept, possibly inflated")
     else:
-        parts.append("no stall of the engine ≥ 200 µs")
+        what = "no stall of the engine ≥ 200 µs"
+    if not bounded and flagged:
+        what += f": {flagged:,} requests they delayed kept as measured (--keep-stalls)"
+    elif delayed:
+        what += (f": {sent_late:,} requests sent late by the client and {across:,} outstanding across a stall, "
+                 f"{share:.2%} of the {window:,} in the window, in the statistics between a lower bound and their "
+                 f"measured latency")
+    elif engine_stalls:
+        what += ": no request in the window delayed by them"
+    parts = [what]
+    widening = target.widening
+    if bounded and delayed and widening is not None:
+        parts.append(f"they widen p{p:g}'s interval by {_us(widening)} to [{_us(target.low)}, {_us(target.high)}] "
+                     f"(sampling alone: [{_us(target.sampling_low)}, {_us(target.sampling_high)}])")
     if target_stalls:
         longest = max(b - a for a, b in target_stalls) / 1e6
         parts.append(f"{_n(len(target_stalls), 'stall')} of the built-in server ≥ 200 µs (longest {longest:.2f} ms), kept: "
                      "host noise in the target's own latency")
+    if host_pause:
+        parts.append(host_pause)
     detail = "; ".join(parts)
-    if owned and owned.get("could_own"):
-        return Check(
-            "stalls", False,
-            f"{detail}; at their lower bounds p{p:g} would be {owned['lower_value_ns'] / 1e3:,.1f} µs, below its "
-            f"interval: the client's own pauses may own p{p:g}",
-            "give the engine threads CPUs of their own (no other load on the host, fewer --threads or --workers), "
-            "or ask for a lower --percentile", float(inflated) / max(used, 1))
-    return Check("stalls", True, detail, None, float(inflated) / max(used, 1))
-
-
-def exclusions_check(causes: dict[str, int], window: int, budget: float, probes: dict, p: float) -> Check:
-    """Every sample left out, by cause, within one budget; and no cause correlated with the target
-    (the probe before each exclusion: analysis.probe_correlation)."""
-    total = sum(causes.values())
-    share = total / window if window else 0.0
-    named = {"engine_stall": "engine stalls"}
-    by = ", ".join(f"{named.get(k, k)} {v:,}" for k, v in causes.items() if v) or "none"
-    detail = f"{total:,} of {window:,} requests in the window left out ({share:.1%}; budget {budget:.0%}): {by}"
-    for cause, r in probes.items():
-        if r["correlated"]:
+    if width_target_ns is not None and widening and target.low is not None and target.high is not None \
+            and target.sampling_low is not None and target.sampling_high is not None:
+        total = target.high - target.low
+        sampling = target.sampling_high - target.sampling_low
+        if total > width_target_ns and (sampling <= width_target_ns or widening > width_target_ns):
             return Check(
-                "exclusions", False,
-                f"{detail}; the requests just before the {named.get(cause, cause)} exceeded p{p:g} {r['ratio']:.1f}× as "
-                f"often as the rest ({r['above']:,} of {r['requests']:,}, binomial p = {r['pvalue']:.1e}): the exclusions "
-                f"come with the target's slow moments, and leaving them out would hide its tail",
-                "give the target and tailwise separate CPUs (a co-located target taking the client's CPU when it is "
-                "busiest), or measure with --keep-stalls", r["ratio"])
-    if share > budget:
-        return Check("exclusions", False, detail,
-                     "the machine stopped tailwise's own threads too often: give them CPUs of their own (no other load, "
-                     "fewer --threads or --workers), or measure with --keep-stalls", share)
-    return Check("exclusions", True, detail, None, share)
+                "stalls", False,
+                f"p{p:g} lies in [{_us(target.low)}, {_us(target.high)}], wider than the {_us(width_target_ns)} asked: "
+                f"{share:.2%} of requests were delayed by the client's own stalls (sampling alone gives "
+                f"[{_us(target.sampling_low)}, {_us(target.sampling_high)}]); {detail}",
+                client_remedy(setting, p), share)
+    return Check("stalls", True, detail, None, share)
 
 
-def consistency_check(rows: list[dict], causes: dict[str, int], sample_every: int, have_every: bool) -> Check:
+def exclusions_check(*, warmup_samples: int, warmup_s: float, window: int, delayed: int) -> Check:
+    """What leaves the statistics: the warm-up only, by the clock. The requests the client delayed
+    are in, as intervals (the stalls check). Information: it cannot fail."""
+    warm = (f"the warm-up ({warmup_s:.2f} s, {warmup_samples:,} samples, fixed by the clock)" if warmup_samples
+            else "nothing")
+    kept = f"; the {delayed:,} requests the client delayed are in as intervals (stalls)" if delayed else ""
+    return Check("exclusions", True, f"{warm} left out; all {window:,} requests in the window are in the statistics{kept}",
+                 None, 0.0)
+
+
+def consistency_check(rows: list[dict], sample_every: int, have_every: bool) -> Check:
     """The reported percentiles against the every-request histogram of the same window."""
     if not have_every:
         return Check("consistency", False, "no every-request histogram of the window: the reported percentiles "
                      "cannot be compared with every request", "report this as a bug", None)
     if not rows:
         return Check("consistency", True, "no percentile supported yet to compare with every request", None, None)
-    left_out = sum(causes.values())
-    less = f", less the {left_out:,} samples left out ×{sample_every}" if left_out else ""
     bad = [r for r in rows if not r["ok"]]
+    sampled = f" (samples 1 in {sample_every})" if sample_every > 1 else ""
     if bad:
         r = bad[0]
         return Check(
             "consistency", False,
             f"p{r['p']:g} = {r['value_ns'] / 1e3:,.1f} µs (99.9 % interval {_us(r['low_ns'])}–{_us(r['high_ns'])}) but "
-            f"every request in the same window{less} gives {r['every_request_ns'] / 1e3:,.1f} µs",
+            f"every request in the same window gives {r['every_request_ns'] / 1e3:,.1f} µs{sampled}",
             "the samples do not represent the requests: report this with the --out directory", None)
     worst = max(rows, key=lambda r: r["p"])
-    moved = ""
-    if left_out and worst["with_excluded_ns"] is not None and worst["every_request_ns"]:
-        moved = (f"; with the ones left out, p{worst['p']:g} of every request would be "
-                 f"{worst['with_excluded_ns'] / 1e3:,.1f} µs")
     ps = "/".join(f"p{r['p']:g}" for r in rows)
     return Check("consistency", True,
-                 f"{ps} {'agrees' if len(rows) == 1 else 'agree'} with every request in the same window{less} (p{worst['p']:g}: "
-                 f"{worst['value_ns'] / 1e3:,.1f} µs reported, {worst['every_request_ns'] / 1e3:,.1f} µs every request){moved}",
-                 None, None)
+                 f"{ps} {'agrees' if len(rows) == 1 else 'agree'} with every request in the same window{sampled} "
+                 f"(p{worst['p']:g}: {worst['value_ns'] / 1e3:,.1f} µs reported, "
+                 f"{worst['every_request_ns'] / 1e3:,.1f} µs every request)", None, None)
 
 
 def _n(count: int, noun: str) -> str:
@@ -293,7 +327,19 @@ def confidence_check(pc: Percentile, n: int, confidence: float, width_target_ns:
         return Check("confidence", True, f"{ci} {from_n}", None, width), None
     if width <= width_target_ns:
         return Check("confidence", True, f"{ci} ≤ target {width_target_ns / 1e3:,.1f} µs {from_n}", None, width), None
-    need = int(math.ceil(n * (width / width_target_ns) ** 2 * 1.1))
+    # The part of the width that more samples shrink, and the part the client's delays add (the
+    # stalls check judges that one: sampling within the target leaves the verdict to it).
+    widening = pc.widening or 0.0
+    sampling = (pc.sampling_high - pc.sampling_low if pc.sampling_low is not None and pc.sampling_high is not None
+                else width)
+    if widening and sampling <= width_target_ns:
+        return Check("confidence", True,
+                     f"sampling alone gives p{pc.p:g} a {confidence:.0%} CI of width {sampling / 1e3:,.1f} µs ≤ target "
+                     f"{width_target_ns / 1e3:,.1f} µs {from_n}; the client's delays widen it to {width / 1e3:,.1f} µs "
+                     f"(the stalls check)", None, sampling), None
+    # Beyond the target the widening alone fails the stalls check, and no sample count is enough.
+    goal = width_target_ns - widening if widening < width_target_ns else width_target_ns
+    need = int(math.ceil(n * (sampling / goal) ** 2 * 1.1))
     eta = f", {_time_more(need - n, samples_per_s)}" if samples_per_s else ""
     needed = f"about {need:,}" if need <= 1_000 * n else f"over {1_000 * n:,}"
     return Check("confidence", False,

@@ -43,7 +43,7 @@ import numpy as np
 
 from tailwise.agent import AgentResult, LoadSpec, Session, Taken
 from tailwise.methodology.analysis import STEPS, Analysis, Precision, analyse
-from tailwise.methodology.checks import Check, target_width_ns
+from tailwise.methodology.checks import Check, Setting, target_width_ns
 from tailwise.stats.histogram import Buckets, decode
 
 ROUND_S = 1.0
@@ -120,7 +120,7 @@ def adjust_remedies(checks: list[Check], stopped: str, measured_s: float, max_ti
 class Controller:
     def __init__(self, spec: LoadSpec, precision: Precision, *, seed: int,
                  progress: Callable[[RoundInfo], None] | None = None, round_s: float = ROUND_S,
-                 exclude_stalls: bool = True, busy_cpus: set[int] | None = None):
+                 bound_delays: bool = True, busy_cpus: set[int] | None = None, setting: Setting | None = None):
         self.spec = replace(spec, duration_ns=int(precision.max_time_s * 1e9))
         self.precision = precision
         self.seed = seed
@@ -128,7 +128,8 @@ class Controller:
         self.round_s = round_s
         self.history: list[RoundInfo] = []
         self.pauses: list[tuple[int, int]] = []
-        self.exclude_stalls = exclude_stalls
+        self.bound_delays = bound_delays
+        self.setting = setting
         self.busy_cpus = busy_cpus
         self.own_core = False
 
@@ -139,7 +140,8 @@ class Controller:
                        sample_every=self.spec.timed_sample_every, precision=self.precision,
                        rng=np.random.default_rng(self.seed), end_ns=end_ns, pauses=self.pauses,
                        engine_stalls=session.engine_stalls, target_stalls=session.target_stalls,
-                       exclude_stalls=self.exclude_stalls, every_request=every, late_ns=self.spec.late_ns)
+                       bound_delays=self.bound_delays, every_request=every, late_ns=self.spec.late_ns,
+                       setting=self.setting)
 
     def _paused_ns(self, upto_ns: int) -> int:
         return sum(max(0, min(b, upto_ns) - a) for a, b in self.pauses)
@@ -289,14 +291,14 @@ class Controller:
 
 
 def fixed_methodology(result: AgentResult, spec: LoadSpec, precision: Precision, seed: int,
-                      exclude_stalls: bool = True) -> tuple[Analysis, dict]:
+                      bound_delays: bool = True, setting: Setting | None = None) -> tuple[Analysis, dict]:
     """--duration mode: one analysis of the whole run, every check still reported."""
     a = analyse(result.samples, counters=result.counters, elapsed_s=result.elapsed_ns / 1e9,
                 received_in_window=result.received_in_window, reasons=result.error_reasons,
                 rate_rps=spec.offered_rps, arrival=spec.timed_arrival, conns=spec.conns, outstanding=spec.outstanding,
                 sample_every=spec.timed_sample_every, precision=precision, rng=np.random.default_rng(seed),
                 end_ns=result.elapsed_ns, engine_stalls=result.engine_stalls_ns,
-                target_stalls=result.target_stalls_ns, exclude_stalls=exclude_stalls,
+                target_stalls=result.target_stalls_ns, bound_delays=bound_delays, setting=setting,
                 every_request=every_request(result.intervals, with_pending=False), late_ns=spec.late_ns)
     stopped = "interrupted" if result.interrupted else "duration"
     a.checks = adjust_remedies(a.checks, stopped, result.elapsed_ns / 1e9, precision.max_time_s)

@@ -65,6 +65,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from fractions import Fraction
 
 import numpy as np
 from scipy.stats import binom
@@ -91,6 +92,12 @@ class Percentile:
     n_effective: float | None = None
     samples_needed: int | None = None
     at_least: bool = False
+    #: With requests the client delayed (bounds.py): the percentile with each of them at its lower
+    #: bound (``value`` has them as measured), and the interval of sampling alone, of which
+    #: ``low``–``high`` is the widening to the identified set. Without, ``value`` and ``low``–``high``.
+    value_low: float | None = None
+    sampling_low: float | None = None
+    sampling_high: float | None = None
 
     @property
     def supported(self) -> bool:
@@ -102,7 +109,17 @@ class Percentile:
             return None if v is None else int(v)
 
         return {"p": self.p, "value_ns": ns(self.value), "low_ns": ns(self.low), "high_ns": ns(self.high),
-                "n_effective": self.n_effective, "samples_needed": self.samples_needed, "censored": self.at_least}
+                "n_effective": self.n_effective, "samples_needed": self.samples_needed, "censored": self.at_least,
+                "value_low_ns": ns(self.value_low), "sampling_low_ns": ns(self.sampling_low),
+                "sampling_high_ns": ns(self.sampling_high)}
+
+    @property
+    def widening(self) -> float | None:
+        """How much lower the interval reaches than sampling alone would: the requests the client
+        delayed, at their lower bounds (0 without any)."""
+        if self.low is None or self.sampling_low is None:
+            return None
+        return max(self.sampling_low - self.low, 0.0)
 
 
 def _check(q: float, confidence: float) -> None:
@@ -144,6 +161,12 @@ def samples_needed(p: float, confidence: float = 0.95) -> int:
     return n
 
 
+def value_rank(p: float, n: int) -> int:
+    """The 1-based rank ``⌈np/100⌉`` of the point estimate, in exact decimal arithmetic: in floating
+    point ⌈0.999 · 200,000⌉ is 199,801, one rank too high."""
+    return min(max(math.ceil(Fraction(repr(float(p))) * n / 100), 1), max(n, 1))
+
+
 def _ranks(n: int, q: float, confidence: float, n_eff: float | None) -> tuple[int | None, int | None, float | None]:
     """Ranks in ``1..n`` of the bounds, on the effective-sample scale when ``n_eff < n``."""
     if n_eff is None or math.isnan(n_eff) or n_eff >= n:
@@ -169,7 +192,7 @@ def percentile_ci(sorted_x: np.ndarray, p: float, confidence: float = 0.95, n_ef
     j, k, n_eff_used = _ranks(n, q, confidence, n_eff)
     if j is None or k is None:
         return Percentile(p, None, None, None, n_eff_used, need)
-    value = float(sorted_x[max(math.ceil(q * n), 1) - 1])
+    value = float(sorted_x[value_rank(p, n) - 1])
     return Percentile(p, value, float(sorted_x[j - 1]), float(sorted_x[k - 1]), n_eff_used)
 
 
@@ -205,7 +228,7 @@ def estimate_percentile(lat_in_send_order: np.ndarray, p: float, confidence: flo
     if ind.ok:
         pc = percentile_ci(sx, p, confidence, ind.n_effective)
     else:  # correlated beyond reach: the value stands, no interval can be claimed
-        pc = Percentile(p, float(sx[max(math.ceil(p / 100.0 * n), 1) - 1]), None, None, None)
+        pc = Percentile(p, float(sx[value_rank(p, n) - 1]), None, None, None)
     if censored is None or pc.value is None:
         return pc, ind
     cens = np.asarray(censored, dtype=bool)

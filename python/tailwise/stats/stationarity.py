@@ -54,12 +54,16 @@ more than its share of the samples above the run's pooled p-th percentile (the *
   times 23 for the windows (Bonferroni). ``τ`` is that of the p-th percentile's indicator of the
   samples *outside* the candidate window and half a part either side, so that the transient
   itself does not inflate it. A run fails when ``ratio >= 5`` and ``p < TRANSIENT_ALPHA`` (0.001).
-* Size: the test can fire only if 5× a window's share is significant, which takes about
-  ``MIN_EFFECTIVE_PER_WINDOW`` = 3 effective exceedances expected per window (a Poisson(3) count
-  reaches 15 with probability 10⁻⁶); below ``12 · 3 · τ`` exceedances it is not applied,
-  ``concentration`` is None and ``detail`` says how many are needed. A loaded queue's own
-  clustering (M/M/1 at ρ = 0.8: τ ≈ 20–70 at p99) therefore defers the test to long runs rather
-  than calling a busy period a transient.
+* Power, found from the counts themselves: the p-value above is exact for any count, so the test
+  needs no sample-count gate. It is *applied* when it can fire at all — when the most concentrated
+  outcome the data allow, every exceedance (up to a window's size) inside one window, would be
+  significant at ``TRANSIENT_ALPHA`` after the Bonferroni factor. Where even that is not
+  significant (too few exceedances for their clustering τ), ``concentration`` is None and
+  ``detail`` says how many it would take. So a 200 ms freeze holding all 1,484 exceedances of a
+  15 s run is judged — the evidence is overwhelming whatever τ the host's noise gives the rest —
+  where a gate of ``12 · 3 · τ`` exceedances (τ = 153 then: 5,510) had called the test
+  inapplicable; and a loaded queue's own busy periods (M/M/1 at ρ = 0.8: τ ≈ 20–70 at p99) are
+  held to the same exact p-value, which their modest concentration does not reach.
 
 Calibration on synthetic data (tests/test_stats.py; the window count 12 chosen among 10, 12 and
 16 on 600 host-noise runs): a 100 ms freeze at 20k req/s fails in runs of 6 s (ratio 12) up to
@@ -93,7 +97,6 @@ LEVEL_DRIFT_MAX = 0.05
 TRANSIENT_BATCHES = 12
 CONCENTRATION_MAX = 5.0
 TRANSIENT_ALPHA = 1e-3
-MIN_EFFECTIVE_PER_WINDOW = 3.0
 
 
 @dataclass(frozen=True)
@@ -234,17 +237,20 @@ def tail_concentration(intended_ns: np.ndarray, latency_ns: np.ndarray, p: float
                          f"the clustering of the samples above {what} could not be judged outside the busiest window "
                          f"({ind.detail}): no transient is tested for")
     tau = ind.tau
-    needed = math.ceil(TRANSIENT_BATCHES * MIN_EFFECTIVE_PER_WINDOW * tau)
-    if e_total < needed:
+    windows = len(starts)
+    rate = e_total / n
+    # Could the test fire at all? Only if every exceedance (up to a window's size) in one window
+    # would be significant and CONCENTRATION_MAX times the share (module doc, "Power").
+    most = min(e_total, m)
+    if most / share < CONCENTRATION_MAX or windows * _tail(most, m, tau, rate) >= TRANSIENT_ALPHA:
+        needed = _exceedances_needed(rate, tau, windows)
         clus = f", clustered: τ = {tau:.1f}" if tau >= 1.05 else ""
         return Transient(False, False, None, None, e_total, needed, tau,
-                         f"too few samples above {what} ({e_total:,}{clus}) to test for transients: needs {needed:,}")
+                         f"too few samples above {what} ({e_total:,}{clus}) to test for transients: even all of them "
+                         f"in one window would not be significant; needs {needed:,}")
+    needed = None
     ratio = c / share
-    windows = len(starts)
-    # P(Binomial(m/τ, π) >= c/τ) = I_π(c/τ, m/τ − c/τ + 1), π the pooled exceedance rate.
-    k_eff, m_eff = c / tau, m / tau
-    tail = float(betainc(k_eff, max(m_eff - k_eff, 0.0) + 1.0, e_total / n)) if k_eff > 0 else 1.0
-    pvalue = min(1.0, windows * tail)
+    pvalue = min(1.0, windows * _tail(c, m, tau, rate))
     fired = ratio >= CONCENTRATION_MAX and pvalue < TRANSIENT_ALPHA
     clus = f", clustering of the tail τ = {tau:.1f}" if tau >= 1.05 else ""
     p_txt = f"p = {pvalue:.1e}" if pvalue >= 1e-99 else "p < 1e-99"
@@ -255,6 +261,29 @@ def tail_concentration(intended_ns: np.ndarray, latency_ns: np.ndarray, p: float
         return Transient(True, True, ratio, pvalue, e_total, needed, tau,
                          f"a transient holds the tail — a stall or burst, not steady state: {body}")
     return Transient(True, False, ratio, pvalue, e_total, needed, tau, body)
+
+
+def _tail(c: float, m: float, tau: float, rate: float) -> float:
+    """P(Binomial(m/τ, π) >= c/τ) = I_π(c/τ, m/τ − c/τ + 1): a window of ``m`` samples holding ``c``
+    exceedances, on the effective scale (module doc)."""
+    k_eff, m_eff = c / tau, m / tau
+    return float(betainc(k_eff, max(m_eff - k_eff, 0.0) + 1.0, rate)) if k_eff > 0 else 1.0
+
+
+def _exceedances_needed(rate: float, tau: float, windows: int) -> int:
+    """The fewest exceedances at this rate and clustering for which all of them in one window would
+    be significant: the test's reach, said when it does not apply."""
+    def fires(e: int) -> bool:
+        m = e / (rate * TRANSIENT_BATCHES)  # the window holding a twelfth of the samples
+        return windows * _tail(min(e, m), m, tau, rate) < TRANSIENT_ALPHA
+    hi = 1
+    while not fires(hi) and hi < 1 << 40:
+        hi *= 2
+    lo = hi // 2
+    while lo + 1 < hi:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if fires(mid) else (mid, hi)
+    return hi
 
 
 def stationarity(intended_ns: np.ndarray, latency_ns: np.ndarray, p: float = 99.0) -> Stationarity:

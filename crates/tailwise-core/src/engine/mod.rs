@@ -63,14 +63,29 @@ pub struct EngineConfig {
     pub seed: u64,
     pub pin: bool,
     pub busy_poll: bool,
-    /// Tests only: each engine thread stops for `.1` ns once, `.0` ns into the schedule, as a
-    /// preemption would (and says so on stderr).
-    pub test_stall: Option<(u64, u64)>,
+    /// Tests only: each engine thread stops as a preemption would (and says so on stderr).
+    pub test_stall: Option<TestStall>,
     /// Where a reply's receive time comes from (`Timestamps`).
     pub timestamps: Timestamps,
     /// The latency probe: when set, the threads above only load the target and the probe's
     /// requests are the only ones whose latency is recorded (`Probe`).
     pub probe: Option<Probe>,
+}
+
+/// Tests only: stop each engine thread for `for_ns`, first `at_ns` into the schedule, then every
+/// `every_ns` after the previous stop began, `count` times in all.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TestStall {
+    pub at_ns: u64,
+    pub for_ns: u64,
+    pub every_ns: u64,
+    pub count: u32,
+}
+
+impl TestStall {
+    pub fn once(at_ns: u64, for_ns: u64) -> TestStall {
+        TestStall { at_ns, for_ns, every_ns: 0, count: 1 }
+    }
 }
 
 /// Lancet's latency agent in its asymmetric mode (Lancet, ATC'19, §4.2): beside the open-loop

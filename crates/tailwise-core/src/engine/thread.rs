@@ -15,16 +15,18 @@
 //! * its connection failed for good (a reply that is not the protocol): censored, an error;
 //! * outstanding when the run stops: censored, `unfinished` (or `never_sent`).
 //!
-//! Stalls of this thread (stall.rs) are turned into per-request flags by the clock: requests
-//! intended inside a stall, or inside the guard after it — the backlog it built (the requests
-//! intended during it) times the thread's measured cost per send — are `ENGINE_STALL`; requests
+//! Stalls of this thread (stall.rs) are turned into per-request flags, never from a latency:
+//! requests intended inside a stall, or inside the guard after it — the backlog it built (the
+//! requests intended during it) times the thread's measured cost per send — and every request that
+//! falls due while one of those still waits in the backlog (it waits behind it: the backlog drains
+//! only as slots free, at the target's pace) are `ENGINE_STALL`, sent late by the client; requests
 //! outstanding across a stall are `INFLATED` by the part of the stall and guard they span.
 //!
 //! Nothing is shared while the loop runs; the coordinator asks for a snapshot (an atomic sequence
 //! number, checked every iteration) and the thread hands over its samples and interval
 //! histograms, and reports what is outstanding at that instant as censored.
 
-use super::{Counters, EngineConfig, Role, Shared, Sock};
+use super::{Counters, EngineConfig, Role, Shared, Sock, TestStall};
 use crate::clock::{now_ns, set_timer_slack_1ns};
 use crate::net::{self, Epoll, StampClock, EPOLLERR, EPOLLHUP, EPOLLIN, EPOLLOUT};
 use crate::nic::NicStamping;
@@ -218,6 +220,8 @@ struct Worker {
     rr: usize,
     next_id: u64,
     backlog: VecDeque<Req>,
+    /// Requests in `backlog` flagged `ENGINE_STALL`: one due while any waits there is delayed by it.
+    backlog_delayed: usize,
     dirty: Vec<usize>,
     ready: Vec<(usize, u32)>,
     sampler: Sampler,
@@ -252,7 +256,7 @@ struct Worker {
     last_failure: String,
     closed_since_reply: bool,
     snap_seen: u64,
-    test_stall: Option<(u64, u64)>,
+    test_stall: Option<TestStall>,
     /// `Role::Load`: requests are counted, not timed (a probe thread times its own).
     role: Role,
     /// Transmit and receive stamps on a clock other than the thread's own (`Timestamps::Kernel`,
@@ -357,6 +361,7 @@ pub(crate) fn run(ctx: ThreadCtx) -> ThreadResult {
         rr: 0,
         next_id: 0,
         backlog: VecDeque::new(),
+        backlog_delayed: 0,
         dirty: Vec::with_capacity(n),
         ready: Vec::with_capacity(n.max(1) * 2),
         sampler: Sampler::new(cfg.sample_every, seed ^ 0x5A5A),
@@ -533,7 +538,7 @@ impl Worker {
                 self.censor_flight(f, now);
             }
         }
-        while let Some(r) = self.backlog.pop_front() {
+        while let Some(r) = self.pop_backlog() {
             self.censor_waiting(r, now, false);
         }
         if self.replies == 0 && self.c.sent > 0 && !self.aborted() {
@@ -585,18 +590,21 @@ impl Worker {
         self.shared.stop.load(Relaxed) && self.shared.abort.lock().unwrap().is_some()
     }
 
-    /// Tests only: stop the thread once, as a preemption would (`EngineConfig::test_stall`), at
-    /// the first moment after `at` with a request sent in the last 200 µs still in flight, so that
-    /// its reply arrives during the stop (or 10 ms after `at` at the latest).
+    /// Tests only: stop the thread as a preemption would (`EngineConfig::test_stall`), at the
+    /// first moment after each stop's time with a request sent in the last 200 µs still in flight,
+    /// so that its reply arrives during the stop (or 10 ms after that time at the latest).
     fn test_hook(&mut self, now: u64) {
-        if let Some((at, dur)) = self.test_stall {
+        if let Some(ts) = self.test_stall {
+            let (at, dur) = (ts.at_ns, ts.for_ns);
             if now < self.t0 + at {
                 return;
             }
             let fresh = |f: &Flight| f.sent > 0 && f.sent + 200_000 >= now;
             let in_flight = self.conns.iter().any(|c| c.inflight.iter().any(fresh));
             if in_flight || now >= self.t0 + at + 10_000_000 {
-                self.test_stall = None;
+                // The next stop, if any, `every` after this one began.
+                self.test_stall = (ts.count > 1)
+                    .then(|| TestStall { at_ns: now - self.t0 + ts.every_ns, count: ts.count - 1, ..ts });
                 // A clock read right before the stop, so that the stall logged is the stop itself
                 // (not joined to a wait before it that the host prolonged).
                 self.watch.now();
@@ -696,12 +704,14 @@ impl Worker {
     fn enqueue(&mut self, intended: u64, now: u64) {
         self.c.intended += 1;
         let mut flags = if self.role != Role::Load && self.sampler.take() { SAMPLED } else { 0 };
-        if self.in_stall_window(intended) {
+        // Due in a stall (or its guard), or behind a request that was: the client delays it.
+        if self.in_stall_window(intended) || self.backlog_delayed > 0 {
             flags |= F::ENGINE_STALL;
         }
         let op = if self.keyed { self.gen.next_op() } else { Op::KEYLESS };
         let req = Req { intended, op, flags };
         if self.backlog.len() < MAX_BACKLOG {
+            self.backlog_delayed += (flags & F::ENGINE_STALL != 0) as usize;
             self.backlog.push_back(req);
         } else {
             self.c.never_sent += 1;
@@ -732,20 +742,33 @@ impl Worker {
     /// How much of the time a request was outstanding, from `intended` to `t_rx`, this thread
     /// spent in stalls and their guards: its latency may be that much the client's.
     fn inflation(&self, intended: u64, t_rx: u64) -> u64 {
-        let mut sum = 0;
-        // Windows are in time order, each stall after the last: scan back from the newest and stop
-        // at the first that ended before the request was due.
-        for w in self.windows.iter().rev() {
-            if w.start >= t_rx {
-                continue;
-            }
-            let g = w.guard_end();
-            if g <= intended {
+        // Windows are in time order, each stall after the last: scan back from the newest to the
+        // first that ended before the request was due ...
+        let mut first = self.windows.len();
+        for (i, w) in self.windows.iter().enumerate().rev() {
+            if w.start < t_rx && w.guard_end() <= intended {
                 break;
             }
-            sum += t_rx.min(g) - intended.max(w.start);
+            first = i;
         }
-        sum
+        // ... then add up the union of their parts within [intended, t_rx): a guard can reach
+        // into the next stall, and time counted twice would put the lower bound above the truth.
+        let (mut sum, mut cur) = (0, None::<(u64, u64)>);
+        for w in self.windows.range(first..) {
+            let (a, b) = (intended.max(w.start), t_rx.min(w.guard_end()));
+            if a >= b {
+                continue;
+            }
+            cur = match cur {
+                Some((ca, cb)) if a <= cb => Some((ca, cb.max(b))),
+                Some((ca, cb)) => {
+                    sum += cb - ca;
+                    Some((a, b))
+                }
+                None => Some((a, b)),
+            };
+        }
+        sum + cur.map_or(0, |(a, b)| b - a)
     }
 
     fn has_free_slot(&self) -> bool {
@@ -790,8 +813,15 @@ impl Worker {
                 c.dirty = true;
                 self.dirty.push(i);
             }
-            self.backlog.pop_front();
+            self.pop_backlog();
         }
+    }
+
+    /// The backlog's oldest request, counted out of `backlog_delayed`.
+    fn pop_backlog(&mut self) -> Option<Req> {
+        let r = self.backlog.pop_front()?;
+        self.backlog_delayed -= (r.flags & F::ENGINE_STALL != 0) as usize;
+        Some(r)
     }
 
     /// One write per connection with new requests; stamp their send time.
@@ -1248,7 +1278,7 @@ impl Worker {
             if now - r.intended <= timeout {
                 break;
             }
-            self.backlog.pop_front();
+            self.pop_backlog();
             self.censor_waiting(r, now, true);
             expired += 1;
         }
@@ -1372,6 +1402,7 @@ impl Worker {
                 r.flags |= F::RESENT;
             }
             let at = self.backlog.partition_point(|b| b.intended <= r.intended);
+            self.backlog_delayed += (r.flags & F::ENGINE_STALL != 0) as usize;
             self.backlog.insert(at, r);
         }
         if by_target {
