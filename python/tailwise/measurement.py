@@ -174,7 +174,7 @@ def _test_stall() -> tuple[int, int, int, int] | None:
     if not hook:
         return None
     parts = hook.split(":")
-    if len(parts) not in (2, 4):
+    if len(parts) not in (2, 4) or (len(parts) == 4 and not parts[3].isdigit()):
         raise InputError(f"TAILWISE_TEST_ENGINE_STALL={hook} is not AT:FOR or AT:FOR:EVERY:COUNT",
                          "give e.g. 1.5s:2ms or 1s:5ms:500ms:4")
     at, dur = (parse_time_ns(x, what="TAILWISE_TEST_ENGINE_STALL") for x in parts[:2])

@@ -101,17 +101,16 @@ def bounded_percentile(upper: np.ndarray, lower: np.ndarray | None, p: float, co
         return base, ind_up
     lo, ind_lo = estimate_percentile(lower, p, confidence, sorted_x=sorted_lower)
     ind = ind_lo if (not ind_lo.ok or (ind_up.ok and ind_lo.tau > ind_up.tau)) else ind_up
+    known = [x for x in (up.n_effective, lo.n_effective) if x is not None]
+    n_eff = min(known) if known else None
     if up.value is None or lo.value is None:
         # Too few effective samples in either series: unsupported, with what the harder one needs.
         need = max(up.samples_needed or 0, lo.samples_needed or 0) or None
-        n_eff = min(x for x in (up.n_effective, lo.n_effective, float("inf")) if x is not None)
-        return Percentile(p, None, None, None, None if n_eff == float("inf") else n_eff, need), ind
+        return Percentile(p, None, None, None, n_eff, need), ind
     # No interval at all when either series has none; and never above the measured values' own low
     # end (the lower series, less correlated, can have the tighter ranks): the interval always
     # holds sampling's interval of what was measured.
     low = min(lo.low, up.low) if up.low is not None and lo.low is not None else None
-    n_eff = min(x for x in (up.n_effective, lo.n_effective) if x is not None) if (
-        up.n_effective is not None or lo.n_effective is not None) else None
     return Percentile(p, up.value, low, up.high, n_eff, up.samples_needed, up.at_least,
                       value_low=min(lo.value, up.value), sampling_low=up.low, sampling_high=up.high), ind
 
