@@ -134,7 +134,7 @@ def test_external_server_with_carried_service_time(serve):
 
 
 def test_human_output_names_verdict_and_checks():
-    r = run_cli("run", "--rate", "2000", "--duration", "1")
+    r = run_cli("run", "--rate", "2000", "--duration", "1", "--verbose")
     assert r.returncode in (0, 1), r.stderr
     for word in ("verdict", "p99", "rate:", "arrivals:", "stationarity:", "independence:", "confidence:"):
         assert word in r.stdout, word

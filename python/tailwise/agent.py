@@ -257,7 +257,7 @@ class Agent(Protocol):
     def start(self, spec: LoadSpec, stall_sources: tuple[StallSource, ...] = ()) -> Session: ...
 
     def run(self, spec: LoadSpec, progress: Callable[[dict], None] | None = None,
-            stall_sources: tuple[StallSource, ...] = (), on_start: Callable[[], None] | None = None) -> AgentResult: ...
+            stall_sources: tuple[StallSource, ...] = (), on_start: Callable[[Session], None] | None = None) -> AgentResult: ...
 
 
 class LocalAgent:
@@ -305,11 +305,11 @@ class LocalAgent:
         return Session(engine, spec, stall_sources)
 
     def run(self, spec: LoadSpec, progress: Callable[[dict], None] | None = None,
-            stall_sources: tuple[StallSource, ...] = (), on_start: Callable[[], None] | None = None) -> AgentResult:
+            stall_sources: tuple[StallSource, ...] = (), on_start: Callable[[Session], None] | None = None) -> AgentResult:
         """A fixed-length run: start, poll (taking a snapshot each time), finish."""
         session = self.start(spec, stall_sources)
         if on_start is not None:
-            on_start()
+            on_start(session)
         interrupted = False
         try:
             while not session.is_finished():

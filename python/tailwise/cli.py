@@ -9,6 +9,7 @@ import shlex
 import signal
 import sys
 import threading
+import typing
 from enum import Enum
 from typing import Optional
 
@@ -19,7 +20,7 @@ from typer._click.exceptions import NoArgsIsHelpError, UsageError
 
 from tailwise import __version__
 from tailwise.errors import InputError, TailwiseError, TargetError
-from tailwise.output import err_console, print_summary, warn
+from tailwise.output import err_console, print_summary, set_quiet, warn
 from tailwise.server import builtin_server
 from tailwise.target import parse_target
 from tailwise.spec import TIME_CAP_ENV, RunSpec, positive as _positive
@@ -29,6 +30,9 @@ app = typer.Typer(
     add_completion=False,
     no_args_is_help=True,
     pretty_exceptions_enable=False,
+    # Plain help, as hyperfine's: rich markup would eat every "[default: …]" in a help text.
+    rich_markup_mode=None,
+    context_settings={"max_content_width": 100},
     help="Open-loop tail-latency measurement of µs-scale services, with statistics that say whether to trust it.",
 )
 
@@ -58,7 +62,8 @@ def run(
     workload: Optional[str] = typer.Option(None, "--workload", help="TOML file with any of these settings (examples/workload.toml); flags given here win"),
     rate: Optional[str] = typer.Option(None, "--rate", help="offered load, requests per second (5000, 50k, 1.5M) [default: 10k]"),
     percentile: Optional[float] = typer.Option(None, "--percentile", help="the percentile whose confidence interval must meet --ci [default: 99]"),
-    ci: Optional[str] = typer.Option(None, "--ci", help="widest acceptable CI of that percentile: a time (10us) or a share of its value (5%); default 10%"),
+    percentiles: Optional[str] = typer.Option(None, "--percentiles", help="the percentiles to report, each with its CI, e.g. 50,95,99,99.9 (--percentile and those of --threshold/--slo are added) [default: 50,90,95,99,99.9,99.99]"),
+    ci: Optional[str] = typer.Option(None, "--ci", help="widest acceptable CI of that percentile: a time (10us) or a share of its value (5%) [default: 10%; with --duration: none]"),
     confidence: Optional[float] = typer.Option(None, "--confidence", help="confidence level of the percentile intervals [default: 0.95]"),
     max_time: Optional[str] = typer.Option(None, "--max-time", help="the longest the coordinator may measure before it concludes [default: 60s]"),
     duration: Optional[str] = typer.Option(None, "--duration", help="fixed-length mode: send for exactly this long (3, 500ms, 2m); checks still reported"),
@@ -71,9 +76,9 @@ def run(
     value: Optional[str] = typer.Option(None, "--value-size", "--value", help="value sizes of sets in bytes: 200, uniform:MIN:MAX, gpareto:LOC:SCALE:SHAPE, etc or usr [default: 200]"),
     popularity: Optional[str] = typer.Option(None, "--popularity", help="key popularity: uniform or zipf:S [default: uniform]"),
     mix: Optional[str] = typer.Option(None, "--mix", help="GET:SET ratio, e.g. 9:1 [default: 1:0, gets only]"),
-    service: Optional[str] = typer.Option(None, "--service", help="service time: built-in server's distribution (default fixed:10us); with a synthetic:// target only fixed:T, carried in each request"),
+    service: Optional[str] = typer.Option(None, "--service", help="service time: the built-in server's distribution; with a synthetic:// target only fixed:T, carried in each request [default: fixed:10us for the built-in server]"),
     workers: Optional[int] = typer.Option(None, "--workers", help="built-in server worker threads [default: 1]"),
-    sample_every: Optional[int] = typer.Option(None, "--sample-every", help="engine keeps a random 1 in K requests raw (default: as many as keeps ≤ 20k samples/s); the methodology thins further"),
+    sample_every: Optional[int] = typer.Option(None, "--sample-every", help="engine keeps a random 1 in K requests raw; the methodology thins further [default: as many as keeps ≤ 20k samples/s]"),
     timeout: Optional[str] = typer.Option(None, "--timeout", help="a request unanswered this long is a timeout [default: 1s]"),
     late: Optional[str] = typer.Option(None, "--late", help="a request sent this long after its intended time counts as late [default: 50us]"),
     poll: Optional[Poll] = typer.Option(None, "--poll", help="spin: busy-poll (precise, one core per thread); block: sleep between sends [default: spin]"),
@@ -81,14 +86,15 @@ def run(
     probe: Optional[bool] = typer.Option(None, "--probe/--no-probe", help="time only a latency probe's requests (a thread of its own, --probe-conns connections with one request outstanding each, Poisson at --probe-rate, spinning) while the --rate load only loads: prefer it with many load threads or a busy client [default: off]"),
     probe_conns: Optional[int] = typer.Option(None, "--probe-conns", help="the probe's connections [default: 4]"),
     probe_rate: Optional[str] = typer.Option(None, "--probe-rate", help="the probe's rate, on top of --rate [default: 2k]"),
-    pin: bool = typer.Option(True, "--pin/--no-pin", help="pin engine threads (and built-in server workers) to CPUs"),
+    pin: Optional[bool] = typer.Option(None, "--pin/--no-pin", help="pin engine threads (and built-in server workers) to CPUs [default: --pin]"),
     warmup: Optional[str] = typer.Option(None, "--warmup", help="leading span left out of the statistics (reported with its own p99); whole 100 ms intervals, at most 10% of the run [default: 100ms]"),
-    keep_stalls: bool = typer.Option(False, "--keep-stalls", help="take the requests that stalls (≥ 200 µs) of tailwise's engine threads delayed as measured, instead of as intervals down to what the target can be shown to have taken"),
-    seed: Optional[int] = typer.Option(None, "--seed", help="random seed of schedules, sampling and statistics (default: random, recorded)"),
+    keep_stalls: Optional[bool] = typer.Option(None, "--keep-stalls/--bound-stalls", help="take the requests that stalls (≥ 200 µs) of tailwise's engine threads delayed as measured, instead of as intervals down to what the target can be shown to have taken [default: --bound-stalls]"),
+    seed: Optional[int] = typer.Option(None, "--seed", help="random seed of schedules, sampling and statistics [default: random, recorded in the summary]"),
     threshold: Optional[list[str]] = typer.Option(None, "--threshold", help="gate a CI job: 'p99<200us' (repeatable) passes only when the percentile's whole CI meets it; a failed or inconclusive one exits 3"),
-    quiet: bool = typer.Option(False, "--quiet", "-q", help="no progress bar, no 'measuring' or round lines: only the result"),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="print only the result: no live line, no 'measuring', round or warning lines"),
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="the result with every check's figures, the warm-up, the stalls and the server's own counts"),
     out: Optional[str] = typer.Option(None, "--out", help="write the results directory here: summary.json, samples, .hgrm, histograms, interval log, config and host (docs/results.md)"),
-    samples_format: str = typer.Option("csv", "--samples-format", help="raw samples file format: csv or parquet"),
+    samples_format: Optional[str] = typer.Option(None, "--samples-format", help="raw samples file format: csv or parquet [default: csv]"),
     json_out: bool = typer.Option(False, "--json", help="print the summary JSON on stdout instead of the table"),
 ) -> int:
     """Measure latency at an offered open-loop load, until the percentile's CI is as narrow as asked."""
@@ -96,15 +102,22 @@ def run(
     from tailwise.measurement import measure, prepare, round_line
     from tailwise.files import check_out_dir, dumps
     from tailwise.results import SAMPLE_FORMATS, write_out
-    from tailwise.threshold import parse_all as parse_thresholds, reported_percentiles
+    from tailwise.threshold import Threshold, parse_all as parse_thresholds
+    from tailwise.workload import command_setting, load_file
 
+    set_quiet(quiet)
     flags = _run_flags(locals())
-    rs = RunSpec.from_flags(flags, workload, pin=pin, keep_stalls=keep_stalls)
+    file = load_file(workload)
+    threshold = command_setting("threshold", threshold, file)
+    out = command_setting("out", out, file)
+    samples_format = command_setting("samples_format", samples_format, file)
+    judged = [Threshold.parse(t) for t in threshold or ()]
+    rs = RunSpec.from_flags(flags, workload, pin=pin, keep_stalls=keep_stalls, also_report=tuple(t.p for t in judged))
     if rs.capped:
         warn(rs.capped, f"unset {TIME_CAP_ENV} to measure as asked")
     if samples_format not in SAMPLE_FORMATS:
         raise InputError(f"--samples-format {samples_format} is unknown", "use csv or parquet")
-    gates = parse_thresholds(threshold, reported_percentiles(rs.percentile))
+    gates = parse_thresholds(threshold, set(rs.percentiles))
     if out:
         check_out_dir(out)  # before the first request: a bad --out must not lose a measured run
     setup = prepare(rs)
@@ -117,9 +130,9 @@ def run(
     if json_out:
         print(dumps(summary))
     else:
-        print_summary(summary)
+        print_summary(summary, verbose=verbose)
         print_thresholds(summary["thresholds"])
-        if out and not summary["error"] and not result.interrupted:
+        if out and not summary["error"] and not result.interrupted and not quiet:
             err_console.print(f"results written to {out}/")
     if result.interrupted:
         kept = f"results kept in {out}/" if out else "nothing kept on disk (--out DIR keeps the results)"
@@ -130,7 +143,7 @@ def run(
 
 def _run_flags(kw: dict) -> dict:
     """The run settings among a command's arguments (None: not given), named as the flags."""
-    names = ("targets", "rate", "percentile", "ci", "confidence", "max_time", "duration", "threads", "conns",
+    names = ("targets", "rate", "percentile", "percentiles", "ci", "confidence", "max_time", "duration", "threads", "conns",
              "outstanding", "arrival", "keys", "key_size", "popularity", "mix", "service", "workers", "sample_every",
              "timeout", "late", "warmup", "seed", "timestamps", "probe", "probe_conns", "probe_rate")
     flags = {name: kw.get(name) for name in names}
@@ -169,8 +182,10 @@ def sweep(**kw) -> int:
     from tailwise.files import check_out_dir, dumps
     from tailwise.results import SAMPLE_FORMATS
     from tailwise.sweep import Plan, execute, parse_rates
-    from tailwise.threshold import Threshold, parse_all as parse_thresholds, reported_percentiles
+    from tailwise.threshold import Threshold, parse_all as parse_thresholds
+    from tailwise.workload import COMMAND_DEFAULTS, command_setting, load_file
 
+    set_quiet(kw["quiet"])
     resume = kw["resume"]
     command = shlex.join(["tailwise", *sys.argv[1:]])
     if resume:
@@ -188,6 +203,8 @@ def sweep(**kw) -> int:
             raise InputError(f"{resume} is not a sweep directory tailwise can resume ({e})",
                              "give --resume the --out directory of an earlier `tailwise sweep`") from None
     else:
+        file = load_file(kw["workload"])
+        kw = kw | {name: command_setting(name, kw.get(name), file) for name in COMMAND_DEFAULTS}
         if not kw["rates"]:
             raise InputError("tailwise sweep needs --rates", "give e.g. --rates 10k:400k:12 (12 loads) or --rates 10k,20k,50k")
         if kw["samples_format"] not in SAMPLE_FORMATS:
@@ -197,8 +214,10 @@ def sweep(**kw) -> int:
         slo = Threshold.parse(kw["slo"], what="--slo") if kw["slo"] else None
         if slo and flags["percentile"] is None:
             flags["percentile"] = slo.p  # the search decides on the SLO's percentile: bound that one
-        rs = RunSpec.from_flags(flags, kw["workload"], pin=kw["pin"], keep_stalls=kw["keep_stalls"])
-        reported = reported_percentiles(rs.percentile)
+        judged = [slo] * bool(slo) + [Threshold.parse(t) for t in kw["threshold"] or ()]
+        rs = RunSpec.from_flags(flags, kw["workload"], pin=kw["pin"], keep_stalls=kw["keep_stalls"],
+                                also_report=tuple(t.p for t in judged))
+        reported = set(rs.percentiles)
         if slo:
             parse_thresholds([kw["slo"]], reported, what="--slo")
         parse_thresholds(kw["threshold"], reported)
@@ -404,7 +423,7 @@ def _sweep_signature() -> None:
     """`sweep` takes every option of `run` (but --rate: --rates) and its own."""
     own = {
         "rates": (Optional[str], typer.Option(None, "--rates", help="the loads: START:STOP:N (e.g. 10k:400k:12) or a list, 10k,20k,50k")),
-        "steps": (str, typer.Option("linear", "--steps", help="spacing of START:STOP:N: linear or log")),
+        "steps": (Optional[str], typer.Option(None, "--steps", help="spacing of START:STOP:N: linear or log [default: linear]")),
         "slo": (Optional[str], typer.Option(None, "--slo", help="search (bisection on the CIs) for the highest load whose percentile meets this, e.g. 'p99<200us'")),
         "resume": (Optional[str], typer.Option(None, "--resume", help="continue the sweep in this directory (a killed or interrupted one), with its own settings")),
     }
@@ -430,7 +449,49 @@ from tailwise import cli_report  # noqa: E402  (report and compare: their own mo
 cli_report.register(app)
 
 
+#: What each option's value is, in --help (typer 0.29 would print its Python type, <list[str]>).
+VALUE_NAMES = {
+    "targets": "TARGET", "target": "TARGET", "directory": "DIR", "directories": "DIR",
+    "rate": "RATE", "rates": "RATES", "probe_rate": "RATE", "load": "RHO",
+    "max_time": "TIME", "duration": "TIME", "timeout": "TIME", "late": "TIME", "warmup": "TIME", "ci": "WIDTH",
+    "percentile": "P", "percentiles": "P,P,…", "confidence": "LEVEL", "threshold": "LIMIT", "slo": "LIMIT",
+    "workload": "FILE", "out": "DIR", "resume": "DIR", "listen": "HOST:PORT",
+    "arrival": "PROCESS", "key_size": "SIZES", "value": "SIZES", "popularity": "DIST", "mix": "GET:SET",
+    "service": "DIST", "timestamps": "SOURCE", "samples_format": "FORMAT", "steps": "SPACING", "label": "NAME",
+}
+
+
+def _name_values(command) -> None:
+    """Name each value in --help (RATE, TIME, N …) instead of its Python type; arguments are
+    named by their metavar alone."""
+    from typer.models import ArgumentInfo, OptionInfo
+
+    for name, p in inspect.signature(command.callback, eval_str=True).parameters.items():
+        info = p.default
+        if not isinstance(info, (OptionInfo, ArgumentInfo)) or info.metavar is not None:
+            continue
+        ann = str(p.annotation)
+        if "bool" in ann:
+            continue
+        if isinstance(info, ArgumentInfo):
+            info.metavar = VALUE_NAMES.get(name, name.upper())  # click adds "..." to a list
+        elif enums := [a for a in (p.annotation, *typing.get_args(p.annotation)) if inspect.isclass(a) and issubclass(a, Enum)]:
+            info.metavar = "|".join(e.value for e in enums[0])
+        else:
+            info.metavar = VALUE_NAMES.get(name) or ("N" if "int" in ann else "X" if "float" in ann else "TEXT")
+
+
+def _patch_help() -> None:
+    import typer.core
+
+    # typer 0.29 (pinned) prints an argument's Python type after its name; the name says it.
+    typer.core.TyperArgument.display_type_rich = lambda self, ctx: None
+    for command in app.registered_commands:
+        _name_values(command)
+
+
 def main() -> None:
+    _patch_help()
     try:
         code = app(standalone_mode=False)
     except NoArgsIsHelpError as e:

@@ -12,12 +12,14 @@ from __future__ import annotations
 import ipaddress
 import os
 import sys
+from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Callable
 
-from tailwise.agent import AgentResult, LoadSpec, LocalAgent
+from tailwise.agent import AgentResult, LocalAgent
 from tailwise.errors import InputError
 from tailwise.host import host_info, isolated_cpus, listener_cpus
+from tailwise.live import LiveLine
 from tailwise.methodology.checks import Setting
 from tailwise.output import err_console, fmt_ns, warn
 from tailwise.server import builtin_server, server_stats
@@ -111,9 +113,9 @@ def longest_s(rs: RunSpec) -> float:
 
 def measure(rs: RunSpec, setup: Setup, command: str, *, quiet: bool = False, bar: bool = True,
             on_round: Callable | None = None) -> Measurement:
-    """Measure ``rs`` once. ``quiet``: no 'measuring' line, no round lines, no progress bar;
-    ``bar``: a progress bar on a terminal (fixed-length mode); ``on_round``: called with each
-    methodology round (adaptive mode)."""
+    """Measure ``rs`` once. ``quiet``: no 'measuring' line, no round lines, no live line;
+    ``bar``: the live line on a terminal (live.py; it stands for the round lines there);
+    ``on_round``: called with each methodology round (adaptive mode) off a terminal."""
     from tailwise import serverstats
     from tailwise.methodology import Controller
     from tailwise.methodology.controller import fixed_methodology
@@ -134,21 +136,29 @@ def measure(rs: RunSpec, setup: Setup, command: str, *, quiet: bool = False, bar
                 f"until p{rs.percentile:g} ± {fmt_ns(rs.ci_ns) if rs.ci_ns else f'{rs.ci_rel:.0%}'}, at most {span_s:g} s")
         goal += f" (+ {conclude_s(rs):.1f} s to conclude)"
 
-        def started() -> None:
+        show_live = bar and not quiet and err_console.is_terminal
+        live = (LiveLine(err_console, rate_rps=rs.rate_rps, span_s=span_s, fixed=bool(rs.duration_ns),
+                         percentile=rs.percentile) if show_live else nullcontext())
+
+        def started(session) -> None:
             if not quiet:
                 print(f"measuring {target_url} at {rs.rate_rps:,.0f} req/s {goal}", file=sys.stderr, flush=True)
+            if show_live:
+                live.attach(session)
 
-        if rs.duration_ns:
-            result = _with_progress(agent, spec, quiet=quiet or not bar, stall_sources=stall_sources, on_start=started)
-            analysis, methodology = fixed_methodology(result, spec, precision, rs.seed, bound_delays=not rs.keep_stalls,
-                                                          setting=setup.setting)
-        else:
-            controller = Controller(spec, precision, seed=rs.seed, progress=None if quiet else on_round,
-                                    bound_delays=not rs.keep_stalls, busy_cpus=setup.busy_cpus,
-                                    setting=setup.setting)
-            session = agent.start(controller.spec, stall_sources)
-            started()
-            result, analysis, methodology = controller.run(session)
+        with live:
+            if rs.duration_ns:
+                result = agent.run(spec, stall_sources=stall_sources, on_start=started)
+                analysis, methodology = fixed_methodology(result, spec, precision, rs.seed,
+                                                          bound_delays=not rs.keep_stalls, setting=setup.setting)
+            else:
+                progress = None if quiet else live.round if show_live else on_round
+                controller = Controller(spec, precision, seed=rs.seed, progress=progress,
+                                        bound_delays=not rs.keep_stalls, busy_cpus=setup.busy_cpus,
+                                        setting=setup.setting)
+                session = agent.start(controller.spec, stall_sources)
+                started(session)
+                result, analysis, methodology = controller.run(session)
         summary = build_summary(target=target_url, config=config, host=setup.host, result=result, analysis=analysis,
                                 methodology=methodology)
         return Measurement(summary, result, analysis)
@@ -183,30 +193,14 @@ def _test_stall() -> tuple[int, int, int, int] | None:
 
 
 def round_line(r) -> None:
-    """One line per methodology round on stderr, on a terminal or not: where the CI stands, the
-    time so far and the most the coordinator still needs."""
+    """One line per methodology round on stderr off a terminal (a log; on a terminal the live line
+    stands for it): where the CI stands, the time so far and an estimate of the time still needed —
+    said to be one: the samples a percentile needs grow with the correlation found, so it can grow
+    from round to round (--max-time is the bound)."""
     width = fmt_ns(r.ci_width_ns) if r.ci_width_ns is not None else "unbounded"
     target = fmt_ns(r.ci_target_ns) if r.ci_target_ns is not None else "—"
     failing = ", ".join(r.failed) if r.failed else "none"
-    eta = f" · ETA ≤ {r.eta_s:.0f} s" if r.eta_s else ""
+    eta = f" · est. {r.eta_s:.0f} s more" if r.eta_s else ""
     line = (f"round {r.round} · elapsed {r.elapsed_s:.1f} s{eta} · {r.samples:,} samples ({r.used:,} used) · "
             f"p{r.percentile:g} CI width {width} / target {target} · failing: {failing}")
     print(line, file=sys.stderr, flush=True)
-
-
-def _with_progress(agent: LocalAgent, spec: LoadSpec, quiet: bool, stall_sources=(), on_start=None):
-    if quiet or not err_console.is_terminal:
-        return agent.run(spec, stall_sources=stall_sources, on_start=on_start)
-    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
-
-    with Progress(TextColumn("[bold]measuring[/]"), BarColumn(), TextColumn("{task.description}"),
-                  TimeElapsedColumn(), TextColumn("elapsed, ETA"), TimeRemainingColumn(),
-                  console=err_console, transient=True) as bar:
-        task = bar.add_task("", total=spec.duration_ns)
-
-        def show(snap: dict) -> None:
-            bar.update(task, completed=snap.get("elapsed_ns", 0),
-                       description=f"{snap.get('sent', 0):,} sent, {snap.get('received', 0):,} received, "
-                                   f"{snap.get('errors', 0) + snap.get('timeouts', 0):,} failed")
-
-        return agent.run(spec, show, stall_sources, on_start)

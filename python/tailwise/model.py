@@ -31,9 +31,7 @@ import numpy as np
 
 from tailwise import _core
 from tailwise.errors import InputError
-
-#: The percentiles reported by default (those of every `tailwise run` summary).
-DEFAULT_PERCENTILES: tuple[float, ...] = (50.0, 90.0, 99.0, 99.9, 99.99)
+from tailwise.workload import DEFAULT_PERCENTILES  # those of every `tailwise run` summary, by default
 
 #: Customers simulated by default, after a warm-up of DEFAULT_WARMUP discarded ones: p99.99 has
 #: 200 customers beyond it; the simulation takes ~0.05 s.

@@ -32,24 +32,12 @@ def percentile_text(p: dict) -> str:
     return ("≥ " if p.get("censored") else "") + fmt_ns(p["value_ns"])
 
 
-def print_summary(s: dict, console: Console | None = None) -> None:
-    # Off a terminal (a pipe, a log) lines are never wrapped: grep must find whole sentences.
-    console = console or Console(soft_wrap=not sys.stdout.isatty())
-    verdict = s["verdict"]
-    colour = "green" if verdict == "ok" else "red"
-    r = s["rate"]
+def _percentile_table(s: dict) -> Table:
+    """The percentiles with their intervals and, beside them, every request of the same window."""
     lat = s["latency"]
-    console.print(
-        f"[bold]{s['target']}[/]  target {r['target_rps']:,.0f} req/s, achieved "
-        f"{(r['achieved_rps'] or 0):,.0f} req/s over {r['duration_s']:.2f} s — verdict [bold {colour}]{verdict}[/]"
-    )
-    probe = s.get("probe")
-    whose = (f"the probe's requests ({probe['conns']} conns × 1 outstanding at {probe['rate_rps']:,.0f} req/s; "
-             "the load is not timed), " if probe else "")
-    t = Table(title=f"latency from intended send time ({whose}{lat['source']} timestamps, {lat['samples']:,} samples, "
-                    f"{lat['confidence']:.0%} CI)", title_justify="left")
-    for col in ("percentile", "value", "CI low", "CI high", "every request, same window"):
-        t.add_column(col, justify="right")
+    t = Table(box=None, pad_edge=False, show_edge=False, padding=(0, 2))
+    for col in ("percentile", "value", "CI low", "CI high", "every request"):
+        t.add_column(col, justify="right", overflow="fold")
     window = {p["p"]: p["value_ns"] for p in (lat.get("window") or {}).get("percentiles", [])}
     for p in lat["percentiles"]:
         if p["value_ns"] is not None and p["low_ns"] is None and p["high_ns"] is None and not p.get("samples_needed"):
@@ -58,53 +46,63 @@ def print_summary(s: dict, console: Console | None = None) -> None:
         else:
             row = (percentile_text(p), fmt_ns(p["low_ns"]), fmt_ns(p["high_ns"]))
         t.add_row(f"p{p['p']:g}", *row, fmt_ns(window.get(p["p"])))
-    console.print(t)
-    w = s.get("warmup") or {}
-    if w.get("span_s"):
-        console.print(f"warm-up: the first {w['span_s']:.2f} s left out ({w['samples']:,} samples, p99 "
-                      f"{fmt_ns(w.get('p99_ns'))}; at most {w['bound_s']:g} s and {w['max_share']:.0%} of the run)")
-    dl = s.get("delayed") or {}
-    if dl.get("samples"):
-        c = dl["causes"]
-        how = ("in the statistics between a lower bound and their measured latency" if dl.get("bounded", True)
-               else "kept as measured (--keep-stalls)")
-        widened = [f"p{p['p']:g} by {fmt_ns(p['widening_ns'])}" for p in dl["percentiles"] if p.get("widening_ns")]
-        console.print(f"delayed by tailwise's own stalls: {dl['samples']:,} of {dl['window_samples']:,} samples "
-                      f"({dl['share']:.2%}: {c['sent_late']:,} sent late, {c['outstanding_across']:,} outstanding across "
-                      f"a stall), {how}" + (f"; CI low widened: {', '.join(widened)}" if widened else ""))
-    hp = s.get("host_pauses") or {}
-    if hp.get("note"):
-        console.print(f"[yellow]host:[/] {hp['note']}")
-    lag = {p["p"]: p["value_ns"] for p in s["send_lag"]["percentiles"]}
+    return t
+
+
+def print_summary(s: dict, console: Console | None = None, *, verbose: bool = False) -> None:
+    """The result at a glance (about 15 lines for an ok run): the verdict, the percentiles with
+    their intervals and every request beside them, the requests, and one line per failed check
+    with its cause and remedy. ``verbose``: every check, and the warm-up, stalls and server lines."""
+    # Off a terminal (a pipe, a log) lines are never wrapped: grep must find whole sentences.
+    console = console or Console(soft_wrap=not sys.stdout.isatty())
+    verdict = s["verdict"]
+    colour = "green" if verdict == "ok" else "red"
+    r = s["rate"]
+    lat = s["latency"]
+    completed = f", {r['completed_rps']:,.0f} completed" if r.get("completed_rps") is not None else ""
+    console.print(f"[bold]{s['target']}[/] — verdict [bold {colour}]{verdict}[/] · {r['target_rps']:,.0f} req/s offered, "
+                  f"{(r['achieved_rps'] or 0):,.0f} sent{completed} over {r['duration_s']:.2f} s")
+    probe = s.get("probe")
+    whose = (f" · the probe's requests only ({probe['conns']} conns × 1 at {probe['rate_rps']:,.0f} req/s)"
+             if probe else "")
+    console.print(f"latency from intended send time · {lat['source']} timestamps · {lat['samples']:,} samples · "
+                  f"{lat['confidence']:.0%} CI{whose}")
+    console.print(_percentile_table(s))
     c = s["counters"]
-    extra = "".join(f", {c[k]:,} {k.replace('_', ' ')}" for k in ("unfinished", "reconnects", "resent") if c.get(k))
-    console.print(
-        f"send lag p50 {fmt_ns(lag.get(50.0))}, p99 {fmt_ns(lag.get(99.0))}, max {fmt_ns(s['send_lag']['max_ns'])}   "
-        f"requests: {c['intended']:,} intended, {c['sent']:,} sent, {c['received']:,} received, {c['late']:,} late, "
-        f"{c['never_sent']:,} never sent, {c['errors']:,} errors, {c['timeouts']:,} timeouts{extra}"
-    )
+    lag = {p["p"]: p["value_ns"] for p in s["send_lag"]["percentiles"]}
+    extra = "".join(f", {c[k]:,} {k.replace('_', ' ')}" for k in ("never_sent", "unfinished", "reconnects", "resent")
+                    if c.get(k))
+    console.print(f"requests: {c['sent']:,} sent, {c['received']:,} received, {c['late']:,} late, {c['errors']:,} errors, "
+                  f"{c['timeouts']:,} timeouts{extra} · send lag p99 {fmt_ns(lag.get(99.0))}")
     if (s.get("config") or {}).get("workload") is not None:
         ratio = s.get("hit_ratio")
         console.print(f"keys: {c['gets']:,} gets ({c['hits']:,} hits, {c['misses']:,} misses"
                       f"{f', hit ratio {ratio:.1%}' if ratio is not None else ''}), {c['sets']:,} sets ({c['stored']:,} stored)")
+    _delayed_line(s, console, verbose)
+    hp = s.get("host_pauses") or {}
+    if hp.get("note"):
+        console.print(f"[yellow]host:[/] {hp['note']}")
     ts = s.get("target_stats") or {}
-    if ts.get("delta"):
-        d = ts["delta"]
-
-        def n(name: str) -> str:
-            return "?" if d.get(name) is None else f"{d[name]:,}"
-
-        agrees = {True: " — agrees with ours", False: " — [red]differs from ours[/]"}.get(ts.get("agrees"), "")
-        console.print(f"server's own count ({ts.get('source')}): {n('gets')} gets, {n('sets')} sets, "
-                      f"{n('hits')} hits, {n('misses')} misses{agrees}")
-        if ts.get("error"):
-            console.print(f"[yellow]server stats:[/] {ts['error']}")
-    for reason in s.get("error_reasons", [])[:5]:
+    if ts.get("delta") and (verbose or ts.get("agrees") is False):
+        _server_line(ts, console)
+    if ts.get("error") and verbose:
+        console.print(f"[yellow]server stats:[/] {ts['error']}")
+    for reason in s.get("error_reasons", [])[:5 if verbose else 2]:
         console.print(f"[red]error[/] ×{reason['count']:,}: {reason['reason']}")
+    if verbose:
+        w = s.get("warmup") or {}
+        if w.get("span_s"):
+            console.print(f"warm-up: the first {w['span_s']:.2f} s left out ({w['samples']:,} samples, p99 "
+                          f"{fmt_ns(w.get('p99_ns'))}; at most {w['bound_s']:g} s and {w['max_share']:.0%} of the run)")
+        console.print(f"send lag p50 {fmt_ns(lag.get(50.0))}, p99 {fmt_ns(lag.get(99.0))}, max {fmt_ns(s['send_lag']['max_ns'])}; "
+                      f"{c['intended']:,} requests intended")
     m = s.get("methodology") or {}
-    if m.get("mode") == "adaptive":
-        console.print(f"stopped: {m['stopped']} ({m['rounds']} rounds)")
-    for ch in s["checks"]:
+    checks = s["checks"]
+    failed = [ch for ch in checks if not ch["ok"]]
+    stopped = f" · stopped: {m['stopped']} ({m['rounds']} rounds)" if m.get("mode") == "adaptive" else ""
+    passed = f"all {len(checks)} passed" if not failed else f"{len(checks) - len(failed)} of {len(checks)} passed"
+    console.print(f"checks: {passed}{stopped}" + ("" if verbose or not checks else " (--verbose: each check's figures)"))
+    for ch in checks if verbose else failed:
         mark = "[green]✓[/]" if ch["ok"] else "[red]✗[/]"
         line = f"{mark} {ch['name']}: {ch['detail']}"
         if not ch["ok"] and ch["remedy"]:
@@ -114,5 +112,42 @@ def print_summary(s: dict, console: Console | None = None) -> None:
         console.print(f"[red]run stopped early:[/] {s['error']}")
 
 
+def _delayed_line(s: dict, console: Console, verbose: bool) -> None:
+    dl = s.get("delayed") or {}
+    if not dl.get("samples"):
+        return
+    how = "in as intervals" if dl.get("bounded", True) else "kept as measured (--keep-stalls)"
+    asked = (s.get("config") or {}).get("percentile")
+    widened = [f"p{p['p']:g} by {fmt_ns(p['widening_ns'])}" for p in dl["percentiles"]
+               if p.get("widening_ns") and (verbose or p["p"] == asked)]
+    causes = ""
+    if verbose:
+        cs = dl["causes"]
+        causes = f": {cs['sent_late']:,} sent late, {cs['outstanding_across']:,} outstanding across a stall"
+    console.print(f"delayed by tailwise's own stalls: {dl['samples']:,} of {dl['window_samples']:,} samples "
+                  f"({dl['share']:.2%}{causes}), {how}" + (f"; CI low widened: {', '.join(widened)}" if widened else ""))
+
+
+def _server_line(ts: dict, console: Console) -> None:
+    d = ts["delta"]
+
+    def n(name: str) -> str:
+        return "?" if d.get(name) is None else f"{d[name]:,}"
+
+    agrees = {True: " — agrees with ours", False: " — [red]differs from ours[/]"}.get(ts.get("agrees"), "")
+    console.print(f"server's own count ({ts.get('source')}): {n('gets')} gets, {n('sets')} sets, "
+                  f"{n('hits')} hits, {n('misses')} misses{agrees}")
+
+
+#: --quiet: the result only (warnings and progress are not printed).
+_quiet = False
+
+
+def set_quiet(quiet: bool) -> None:
+    global _quiet
+    _quiet = quiet
+
+
 def warn(cause: str, remedy: str) -> None:
-    err_console.print(f"[yellow]warning:[/] {cause} — {remedy}")
+    if not _quiet:
+        err_console.print(f"[yellow]warning:[/] {cause} — {remedy}")

@@ -126,7 +126,7 @@ def build_summary(*, target: str, config: dict, host: dict, result: AgentResult,
             "percentiles": [p.as_json() for p in analysis.percentiles],
             "target": analysis.target.as_json() if analysis.target else None,
             # Every request of the run (warm-up included; censored ones at the time they waited).
-            "histogram": _hist_json(lat_hist) | _hist_params(),
+            "histogram": _hist_json(lat_hist, [p.p for p in analysis.percentiles] or DEFAULT_PERCENTILES) | _hist_params(),
             # Every request intended in the window the statistics used (those left out included).
             "window": {"start_ns": analysis.window[0], "end_ns": analysis.window[1]} | d.get("window_every_request", {}),
         },

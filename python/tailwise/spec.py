@@ -20,7 +20,7 @@ from tailwise.agent import LoadSpec
 from tailwise.errors import InputError
 from tailwise.target import KEYED, UDP_SIZE, Target, parse_targets
 from tailwise.units import parse_arrival, parse_dist, parse_rate, parse_time_ns
-from tailwise.workload import Workload, load_file, resolve
+from tailwise.workload import DEFAULT_PERCENTILES, Workload, load_file, resolve
 
 #: An upper bound on --duration and --max-time from the environment (the README test sets it).
 TIME_CAP_ENV = "TAILWISE_TIME_CAP"
@@ -46,6 +46,27 @@ def confidence_level(value: float) -> float:
     if not 0.5 <= value < 1.0:
         raise InputError(f"--confidence {value} is outside [0.5, 1)", "give e.g. --confidence 0.95")
     return value
+
+
+def parse_percentiles(value: Any) -> tuple[float, ...] | None:
+    """--percentiles: "50,95,99,99.9" (or a TOML list of numbers) → (50.0, 95.0, 99.0, 99.9);
+    None: the defaults. Each in (0, 100); order and repeats do not matter."""
+    if value is None:
+        return None
+    items = value if isinstance(value, (list, tuple)) else str(value).replace(" ", "").split(",")
+    out = set()
+    for x in items:
+        try:
+            p = float(str(x).removeprefix("p"))
+        except ValueError:
+            raise InputError(f"--percentiles {value}: {x!r} is not a number",
+                             "give percents separated by commas, e.g. --percentiles 50,95,99,99.9") from None
+        if not 0.0 < p < 100.0:
+            raise InputError(f"--percentiles {value}: {x} is outside (0, 100)", "give e.g. --percentiles 50,95,99,99.9")
+        out.add(p)
+    if not out:
+        raise InputError("--percentiles is empty", "give e.g. --percentiles 50,95,99,99.9")
+    return tuple(sorted(out))
 
 
 def parse_ci(text: str | None) -> tuple[float | None, float | None]:
@@ -130,16 +151,22 @@ class RunSpec:
     pin: bool
     keep_stalls: bool
     workload_file: str | None
+    #: The percentiles to report, ``percentile`` among them (sorted).
+    percentiles: tuple[float, ...] = ()
     #: A warning to give before the run (the time cap), or None.
     capped: str | None = None
 
     @classmethod
-    def from_flags(cls, flags: dict[str, Any], workload_file: str | None, *, pin: bool = True,
-                   keep_stalls: bool = False) -> RunSpec:
-        """Flags (None: not given) over the workload file over the defaults."""
+    def from_flags(cls, flags: dict[str, Any], workload_file: str | None, *, pin: bool | None = None,
+                   keep_stalls: bool | None = None, also_report: tuple[float, ...] = ()) -> RunSpec:
+        """Flags (None: not given) over the workload file over the defaults. ``also_report``: the
+        percentiles that thresholds and SLOs judge, reported whatever --percentiles says."""
+        flags = flags | {"pin": pin, "keep_stalls": keep_stalls}
         st = resolve(flags, load_file(workload_file))
+        if also_report:
+            st["percentiles"] = sorted({*(parse_percentiles(st["percentiles"]) or DEFAULT_PERCENTILES), *also_report})
         given = {name for name, v in flags.items() if v is not None}
-        return cls.parse(st | {"pin": pin, "keep_stalls": keep_stalls, "workload_file": workload_file}, given=given)
+        return cls.parse(st | {"workload_file": workload_file}, given=given)
 
     @classmethod
     def from_json(cls, settings: dict[str, Any]) -> RunSpec:
@@ -179,6 +206,7 @@ class RunSpec:
             raise InputError(f"--timestamps {st['timestamps']} is unknown", f"use one of {', '.join(TIMESTAMPS)}")
         if not 0.0 < percentile < 100.0:
             raise InputError(f"--percentile {percentile} is outside (0, 100)", "give e.g. --percentile 99")
+        percentiles = tuple(sorted({*(parse_percentiles(st.get("percentiles")) or DEFAULT_PERCENTILES), percentile}))
         probe_on = bool(st["probe"])
         probe_conns = int(st["probe_conns"]) if probe_on else 0
         probe_rps = parse_rate(st["probe_rate"], what="--probe-rate") if probe_on else 0.0
@@ -224,7 +252,7 @@ class RunSpec:
             timestamps=str(st["timestamps"]), probe_conns=probe_conns, probe_rate_rps=probe_rps,
             sample_every=sample_every, workload=work, service=service, service_ns=service_ns, seed=seed,
             pin=bool(st.get("pin", True)), keep_stalls=bool(st.get("keep_stalls", False)),
-            workload_file=st.get("workload_file"), capped=capped,
+            workload_file=st.get("workload_file"), capped=capped, percentiles=percentiles,
         )
 
     @property
@@ -236,7 +264,7 @@ class RunSpec:
         from tailwise.methodology import Precision
 
         return Precision(percentile=self.percentile, ci_ns=self.ci_ns, ci_rel=self.ci_rel, confidence=self.confidence,
-                         max_time_s=self.max_time_ns / 1e9, warmup_ns=self.warmup_ns)
+                         max_time_s=self.max_time_ns / 1e9, warmup_ns=self.warmup_ns, percentiles=self.percentiles)
 
     def load_spec(self, addrs: list[str], timestamps: str, test_stall_ns: tuple[int, int, int, int] | None = None) -> LoadSpec:
         """What the engine is asked to do, once the target's addresses and the timestamp source
@@ -268,6 +296,7 @@ class RunSpec:
             "mode": "fixed" if self.duration_ns else "adaptive",
             "duration_s": self.duration_ns / 1e9 if self.duration_ns else None,
             "percentile": self.percentile,
+            "percentiles": list(self.percentiles),
             "ci_ns": self.ci_ns,
             "ci_rel": self.ci_rel,
             "confidence": self.confidence,

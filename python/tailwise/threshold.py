@@ -79,13 +79,6 @@ class Threshold:
                 "value_ns": value, "low_ns": low, "high_ns": high, "detail": detail}
 
 
-def reported_percentiles(target: float) -> set[float]:
-    """The percentiles a run reports with a CI: the usual ones and its --percentile."""
-    from tailwise.stats.quantiles import DEFAULT_PERCENTILES
-
-    return {*DEFAULT_PERCENTILES, target}
-
-
 def parse_all(texts: list[str] | None, reported: set[float], *, what: str = "--threshold") -> list[Threshold]:
     """Parse each; refuse before the run a percentile the run will not report."""
     out = []
@@ -94,6 +87,6 @@ def parse_all(texts: list[str] | None, reported: set[float], *, what: str = "--t
         if not any(abs(t.p - p) < 1e-9 for p in reported):
             listed = ", ".join(f"p{p:g}" for p in sorted(reported))
             raise InputError(f"{what} {text!r}: p{t.p:g} is not among the percentiles the run reports ({listed})",
-                             f"add --percentile {t.p:g}, or use one of those")
+                             f"report it: --percentiles {','.join(f'{p:g}' for p in sorted(reported | {t.p}))}")
         out.append(t)
     return out

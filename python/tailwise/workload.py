@@ -18,7 +18,11 @@ from typing import Any
 
 from tailwise.errors import InputError
 
-#: Every setting a workload file may hold, with its default (None: no default, or computed).
+#: The percentiles a summary reports unless ``percentiles`` (--percentiles) says otherwise.
+DEFAULT_PERCENTILES: tuple[float, ...] = (50.0, 90.0, 95.0, 99.0, 99.9, 99.99)
+
+#: Every setting of a measurement a workload file may hold, with its default (None: no default,
+#: or computed).
 DEFAULTS: dict[str, Any] = {
     "targets": None,
     "rate": "10k",
@@ -33,6 +37,7 @@ DEFAULTS: dict[str, Any] = {
     "popularity": "uniform",
     "mix": "1:0",
     "percentile": 99.0,
+    "percentiles": None,  # DEFAULT_PERCENTILES
     "ci": None,
     "confidence": 0.95,
     "max_time": "60s",
@@ -50,6 +55,19 @@ DEFAULTS: dict[str, Any] = {
     "probe": False,
     "probe_conns": 4,
     "probe_rate": "2k",
+    "pin": True,
+    "keep_stalls": False,
+}
+
+#: The settings of the commands around a measurement (what to judge, where to write, which loads
+#: a sweep offers): a workload file may hold them too, and the flag wins as for the others.
+COMMAND_DEFAULTS: dict[str, Any] = {
+    "threshold": None,
+    "out": None,
+    "samples_format": "csv",
+    "rates": None,
+    "steps": "linear",
+    "slo": None,
 }
 
 #: Other flag names of the same setting (``--value`` is ``--value-size``).
@@ -70,6 +88,10 @@ _TYPES: dict[str, tuple[type, ...]] = {
     "probe": (bool,),
     "probe_conns": (int,),
     "probe_rate": (str, int, float),
+    "percentiles": (str, list),
+    "pin": (bool,),
+    "keep_stalls": (bool,),
+    "threshold": (list, str),
     "key_size": (str, int),
     "value_size": (str, int),
     # Times: a string with its unit, or a plain number of seconds, as on the command line.
@@ -96,26 +118,43 @@ def load_file(path: str | None) -> dict[str, Any]:
                 raise InputError(f"workload file {path} gives both {alias} and {name}", "keep one of them")
             data[name] = data.pop(alias)
     for name in data:
-        if name not in DEFAULTS:
-            close = difflib.get_close_matches(name, [*DEFAULTS, *ALIASES], n=1, cutoff=0.5)
+        if name not in DEFAULTS and name not in COMMAND_DEFAULTS:
+            close = difflib.get_close_matches(name, [*DEFAULTS, *COMMAND_DEFAULTS, *ALIASES], n=1, cutoff=0.5)
             hint = f"did you mean {close[0]}? " if close else ""
             raise InputError(f"workload file {path}: unknown setting {name}",
-                             f"{hint}settings are the flags of `tailwise run` with _ for - ({', '.join(DEFAULTS)})")
+                             f"{hint}settings are the flags of `tailwise run` and `sweep` with _ for - "
+                             f"({', '.join([*DEFAULTS, *COMMAND_DEFAULTS])})")
     for name, value in data.items():
         kinds = _TYPES.get(name, (str,))
         if not isinstance(value, kinds) or isinstance(value, bool) and bool not in kinds:
             want = " or ".join({"int": "an integer", "str": "a string", "float": "a number", "list": "a list"}[k.__name__] for k in kinds)
-            raise InputError(f"workload file {path}: {name} = {value!r} is not {want}", f"write e.g. {name} = {DEFAULTS[name]!r}")
-    if isinstance(data.get("targets"), str):
-        data["targets"] = [data["targets"]]
+            example = {**DEFAULTS, **COMMAND_DEFAULTS, **EXAMPLES}[name]
+            raise InputError(f"workload file {path}: {name} = {value!r} is not {want}", f"write e.g. {name} = {example!r}")
+    for name in ("targets", "threshold"):
+        if isinstance(data.get(name), str):
+            data[name] = [data[name]]
+    if not all(isinstance(t, str) for t in data.get("threshold") or []):
+        raise InputError(f"workload file {path}: threshold = {data['threshold']!r} is not a list of limits",
+                         "write e.g. threshold = [\"p99<200us\", \"p99.9<1ms\"]")
     if not all(isinstance(t, str) for t in data.get("targets") or []):
         raise InputError(f"workload file {path}: targets = {data['targets']!r} is not a list of URLs",
                          'write e.g. targets = ["memcached://127.0.0.1:11211"]')
     return data
 
 
+#: Examples for the settings whose default is None (in the error for a value of the wrong type).
+EXAMPLES = {"percentiles": "50,95,99,99.9", "threshold": ["p99<200us"], "out": "results/run1", "rates": "10k:100k:10",
+            "slo": "p99<200us", "ci": "10%", "duration": "10s", "sample_every": 5, "seed": 42, "service": "exp:10us",
+            "targets": ["memcached://127.0.0.1:11211"]}
+
+
+def command_setting(name: str, flag: Any, file: dict[str, Any]) -> Any:
+    """A command's own setting (COMMAND_DEFAULTS): the flag (not None) over the file over the default."""
+    return flag if flag not in (None, []) else file.get(name, COMMAND_DEFAULTS[name])
+
+
 def resolve(flags: dict[str, Any], file: dict[str, Any]) -> dict[str, Any]:
-    """Flag (not None) over file over default, for every setting."""
+    """Flag (not None) over file over default, for every setting of a measurement."""
     out = {}
     for name, default in DEFAULTS.items():
         flag = flags.get(name)

@@ -389,8 +389,11 @@ impl PyEngine {
     /// Live counters: elapsed_ns, intended, sent, late, received, errors, timeouts, never_sent,
     /// reconnects, received_in_window.
     fn snapshot<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        match self.inner.lock().unwrap().as_ref() {
-            Some(e) => snapshot_dict(py, &e.snapshot()),
+        // The lock is taken without the interpreter: `take` holds it while it waits for the
+        // threads without the interpreter, so a snapshot from another Python thread (the live
+        // line) that held the interpreter while it waited would deadlock with it.
+        match py.detach(|| self.inner.lock().unwrap().as_ref().map(|e| e.snapshot())) {
+            Some(s) => snapshot_dict(py, &s),
             None => Ok(PyDict::new(py)),
         }
     }

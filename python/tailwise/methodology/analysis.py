@@ -95,7 +95,7 @@ PROBE_MIN_HITS = 5
 @dataclass(frozen=True)
 class Precision:
     """What the user asks for: a percentile, the CI width (absolute or relative), confidence; and
-    the time budget and the warm-up bound."""
+    the time budget and the warm-up bound; and the percentiles to report (``percentile`` among them)."""
 
     percentile: float = 99.0
     ci_ns: float | None = None
@@ -103,6 +103,12 @@ class Precision:
     confidence: float = 0.95
     max_time_s: float = 60.0
     warmup_ns: int = DEFAULT_WARMUP_NS
+    percentiles: tuple[float, ...] = DEFAULT_PERCENTILES
+
+    @property
+    def reported(self) -> list[float]:
+        """The percentiles a summary reports: those asked and the one whose CI must meet --ci."""
+        return sorted({*self.percentiles, self.percentile})
 
 
 @dataclass
@@ -260,12 +266,12 @@ def analyse(samples: np.ndarray, *, counters: dict, elapsed_s: float, received_i
         lower_used = lower[used]
 
     # Percentiles on every sample in the window, with the indicator's autocorrelation in the variance.
-    ps = sorted({*DEFAULT_PERCENTILES, precision.percentile})
+    ps = precision.reported
     used_sorted = np.sort(lat_used)
     lower_sorted = None if lower_used is None else np.sort(lower_used)
     est = {p: bounded_percentile(lat_used, lower_used, p, precision.confidence, censored=cens_used,
                                  sorted_upper=used_sorted, sorted_lower=lower_sorted) for p in ps}
-    pcts = [est[p][0] for p in DEFAULT_PERCENTILES]
+    pcts = [est[p][0] for p in ps]
     target, ind = est[precision.percentile]
     width_target = target_width_ns(target.value, precision.ci_ns, precision.ci_rel)
 
@@ -328,7 +334,7 @@ def analyse(samples: np.ndarray, *, counters: dict, elapsed_s: float, received_i
         "window_ns": [w0, end],
         "window_every_request": {} if every is None else {
             "count": int(every.total),
-            "percentiles": [{"p": p, "value_ns": every.value_at(p)} for p in DEFAULT_PERCENTILES]},
+            "percentiles": [{"p": p, "value_ns": every.value_at(p)} for p in ps]},
         "warmup": {"span_s": w0 / 1e9, "bound_s": precision.warmup_ns / 1e9, "max_share": WARMUP_MAX_SHARE,
                    "samples": int(warm.sum()), "p99_ns": warm_p99},
         "pauses": {"count": len(pauses), "total_s": sum(b - a for a, b in pauses) / 1e9},

@@ -71,9 +71,7 @@ import numpy as np
 from scipy.stats import binom
 
 from tailwise.stats.independence import Independence, independence
-
-#: The percentiles every summary reports.
-DEFAULT_PERCENTILES: tuple[float, ...] = (50.0, 90.0, 99.0, 99.9, 99.99)
+from tailwise.workload import DEFAULT_PERCENTILES  # the percentiles a summary reports by default
 
 
 @dataclass(frozen=True)
