@@ -279,7 +279,7 @@ def print_calibration(result: dict, console=None) -> None:
                   f"(a clock read costs {c['monotonic_read_ns']:.0f} ns)")
     t = Table(title="round trip per source, same requests (ping-pong)")
     for col in ("path", "source", "min", "p50", "p99", "p99.9", "bias p50/p99"):
-        t.add_column(col, justify="left" if col in ("path", "source") else "right")
+        t.add_column(col, justify="left" if col in ("path", "source") else "right", overflow="fold")
     for p in result["paths"]:
         if not p["tried"]:
             continue
@@ -303,7 +303,7 @@ def print_calibration(result: dict, console=None) -> None:
     if m:
         t = Table(title=f"whole tool vs the model: tailwise serve {m['service']} at {m['load']:.0%} load")
         for col in ("source", "p50 − model", "p99 − model", "server stalls out: p50/p99"):
-            t.add_column(col, justify="left" if col == "source" else "right")
+            t.add_column(col, justify="left" if col == "source" else "right", overflow="fold")
         for name, s in m["sources"].items():
             d, cl = s["minus_model"], s["server_stalls_left_out"]["minus_model"]
             t.add_row(name, _signed(d["p50_ns"]), _signed(d["p99_ns"]), f"{_signed(cl['p50_ns'])}/{_signed(cl['p99_ns'])}")

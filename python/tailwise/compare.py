@@ -168,7 +168,7 @@ def print_compare(doc: dict) -> None:
     conf = f"{confs.pop():.0%} CI" if len(confs) == 1 and None not in confs else "CIs at differing levels"
     t = Table(title=f"latency percentiles ({conf}); differences to {doc['runs'][0]['label']}", title_justify="left")
     for h in HEADERS:
-        t.add_column(h, justify="left" if h == "run" else "right")
+        t.add_column(h, justify="left" if h == "run" else "right", overflow="fold")
     for rows in table_rows(doc):
         for k, cells in enumerate(rows):
             styled = [escape(c) for c in cells]
