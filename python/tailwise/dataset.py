@@ -16,6 +16,7 @@ from pathlib import Path
 import pandas as pd
 
 from tailwise.errors import InputError
+from tailwise.files import SAMPLE_COLUMN_DTYPES
 
 
 @dataclass
@@ -42,13 +43,16 @@ class Results:
 
 
 def read_samples(run_dir: Path, columns: list[str] | None = None) -> pd.DataFrame:
-    """A run directory's samples file (samples.parquet or samples.csv), all columns or those;
-    empty when there is none."""
+    """A run directory's samples file (samples.parquet or samples.csv), all columns or those, with
+    the documented types whichever the format (``files.SAMPLE_COLUMN_DTYPES``: times int64, flags
+    uint32); empty when there is none."""
     if (p := run_dir / "samples.parquet").is_file():
-        return pd.read_parquet(p, columns=columns)
-    if (p := run_dir / "samples.csv").is_file():
-        return pd.read_csv(p, usecols=columns)
-    return pd.DataFrame(columns=columns)
+        frame = pd.read_parquet(p, columns=columns)
+    elif (p := run_dir / "samples.csv").is_file():
+        frame = pd.read_csv(p, usecols=columns)
+    else:
+        return pd.DataFrame(columns=columns)
+    return frame.astype({c: t for c, t in SAMPLE_COLUMN_DTYPES.items() if c in frame.columns})
 
 
 def _point(summary: dict, **extra) -> dict:
