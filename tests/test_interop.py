@@ -8,6 +8,8 @@
 * ``latency.hgrm`` is what Java writes for ``latency.hdr``, byte for byte: its footer's Mean,
   StdDeviation and Max in µs like its rows.
 * samples files: times are int64 (differences can be negative), flags unsigned.
+* ``load_results``: NaN for percentiles the samples cannot bound; a one-line error for a
+  directory that is not a run or a sweep (a ``tailwise compare --out``).
 
 The Java tool: scripts/test downloads the jar (scripts/hdrhistogram-jar) and sets
 TAILWISE_HDRHISTOGRAM_JAR; without that variable the Java tests skip, with it they fail when the
@@ -333,3 +335,68 @@ def test_samples_files_of_a_run_have_signed_times(run_dir):
     for name in SIGNED_NS_COLUMNS:
         assert schema.field(name).type == pa.int64(), name
     assert schema.field("flags").type == pa.uint32() and schema.field("used").type == pa.uint8()
+
+
+# --------------------------------------------------------------------------- load_results
+
+def test_load_results_gives_nan_for_missing_percentiles(run_dir, tmp_path):
+    import tailwise
+
+    summary, out = run_dir
+    copy = tmp_path / "copy"
+    shutil.copytree(out, copy)
+    doc = json.loads((copy / "summary.json").read_text())
+    p = doc["latency"]["percentiles"][-1]
+    p["value_ns"] = p["low_ns"] = p["high_ns"] = None  # as the JSON has it where the samples cannot bound p
+    (copy / "summary.json").write_text(json.dumps(doc))
+    res = tailwise.load_results(copy)
+    name = f"p{p['p']:g}".replace(".", "_")
+    for column in (f"{name}_ns", f"{name}_low_ns", f"{name}_high_ns"):
+        assert res.points[column].dtype == np.float64 and math.isnan(res.points[column].iloc[0]), column
+        assert res.points[column].isna().all() and not (res.points[column].values == None).any()  # noqa: E711
+    # The run as measured: every percentile column float64, NaN exactly where the JSON is null.
+    points = tailwise.load_results(out).points
+    for pc in summary["latency"]["percentiles"]:
+        column = f"p{pc['p']:g}".replace(".", "_") + "_ns"
+        assert points[column].dtype == np.float64
+        assert math.isnan(points[column].iloc[0]) == (pc["value_ns"] is None)
+
+
+def test_load_results_refuses_a_compare_directory_in_one_line(run_dir, tmp_path):
+    import tailwise
+    from tailwise.errors import InputError
+
+    _, out = run_dir
+    second = tmp_path / "r2"
+    shutil.copytree(out, second)
+    cmp = tmp_path / "cmp"
+    r = run_cli("compare", str(out), str(second), "--out", str(cmp), timeout=90)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert json.loads((cmp / "summary.json").read_text())["schema"] == "tailwise.compare/1"
+    with pytest.raises(InputError) as e:
+        tailwise.load_results(cmp)
+    line = e.value.line()
+    assert "\n" not in line and str(cmp) in line and "tailwise compare" in line
+    assert str(out) in line  # the fix: the run directories it compares
+    # The report command says the same, in one line, exit 2.
+    r = run_cli("report", str(cmp), timeout=60)
+    assert r.returncode == 2 and "tailwise compare" in r.stderr and "Traceback" not in r.stderr
+
+
+@pytest.mark.parametrize("what", ["empty", "calibrate", "not-json", "points-of-a-sweep"])
+def test_load_results_refuses_what_is_not_a_run_or_sweep(tmp_path, what):
+    import tailwise
+    from tailwise.errors import InputError
+
+    d = tmp_path / what
+    d.mkdir()
+    if what == "calibrate":
+        (d / "summary.json").write_text(json.dumps({"schema": "tailwise.calibrate/1"}))
+    elif what == "not-json":
+        (d / "summary.json").write_text("{")
+    elif what == "points-of-a-sweep":
+        (d / "000-10000rps").mkdir()
+    with pytest.raises(InputError) as e:
+        tailwise.load_results(d)
+    line = e.value.line()
+    assert "\n" not in line and str(d) in line and "run or sweep" in line
