@@ -96,16 +96,20 @@ def test_out_dir_holds_summary_samples_and_histograms(tmp_path, serve):
     # The every-request interval log: one histogram per 100 ms of intended time (1 s here).
     from hdrh.log import HistogramLogReader
     from hdrh.histogram import HdrHistogram
-    reader = HistogramLogReader(str(out / "latency.hlog"), HdrHistogram(1, 3_600_000_000_000, 2))
-    total, intervals = 0, 0
-    while (h := reader.get_next_interval_histogram()) is not None:
-        total += h.get_total_count()
-        intervals += 1
-        assert h.get_tag() == "local"  # tagged with the agent that measured it
-    assert 9 <= intervals <= 11 and total == s["counters"]["intended"]
-    lines = [ln for ln in (out / "latency.hlog").read_text().splitlines() if ln and not ln.startswith(("#", '"'))]
-    assert lines and all(ln.startswith("Tag=local,") for ln in lines)
-    assert lines[0].split(",")[1] == "0.000"  # the first interval starts at the schedule's start
+    # latency.hlog: the whole run, untagged (what HdrHistogram's tools read by default);
+    # latency-local.hlog: the agent's, tagged with it (tests/test_interop.py: the Java tool).
+    for name, tag in (("latency.hlog", None), ("latency-local.hlog", "local")):
+        reader = HistogramLogReader(str(out / name), HdrHistogram(1, 3_600_000_000_000, 2))
+        total, intervals = 0, 0
+        while (h := reader.get_next_interval_histogram()) is not None:
+            total += h.get_total_count()
+            intervals += 1
+            assert h.get_tag() == tag
+        assert 9 <= intervals <= 11 and total == s["counters"]["intended"]
+        lines = [ln for ln in (out / name).read_text().splitlines() if ln and not ln.startswith(("#", '"'))]
+        prefix = "" if tag is None else f"Tag={tag},"
+        assert lines and all(ln.startswith(prefix) and (tag or not ln.startswith("Tag=")) for ln in lines)
+        assert lines[0].removeprefix(prefix).split(",")[0] == "0.000"  # the first interval starts at the schedule's start
     # 1 in 2 kept at random: binomial s.d. of 2000 × ½ is 22.
     assert abs(len(rows) - 1000) < 5 * math.sqrt(500)
     assert all(int(r["sent_ns"]) >= int(r["intended_ns"]) for r in rows)

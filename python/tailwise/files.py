@@ -51,3 +51,13 @@ def check_out_dir(out_dir: str | Path, what: str = "create output directory",
     except OSError as e:
         raise InputError(f"cannot {what} {out} ({(e.strerror or str(e)).lower()})", remedy) from None
     return out
+
+
+#: The samples file's columns (samples.csv / samples.parquet) and their types: times and
+#: durations in ns are signed, so that a difference (sent_ns − intended_ns where sent_ns is 0 for a
+#: request never sent) comes out negative instead of wrapping around; flags are unsigned bit sets.
+SAMPLE_COLUMN_DTYPES = {
+    "intended_ns": "int64", "sent_ns": "int64", "received_ns": "int64", "latency_ns": "int64",
+    "flags": "uint32", "inflation_ns": "int64", "sent_user_ns": "int64", "received_user_ns": "int64",
+    "used": "uint8",
+}

@@ -7,16 +7,20 @@ Field names are a contract: later versions add fields, never rename them. Unknow
 from __future__ import annotations
 
 import base64
+import math
+import re
 import time
+from decimal import ROUND_HALF_UP, Decimal
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
 from hdrh.histogram import HdrHistogram
+from hdrh.iterators import PercentileIterator
 
 from tailwise import __version__
 from tailwise.agent import AgentResult, Flag
-from tailwise.files import check_out_dir, write_json
+from tailwise.files import SAMPLE_COLUMN_DTYPES, check_out_dir, write_json
 from tailwise.stats.quantiles import DEFAULT_PERCENTILES
 
 if TYPE_CHECKING:
@@ -33,32 +37,112 @@ def decode_histogram(raw: bytes) -> HdrHistogram:
     return HdrHistogram.decode(base64.b64encode(raw))
 
 
-def write_interval_log(path: Path, intervals, wall_start_s: float, tag: str = "local") -> int:
-    """The every-request histograms, one per 100 ms of *intended* send time, as an HdrHistogram
-    interval log (``HistogramLogWriter``: one line per interval, tagged with the agent). Returns
-    the number of intervals written."""
-    from hdrh.log import HistogramLogWriter
+#: Agent names become interval log tags (``Tag=NAME``) and file names (``latency-NAME.hlog``):
+#: HdrHistogram's log readers split lines at commas and white space.
+AGENT_TAG = re.compile(r"[A-Za-z0-9_.-]+")
+#: The interval log's ``Interval_Max`` column is the histogram's max over this, as HdrHistogram's
+#: own writers (Java and Python) do by default: ns values → ms.
+HLOG_MAX_UNIT_RATIO = 1_000_000
+#: The version of the log format written (Java HdrHistogram 2.2's ``HistogramLogWriter``: tags).
+HLOG_FORMAT_VERSION = "1.3"
 
+
+def interval_histograms(intervals) -> list[tuple[int, HdrHistogram]]:
+    """An agent's every-request histograms (``Intervals.log()``: one per 100 ms of *intended*
+    send time that has any request) as (interval index, histogram), in index order."""
+    rows = intervals.log() if intervals is not None else []
+    return sorted(((index, decode_histogram(raw)) for index, raw in rows), key=lambda row: row[0])
+
+
+def merge_interval_histograms(*per_agent: list[tuple[int, HdrHistogram]]) -> list[tuple[int, HdrHistogram]]:
+    """Several agents' interval histograms added interval by interval (the same index is the same
+    100 ms of intended send time after the run's start): the whole run's."""
     from tailwise import _core
 
+    _, digits = _core.interval_params()
+    lowest, highest, _ = _core.histogram_params()
+    merged: dict[int, HdrHistogram] = {}
+    for rows in per_agent:
+        for index, h in rows:
+            if index not in merged:
+                merged[index] = HdrHistogram(lowest, highest, digits)
+            merged[index].add(h)
+    return sorted(merged.items())
+
+
+def write_interval_log(path: Path, rows: list[tuple[int, HdrHistogram]], wall_start_s: float,
+                       tag: str | None = None) -> int:
+    """Interval histograms as an HdrHistogram interval log (log format 1.3, as Java's
+    ``HistogramLogWriter`` writes it): one line per 100 ms of *intended* send time, ``start,length,
+    max,histogram`` with start and length in s after ``#[BaseTime]`` (= ``#[StartTime]``, the
+    engine's start) and max in ms; untagged, or every line ``Tag=TAG,`` (Java's
+    ``HistogramLogProcessor`` reads only untagged lines unless given ``-tag``). Returns the number of
+    intervals written."""
+    from tailwise import _core
+
+    if tag is not None and not AGENT_TAG.fullmatch(tag):
+        raise ValueError(f"interval log tag {tag!r}: letters, digits, '_', '.' and '-' only")
     interval_ns, _ = _core.interval_params()
-    rows = intervals.log() if intervals is not None else []
+    prefix = "" if tag is None else f"Tag={tag},"
+    when = time.strftime("%a %b %d %H:%M:%S UTC %Y", time.gmtime(wall_start_s))
     with open(path, "w") as f:
-        w = HistogramLogWriter(f)
-        w.output_comment("tailwise every-request latency (ns), one histogram per interval of intended send time")
-        # The header lines of the HdrHistogram log format, written here: hdrh 0.10's
-        # output_start_time takes the epoch in ms for seconds and fails.
-        when = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(wall_start_s))
-        f.write(f"#[StartTime: {wall_start_s:.3f} (seconds since epoch), {when} UTC]\n")
+        f.write(f"#[tailwise {__version__}: every request's latency (ns) from its intended send time, "
+                f"one histogram per {interval_ns / 1e9:g} s of intended send time"
+                f"{'' if tag is None else ', agent ' + tag}]\n")
+        # The header lines written here: hdrh 0.10's output_start_time takes the epoch in ms for
+        # seconds, and its interval writer drops tags and takes a start of 0 for "unset".
+        f.write(f"#[Histogram log format version {HLOG_FORMAT_VERSION}]\n")
+        f.write(f"#[StartTime: {wall_start_s:.3f} (seconds since epoch), {when}]\n")
         f.write(f"#[BaseTime: {wall_start_s:.3f} (seconds since epoch)]\n")
-        w.output_legend()
-        for index, raw in rows:
-            # Each line written here, tagged with the agent ("Tag=local,start,length,max,histogram",
-            # max in µs): hdrh 0.10's writer drops the tag, and takes a start of 0 for "unset".
-            h = decode_histogram(raw)
-            f.write(f"Tag={tag},{index * interval_ns / 1e9:.3f},{interval_ns / 1e9:.3f},"
-                    f"{h.get_max_value() / 1e3:.3f},{h.encode().decode()}\n")
+        f.write('"StartTimestamp","Interval_Length","Interval_Max","Interval_Compressed_Histogram"\n')
+        for index, h in rows:
+            # Max to the ns (6 decimals of ms): readers skip it, people read it.
+            f.write(f"{prefix}{index * interval_ns / 1e9:.3f},{interval_ns / 1e9:.3f},"
+                    f"{h.get_max_value() / HLOG_MAX_UNIT_RATIO:.6f},{h.encode().decode()}\n")
     return len(rows)
+
+
+def write_interval_logs(out: Path, intervals_by_agent: dict, wall_start_s: float) -> list[Path]:
+    """``latency.hlog``, the untagged interval log of the whole run (every agent's requests added
+    interval by interval: what HdrHistogram's tools read by default), and beside it one tagged log
+    per agent, ``latency-AGENT.hlog`` (``Tag=AGENT``). Returns the paths written."""
+    per_agent = {tag: interval_histograms(iv) for tag, iv in intervals_by_agent.items()}
+    # One agent's intervals are the whole run's as they are.
+    whole = next(iter(per_agent.values())) if len(per_agent) == 1 else merge_interval_histograms(*per_agent.values())
+    paths = [out / "latency.hlog"]
+    write_interval_log(paths[0], whole, wall_start_s)
+    for tag, rows in per_agent.items():
+        paths.append(out / f"latency-{tag}.hlog")
+        write_interval_log(paths[-1], rows, wall_start_s, tag)
+    return paths
+
+
+def values_at_percentiles(h: HdrHistogram, ps) -> list[int]:
+    """Percentiles p (0–100) of a histogram as Java HdrHistogram's ``getValueAtPercentile`` reads
+    them (and its log processor, and stats/histogram.py): the highest value equivalent to the
+    ⌈p/100 · N⌉-th smallest (the lowest for p = 0); 0 when empty. hdrh 0.10 rounds that rank to the
+    nearest instead, which can give the value one request lower: a percentile better than the
+    requests measured. One walk of the histogram for all of them."""
+    n = h.get_total_count()
+    # As Java: 1 ulp less, then the rank rounded up.
+    ranks = [max(1, math.ceil(min(max(math.nextafter(p, -math.inf), 0.0), 100.0) * n / 100.0)) for p in ps]
+    values = [0] * len(ps)
+    pending = sorted(range(len(ps)), key=lambda i: ranks[i])
+    if n == 0:
+        return values
+    for item in h.get_recorded_iterator():
+        while pending and item.total_count_to_this_value >= ranks[pending[0]]:
+            i = pending.pop(0)
+            v = item.value_iterated_to
+            values[i] = h.get_lowest_equivalent_value(v) if ps[i] == 0 else h.get_highest_equivalent_value(v)
+        if not pending:
+            break
+    return values
+
+
+def value_at_percentile(h: HdrHistogram, p: float) -> int:
+    """One percentile, as ``values_at_percentiles`` reads it."""
+    return values_at_percentiles(h, [p])[0]
 
 
 def _hist_json(h: HdrHistogram, ps=DEFAULT_PERCENTILES) -> dict:
@@ -71,7 +155,7 @@ def _hist_json(h: HdrHistogram, ps=DEFAULT_PERCENTILES) -> dict:
         "min_ns": h.get_min_value(),
         "mean_ns": h.get_mean_value(),
         "max_ns": h.get_max_value(),
-        "percentiles": [{"p": p, "value_ns": h.get_value_at_percentile(p)} for p in ps],
+        "percentiles": [{"p": p, "value_ns": v} for p, v in zip(ps, values_at_percentiles(h, ps))],
     }
 
 
@@ -167,44 +251,90 @@ def build_summary(*, target: str, config: dict, host: dict, result: AgentResult,
     }
 
 
+#: Columns of the samples file that hold ns: int64 (files.SAMPLE_COLUMN_DTYPES).
+SIGNED_NS_COLUMNS = tuple(name for name, dtype in SAMPLE_COLUMN_DTYPES.items() if dtype == "int64")
+
+
 def sample_columns(samples: np.ndarray) -> dict[str, np.ndarray]:
     """The samples file's columns, from engine rows (``SAMPLE_DTYPE``): per request its intended,
     sent and received times (ns since the engine's start) with the best stamp each has — ``sent_ns``
     the kernel's transmit stamp when there is one, ``received_ns`` the reply time the latency counts
     to (the kernel's receive stamp when flags say KERNEL_RX; 0 without a reply) — and the user-space
     clock around the system calls beside them, so that send lag (sent − intended) and response time
-    (received − sent) can be derived per source."""
+    (received − sent) can be derived per source. Times are int64 (``SIGNED_NS_COLUMNS``), ``flags``
+    uint32."""
+    ns = {name: samples[name].astype(np.int64) for name in ("intended_ns", "sent_ns", "tx_ns", "rx_user_ns",
+                                                            "latency_ns", "inflation_ns")}
     answered = (samples["flags"] & int(Flag.CENSORED)) == 0
-    tx = samples["tx_ns"]
     return {
-        "intended_ns": samples["intended_ns"],
-        "sent_ns": np.where(tx > 0, tx, samples["sent_ns"]),
-        "received_ns": np.where(answered, samples["intended_ns"] + samples["latency_ns"], 0).astype(np.uint64),
-        "latency_ns": samples["latency_ns"],
+        "intended_ns": ns["intended_ns"],
+        "sent_ns": np.where(ns["tx_ns"] > 0, ns["tx_ns"], ns["sent_ns"]),
+        "received_ns": np.where(answered, ns["intended_ns"] + ns["latency_ns"], 0),
+        "latency_ns": ns["latency_ns"],
         "flags": samples["flags"],
-        "inflation_ns": samples["inflation_ns"],
-        "sent_user_ns": samples["sent_ns"],
-        "received_user_ns": samples["rx_user_ns"],
+        "inflation_ns": ns["inflation_ns"],
+        "sent_user_ns": ns["sent_ns"],
+        "received_user_ns": ns["rx_user_ns"],
     }
 
 
 #: The .hgrm percentile distribution is written in microseconds (values to the ns, 3 decimals).
 HGRM_UNIT_NS = 1_000
+#: Rows per halving of the distance to 100 % (HdrHistogram's and wrk2's default).
+HGRM_TICKS_PER_HALF = 5
+
+
+class JavaPercentileIterator(PercentileIterator):
+    """hdrh's percentile iterator with Java HdrHistogram's ticks: ``ticks_per_half`` steps per
+    halving of the distance to 100 %, the halvings counted in whole powers of 2 (hdrh 0.10 takes the
+    fractional power, so its rows fall at other percentiles than Java's and wrk2's)."""
+
+    def increment_iteration_level(self):
+        self.percentile_to_iterate_from = self.percentile_to_iterate_to
+        gap = 100.0 - self.percentile_to_iterate_to
+        if gap:
+            # As Java computes it: (long) (Math.log(100 / gap) / Math.log(2)).
+            halvings = int(math.log(100.0 / gap) / math.log(2))
+            self.percentile_to_iterate_to += 100.0 / (self.percentile_ticks_per_half_distance * 2 ** (halvings + 1))
+
+
+def _java_f(x: float, decimals: int, width: int = 0) -> str:
+    """``String.format("%W.Df", x)`` as Java writes it: the shortest decimal of x rounded half up
+    (Python's % rounds the binary value half to even: 0.9997802734375 → …437, Java's …438)."""
+    rounded = Decimal(repr(float(x))).quantize(Decimal(1).scaleb(-decimals), rounding=ROUND_HALF_UP)
+    return format(rounded, "f").rjust(width)
 
 
 def write_hgrm(path: Path, raw_hist: bytes) -> None:
-    """The every-request latency histogram as HdrHistogram's percentile-distribution text
-    (``output_percentile_distribution``, the format of wrk2 and the HdrHistogram plotter), in µs."""
-    with open(path, "wb") as f:
-        decode_histogram(raw_hist).output_percentile_distribution(f, HGRM_UNIT_NS)
+    """The every-request latency histogram as HdrHistogram's percentile-distribution text, in µs,
+    exactly as Java's ``outputPercentileDistribution(out, 5, 1000.0)`` writes it (the format of
+    wrk2 and the HdrHistogram plotter): Java's percentile ticks, and a footer whose Mean,
+    StdDeviation and Max are in µs like the rows (hdrh 0.10 writes other ticks and StdDeviation
+    in ns)."""
+    h = decode_histogram(raw_hist)
+    d = h.significant_figures
+    lines = [f"{'Value':>12} {'Percentile':>14} {'TotalCount':>10} {'1/(1-Percentile)':>14}\n", "\n"]
+    for it in JavaPercentileIterator(h, HGRM_TICKS_PER_HALF):
+        q = it.percentile_level_iterated_to / 100.0
+        row = (f"{_java_f(it.value_iterated_to / HGRM_UNIT_NS, d, 12)} {_java_f(q, 12, 2)} "
+               f"{it.total_count_to_this_value:10d}")
+        last = it.percentile_level_iterated_to == 100.0
+        lines.append(row + ("\n" if last else f" {_java_f(1.0 / (1.0 - q), 2, 14)}\n"))
+    mean_us, stddev_us = h.get_mean_value() / HGRM_UNIT_NS, h.get_stddev() / HGRM_UNIT_NS
+    lines.append(f"#[Mean    = {_java_f(mean_us, d, 12)}, StdDeviation   = {_java_f(stddev_us, d, 12)}]\n")
+    lines.append(f"#[Max     = {_java_f(h.get_max_value() / HGRM_UNIT_NS, d, 12)}, "
+                 f"Total count    = {h.get_total_count():12d}]\n")
+    lines.append(f"#[Buckets = {h.bucket_count:12d}, SubBuckets     = {h.sub_bucket_count:12d}]\n")
+    Path(path).write_text("".join(lines))
 
 
 def write_out(out_dir: str | Path, summary: dict, result: AgentResult, used: np.ndarray | None = None,
               samples_format: str = "csv", tag: str = "local") -> list[Path]:
     """One measurement's results directory (docs/results.md): the raw samples (with a ``used``
     column: 1 where the sample went into the statistics), both histograms, the .hgrm percentile
-    distribution, the interval log tagged with the agent, the config and the host facts — and
-    summary.json last, so that a directory with a summary.json is complete. Returns the paths."""
+    distribution, the interval logs (the whole run's, untagged, and the agent's, tagged), the config
+    and the host facts — and summary.json last, so that a directory with a summary.json is
+    complete. Returns the paths."""
     out = check_out_dir(out_dir)
     import pyarrow as pa
 
@@ -227,9 +357,9 @@ def write_out(out_dir: str | Path, summary: dict, result: AgentResult, used: np.
     (out / "latency.hdr").write_bytes(base64.b64encode(result.latency_hist) + b"\n")
     (out / "send_lag.hdr").write_bytes(base64.b64encode(result.send_lag_hist) + b"\n")
     write_hgrm(out / "latency.hgrm", result.latency_hist)
-    write_interval_log(out / "latency.hlog", result.intervals, result.wall_start_s, tag)
+    hlogs = write_interval_logs(out, {tag: result.intervals}, result.wall_start_s)
     write_json(out / "config.json", summary["config"])
     write_json(out / "host.json", summary["host"])
     write_json(out / "summary.json", summary)
     return [out / name for name in ("summary.json", samples.name, "latency.hdr", "send_lag.hdr", "latency.hgrm",
-                                    "latency.hlog", "config.json", "host.json")]
+                                    "config.json", "host.json")] + hlogs
