@@ -7,6 +7,7 @@ Field names are a contract: later versions add fields, never rename them. Unknow
 from __future__ import annotations
 
 import base64
+import shutil
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -16,7 +17,7 @@ from hdrh.histogram import HdrHistogram
 
 from tailwise import __version__
 from tailwise.agent import AgentResult, Flag
-from tailwise.files import check_out_dir, write_json
+from tailwise.files import STAGE, check_out_dir, install, write_json
 from tailwise.stats.quantiles import DEFAULT_PERCENTILES
 
 if TYPE_CHECKING:
@@ -204,8 +205,16 @@ def write_out(out_dir: str | Path, summary: dict, result: AgentResult, used: np.
     """One measurement's results directory (docs/results.md): the raw samples (with a ``used``
     column: 1 where the sample went into the statistics), both histograms, the .hgrm percentile
     distribution, the interval log tagged with the agent, the config and the host facts — and
-    summary.json last, so that a directory with a summary.json is complete. Returns the paths."""
-    out = check_out_dir(out_dir)
+    summary.json last, so that a directory with a summary.json is complete. Returns the paths.
+
+    The files are written into a hidden stage inside the directory and then moved in, replacing
+    whole whatever tailwise wrote there before (files.install): never a new summary beside an old
+    report. Whether an existing directory may be replaced is the command's to decide (--force)."""
+    final = check_out_dir(out_dir)
+    out = final / STAGE
+    if out.exists():
+        shutil.rmtree(out)  # a stage left by a write that was killed
+    out.mkdir()
     import pyarrow as pa
 
     columns = sample_columns(result.samples)
@@ -213,9 +222,6 @@ def write_out(out_dir: str | Path, summary: dict, result: AgentResult, used: np.
         columns["used"] = used.astype(np.uint8)
     table = pa.table(columns)
     samples = out / f"samples.{samples_format}"
-    for stale in out.glob("samples.*"):
-        if stale != samples:
-            stale.unlink()  # a re-run in another format must not leave the old samples beside the new summary
     if samples_format == "parquet":
         import pyarrow.parquet as pq
 
@@ -231,5 +237,6 @@ def write_out(out_dir: str | Path, summary: dict, result: AgentResult, used: np.
     write_json(out / "config.json", summary["config"])
     write_json(out / "host.json", summary["host"])
     write_json(out / "summary.json", summary)
-    return [out / name for name in ("summary.json", samples.name, "latency.hdr", "send_lag.hdr", "latency.hgrm",
-                                    "latency.hlog", "config.json", "host.json")]
+    install(out, final)
+    return [final / name for name in ("summary.json", samples.name, "latency.hdr", "send_lag.hdr", "latency.hgrm",
+                                      "latency.hlog", "config.json", "host.json")]
