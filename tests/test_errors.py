@@ -150,3 +150,47 @@ def test_every_example_workload_file_is_valid():
     assert files
     for f in files:
         Workload.from_settings(resolve({}, load_file(str(f))))
+
+
+def test_server_that_dies_mid_run_in_adaptive_mode_is_named_like_in_fixed_mode(tmp_path, serve):
+    """The default mode gave exit 1 and 'the client fell behind its schedule … add --threads' when
+    a round came after the backlog had built up but before the engine gave the target up: the
+    client's stop rules now wait while the target answers nothing, and the engine names it."""
+    srv = serve("--service", "fixed:5us")
+    out = tmp_path / "partial"
+    run = Run(srv.url, "--rate", "2000", "--max-time", "30", "--out", str(out), json_out=False)
+    start = run.wait_line("measuring ")
+    # 2.5 s in: the third round (~3.8 s) sees > 10 % never sent, 2 s of absence come later.
+    time.sleep(max(0.0, start + 2.5 - time.monotonic()))
+    srv.stop(signal.SIGKILL)
+    line = _one_line_error(run.finish(), "closed the connection", "unreachable", srv.addr)
+    assert str(out) in line and "fell behind" not in line
+    s = json.loads((out / "summary.json").read_text())
+    assert s["verdict"] == "not-measurable" and srv.addr in s["error"]
+    assert s["methodology"]["stopped"].startswith("the engine stopped: ")
+    assert s["counters"]["received"] >= 100 and (out / "samples.csv").stat().st_size > 0
+    assert "fell behind" not in json.dumps(s["checks"])
+
+
+def test_unanswered_datagrams_are_named_as_what_held_the_slots():
+    """Lost datagrams hold their slot until --timeout: with 2 % lost at 2,000 req/s and a 1 s
+    timeout, 40 slots of 32 are held on average: the rate and arrivals checks say so, with the
+    figure, instead of blaming the server's speed or the client."""
+    from tailwise.agent import LoadSpec
+    from tailwise.methodology.checks import Check
+    from tailwise.methodology.controller import adjust_remedies, held_slots
+
+    udp = LoadSpec(targets=["127.0.0.1:9"], rate_rps=2000, duration_ns=3_000_000_000, scheme="udp")
+    counters = {"timeouts": 120, "sent": 6000}
+    held = held_slots(udp, counters, 3.0)
+    assert held and "held by unanswered datagrams" in held and "120" in held and "40 of the 32 slots" in held
+    assert held_slots(LoadSpec(targets=["127.0.0.1:9"], rate_rps=2000, duration_ns=1, scheme="synthetic"),
+                      counters, 3.0) is None
+    assert held_slots(udp, {"timeouts": 10}, 3.0) is None  # 3 slots of 32: not what limited the rate
+    checks = [Check("rate", False, "sent …", "the server did not keep up with the rate: lower --rate"),
+              Check("arrivals", False, "late …", "the client fell behind its schedule: add --threads"),
+              Check("errors", False, "120 timeouts", "fix the server")]
+    out = adjust_remedies(checks, "duration", 3.0, 60.0, held)
+    assert all("held by unanswered datagrams" in c.remedy for c in out[:2])
+    assert not any("did not keep up" in c.remedy or "add --threads" in c.remedy for c in out[:2])
+    assert out[2].remedy == "fix the server"

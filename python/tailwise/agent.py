@@ -14,7 +14,7 @@ from typing import Callable, Protocol
 
 import numpy as np
 
-from tailwise import _core
+from tailwise import _core, signals
 from tailwise.errors import InputError, TargetError
 from tailwise.host import steal_ticks
 from tailwise.workload import Workload
@@ -224,6 +224,7 @@ class Session:
     def finish(self, interrupted: bool = False) -> AgentResult:
         """Wait for the end; the result holds every sample of the run, sorted by intended time."""
         raw = self._engine.join()
+        signals.detach()
         self.take_stalls(engine_rest=raw["stall_intervals"])
         steal1 = steal_ticks()
         samples = np.concatenate([self.finished(), decode_samples(raw["samples"])])
@@ -302,7 +303,9 @@ class LocalAgent:
         except ValueError as e:  # the engine's own validation: its message names the fix
             problem, _, remedy = str(e).partition(": ")
             raise InputError(problem, remedy) from None
-        return Session(engine, spec, stall_sources)
+        session = Session(engine, spec, stall_sources)
+        signals.attach(session.stop)  # a stop signal from now on stops sending; the run is still written
+        return session
 
     def run(self, spec: LoadSpec, progress: Callable[[dict], None] | None = None,
             stall_sources: tuple[StallSource, ...] = (), on_start: Callable[[Session], None] | None = None) -> AgentResult:
@@ -320,7 +323,8 @@ class LocalAgent:
         except KeyboardInterrupt:
             interrupted = True
             session.stop()
-        return session.finish(interrupted)
+        # A stop signal stopped the engine (signals.py): the run ends interrupted, nothing lost.
+        return session.finish(interrupted or signals.received() is not None)
 
 
 def _remedy(message: str) -> str:

@@ -4,8 +4,10 @@ agent, the statistics and the output modules. Every user error ends as one line 
 from __future__ import annotations
 
 import copy
+import functools
 import inspect
 import shlex
+import shutil
 import signal
 import sys
 import threading
@@ -21,6 +23,7 @@ from typer._click.exceptions import NoArgsIsHelpError, UsageError
 from tailwise import __version__
 from tailwise.errors import InputError, TailwiseError, TargetError
 from tailwise.output import err_console, print_summary, set_quiet, warn
+from tailwise.signals import Interrupted
 from tailwise.server import builtin_server
 from tailwise.target import parse_target
 from tailwise.spec import TIME_CAP_ENV, RunSpec, positive as _positive
@@ -93,51 +96,75 @@ def run(
     threshold: Optional[list[str]] = typer.Option(None, "--threshold", help="gate a CI job: 'p99<200us' (repeatable) passes only when the percentile's whole CI meets it; a failed or inconclusive one exits 3"),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="print only the result: no live line, no 'measuring', round or warning lines"),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="the result with every check's figures, the warm-up, the stalls and the server's own counts"),
-    out: Optional[str] = typer.Option(None, "--out", help="write the results directory here: summary.json, samples, .hgrm, histograms, interval log, config and host (docs/results.md)"),
+    out: Optional[str] = typer.Option(None, "--out", help="write the results directory here: summary.json, samples, .hgrm, histograms, interval log, config and host (docs/results.md); a directory that already holds results is refused unless --force"),
     samples_format: Optional[str] = typer.Option(None, "--samples-format", help="raw samples file format: csv or parquet [default: csv]"),
+    force: bool = typer.Option(False, "--force", help="replace whole the results already in --out (summary, samples, histograms, logs, report, plots, points/); without it such a directory is refused"),
     json_out: bool = typer.Option(False, "--json", help="print the summary JSON on stdout instead of the table"),
 ) -> int:
     """Measure latency at an offered open-loop load, until the percentile's CI is as narrow as asked."""
+    from tailwise import signals
+
+    # SIGINT, SIGTERM and SIGHUP stop sending; what was measured is still written (signals.py).
+    with signals.handled():
+        return _run(locals())
+
+
+def _run(kw: dict) -> int:
+    from tailwise import signals
     # The statistics stack (scipy, statsmodels) loads in ~1 s: only the commands that use it pay.
     from tailwise.measurement import measure, prepare, round_line
-    from tailwise.files import check_out_dir, dumps
+    from tailwise.files import check_out_dir, dumps, new_dirs, refuse_results, remove_new_dirs
     from tailwise.results import SAMPLE_FORMATS, write_out
     from tailwise.threshold import Threshold, parse_all as parse_thresholds
     from tailwise.workload import command_setting, load_file
 
-    set_quiet(quiet)
-    flags = _run_flags(locals())
-    file = load_file(workload)
-    threshold = command_setting("threshold", threshold, file)
-    out = command_setting("out", out, file)
-    samples_format = command_setting("samples_format", samples_format, file)
+    set_quiet(kw["quiet"])
+    file = load_file(kw["workload"])
+    threshold = command_setting("threshold", kw["threshold"], file)
+    out = command_setting("out", kw["out"], file)
+    samples_format = command_setting("samples_format", kw["samples_format"], file)
+    quiet, json_out = kw["quiet"], kw["json_out"]
     judged = [Threshold.parse(t) for t in threshold or ()]
-    rs = RunSpec.from_flags(flags, workload, pin=pin, keep_stalls=keep_stalls, also_report=tuple(t.p for t in judged))
+    rs = RunSpec.from_flags(_run_flags(kw), kw["workload"], pin=kw["pin"], keep_stalls=kw["keep_stalls"],
+                            also_report=tuple(t.p for t in judged))
     if rs.capped:
         warn(rs.capped, f"unset {TIME_CAP_ENV} to measure as asked")
     if samples_format not in SAMPLE_FORMATS:
         raise InputError(f"--samples-format {samples_format} is unknown", "use csv or parquet")
     gates = parse_thresholds(threshold, set(rs.percentiles))
+    made = []
     if out:
+        if not kw["force"]:
+            refuse_results(out)
+        made = new_dirs(out)
         check_out_dir(out)  # before the first request: a bad --out must not lose a measured run
-    setup = prepare(rs)
-    m = measure(rs, setup, shlex.join(["tailwise", *sys.argv[1:]]), quiet=quiet, bar=not json_out,
-                on_round=round_line)
+    try:
+        signals.check()
+        setup = prepare(rs)
+        m = measure(rs, setup, shlex.join(["tailwise", *sys.argv[1:]]), quiet=quiet, bar=not json_out,
+                    on_round=round_line)
+    except BaseException:
+        remove_new_dirs(made)  # nothing was measured: no directory of ours is left behind
+        raise
     summary, result = m.summary, m.result
     summary["thresholds"] = [g.evaluate(summary["latency"]["percentiles"]) for g in gates]
     if out:
         write_out(out, summary, result, m.analysis.used_mask, samples_format)
     if json_out:
-        print(dumps(summary))
+        print(dumps(summary), flush=True)
     else:
-        print_summary(summary, verbose=verbose)
+        print_summary(summary, verbose=kw["verbose"])
         print_thresholds(summary["thresholds"])
-        if out and not summary["error"] and not result.interrupted and not quiet:
+        if out and not summary["error"] and not result.interrupted and not quiet and not signals.received():
             err_console.print(f"results written to {out}/")
-    if result.interrupted:
+    if result.interrupted or signals.received():
         kept = f"results kept in {out}/" if out else "nothing kept on disk (--out DIR keeps the results)"
-        err_console.print(f"tailwise: interrupted after {result.elapsed_ns / 1e9:.1f} s of measuring; {kept}")
-        return EXIT_INTERRUPTED
+        sig = signals.name(signals.received())
+        if result.interrupted:
+            err_console.print(f"tailwise: interrupted after {result.elapsed_ns / 1e9:.1f} s of measuring ({sig}); {kept}")
+        else:
+            err_console.print(f"tailwise: {sig} came after the measurement ended; it is complete; {kept}")
+        return signals.exit_code()
     return exit_code(summary, out)
 
 
@@ -179,7 +206,8 @@ def sweep(**kw) -> int:
     import time
     from pathlib import Path
 
-    from tailwise.files import check_out_dir, dumps
+    from tailwise import signals
+    from tailwise.files import check_out_dir, dumps, new_dirs, refuse_results
     from tailwise.results import SAMPLE_FORMATS
     from tailwise.sweep import Plan, execute, parse_rates
     from tailwise.threshold import Threshold, parse_all as parse_thresholds
@@ -191,7 +219,8 @@ def sweep(**kw) -> int:
     if resume:
         given = [f"--{name.replace('_', '-')}" for name, v in _run_flags(kw).items() if v is not None]
         given += [flag for name, flag in (("rates", "--rates"), ("slo", "--slo"), ("threshold", "--threshold"),
-                                          ("out", "--out"), ("workload", "--workload")) if kw.get(name)]
+                                          ("out", "--out"), ("workload", "--workload"), ("force", "--force"))
+                  if kw.get(name)]
         if given:
             raise InputError(f"--resume takes every setting from {resume}/config.json, but {given[0]} was given",
                              f"drop {' '.join(given)}, or start a new sweep with --out")
@@ -224,8 +253,14 @@ def sweep(**kw) -> int:
         plan = Plan(rates_rps=grid, rates=kw["rates"], steps=kw["steps"], slo=kw["slo"],
                     thresholds=list(kw["threshold"] or ()), samples_format=kw["samples_format"])
         out = Path(kw["out"] or f"tailwise-sweep-{time.strftime('%Y%m%d-%H%M%S')}")
-        if (out / "summary.json").exists() or (out / "points").exists():
-            raise InputError(f"{out} already holds a sweep", f"continue it with --resume {out}, or give a new --out")
+        if kw["force"]:
+            pass  # what tailwise wrote there is put aside when the sweep starts, dropped once a point is in
+        elif (out / "summary.json").exists() or (out / "points").exists():
+            raise InputError(f"{out} already holds a sweep",
+                             f"continue it with --resume {out}, replace it whole with --force, or give a new --out")
+        else:
+            refuse_results(out)
+        made = new_dirs(out)
         check_out_dir(out)
     if rs.capped:
         warn(rs.capped, f"unset {TIME_CAP_ENV} to measure as asked")
@@ -234,15 +269,19 @@ def sweep(**kw) -> int:
         what = f"the highest load meeting {plan.slo}" if plan.slo else "the knee"
         print(f"sweeping {len(plan.rates_rps)} loads from {plan.rates_rps[0]:,.0f} to {plan.rates_rps[-1]:,.0f} req/s "
               f"for {what}; results in {out}/ (resume with: tailwise sweep --resume {out})", file=sys.stderr, flush=True)
-    doc = execute(rs, plan, out, command, quiet=quiet, resumed=bool(resume))
+    # SIGINT, SIGTERM, SIGHUP (handled from the command's start: _signals_handled): the point being
+    # measured stops and is kept apart, the sweep is saved.
+    doc = _execute_into(out, None if resume else made, bool(kw["force"]) and not resume,
+                        lambda: execute(rs, plan, out, command, quiet=quiet, resumed=bool(resume)))
     if kw["json_out"]:
-        print(dumps(doc))
+        print(dumps(doc), flush=True)
     else:
         print_sweep(doc)
     if doc["interrupted"]:
-        err_console.print(f"tailwise: sweep interrupted; {len(doc['points'])} point(s) kept in {out}/: "
-                          f"continue with `tailwise sweep --resume {out}`")
-        return EXIT_INTERRUPTED
+        kept = (f"{len(doc['points'])} point(s) kept in {out}/: continue with `tailwise sweep --resume {out}`"
+                if out.is_dir() else "nothing was measured")
+        err_console.print(f"tailwise: sweep interrupted ({signals.name(signals.received())}); {kept}")
+        return signals.exit_code()
     if doc["error"]:
         err_console.print(f"tailwise: {doc['error']} (points so far in {out}/; continue with --resume {out})")
         return EXIT_ERROR
@@ -250,6 +289,30 @@ def sweep(**kw) -> int:
         return EXIT_THRESHOLD
     answered = (doc["slo"] or {}).get("rate_rps") is not None if plan.slo else any(not p["saturated"] for p in doc["points"])
     return EXIT_OK if answered else EXIT_NOT_MEASURABLE
+
+
+def _execute_into(out, made: list | None, force: bool, execute):
+    """Run a new sweep (``made``: the directories it created; None when resuming) into ``out``,
+    with --force putting aside what tailwise wrote there before. If no point gets measured (a
+    target refused, a signal before the first point), the directory is left as it was found: the
+    old results put back, or the directories created removed."""
+    from tailwise.files import remove_new_dirs, stash_results, unstash_results
+    from tailwise.sweep import completed_points
+
+    stash = stash_results(out) if force else None
+    measured = False
+    try:
+        doc = execute()
+        measured = bool(doc["points"]) or (out / "failed").is_dir() or (out / "interrupted").is_dir()
+        return doc
+    finally:
+        if made is not None and not measured and not completed_points(out / "points"):
+            if made:
+                remove_new_dirs(made)
+            else:
+                unstash_results(out, stash)
+        elif stash is not None:
+            shutil.rmtree(stash, ignore_errors=True)
 
 
 def print_sweep(doc: dict) -> None:
@@ -435,11 +498,22 @@ def _sweep_signature() -> None:
         if p.name == "out":
             opt = copy.copy(p.default)
             opt.help = ("the sweep's directory (docs/results.md): summary.json, config, host and one results directory "
-                        "per point [default: ./tailwise-sweep-DATE-TIME]")
+                        "per point; one that already holds results is refused unless --force [default: ./tailwise-sweep-DATE-TIME]")
             params[i] = p.replace(default=opt)
     sweep.__signature__ = inspect.Signature(params, return_annotation=int)
     sweep.__annotations__ = {p.name: p.annotation for p in params} | {"return": int}
-    app.command()(sweep)
+    app.command(name="sweep")(_signals_handled(sweep))
+
+
+def _signals_handled(fn):
+    """The command with SIGINT, SIGTERM and SIGHUP handled from its first line (signals.py)."""
+    @functools.wraps(fn)
+    def command(**kw):
+        from tailwise import signals
+
+        with signals.handled():
+            return fn(**kw)
+    return command
 
 
 _sweep_signature()
@@ -503,6 +577,9 @@ def main() -> None:
         code = EXIT_ERROR
     except TailwiseError as e:
         print(f"tailwise: {e.line()}", file=sys.stderr)
+        code = e.exit_code
+    except Interrupted as e:
+        print(f"tailwise: interrupted ({e}) before the first request was sent; nothing was measured", file=sys.stderr)
         code = e.exit_code
     except (KeyboardInterrupt, typer.Abort):
         print("tailwise: interrupted before a result was complete; nothing was kept", file=sys.stderr)

@@ -1,13 +1,16 @@
 """The files every command writes: JSON that is always valid (NaN and ±inf → null, numpy scalars
-→ Python), written atomically, and the check that an output directory can be written before
-anything is measured. Light on purpose (numpy only): `model`, `load`, `report` and `compare` use
+→ Python), written atomically, the check that an output directory can be written before
+anything is measured, and what tailwise writes into a results directory (to refuse a directory
+that holds results, or with --force to replace them whole). Light on purpose (numpy only): `model`, `load`, `report` and `compare` use
 it without loading the statistics stack that `results` needs.
 """
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import math
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -61,3 +64,99 @@ SAMPLE_COLUMN_DTYPES = {
     "flags": "uint32", "inflation_ns": "int64", "sent_user_ns": "int64", "received_user_ns": "int64",
     "used": "uint8",
 }
+
+
+#: What tailwise writes into a results directory (docs/results.md), as name patterns: run and
+#: sweep results, `report`'s page and plots, `compare`'s, and its own hidden temporary entries.
+RESULT_PATTERNS = (
+    "summary.json", "config.json", "host.json", "samples.*", "*.hdr", "*.hgrm", "*.hlog",
+    "report.html", "compare.html", "compare.png", "compare.svg",
+    "ccdf.*", "cdf.*", "send_lag.*", "intervals.*", "latency_load.*", "ccdf_points.*", "point-*",
+    "points", "failed", "interrupted", ".*.tmp", ".tailwise-*",
+)
+#: Where a results directory is staged (write_out) or its old contents are put aside (sweep --force).
+STAGE, STASH = ".tailwise-stage", ".tailwise-replaced"
+
+
+def result_entries(out_dir: str | Path) -> list[Path]:
+    """The entries of ``out_dir`` that tailwise wrote (none when it is new or holds other files only)."""
+    out = Path(out_dir)
+    if not out.is_dir():
+        return []
+    return sorted(p for p in out.iterdir() if any(fnmatch.fnmatch(p.name, pat) for pat in RESULT_PATTERNS))
+
+
+def _remove(p: Path) -> None:
+    if p.is_dir() and not p.is_symlink():
+        shutil.rmtree(p)
+    else:
+        p.unlink(missing_ok=True)
+
+
+def refuse_results(out_dir: str | Path, flag: str = "--out") -> None:
+    """Refuse a directory that already holds results: a new summary must never stand beside an old
+    report and plots. Its remedy names --force (replace them whole) or a new directory."""
+    held = [p.name for p in result_entries(out_dir) if not p.name.startswith(".")]
+    if held:
+        shown = ", ".join(held[:4]) + (", …" if len(held) > 4 else "")
+        raise InputError(f"{out_dir} already holds results ({shown})",
+                         f"give --force to replace them whole, or a new {flag} directory")
+
+
+def install(stage: Path, out: Path) -> None:
+    """Move a staged results directory into ``out``, replacing whole what tailwise wrote there
+    before; summary.json last, so that a directory with one is complete."""
+    for p in result_entries(out):
+        if p != stage:
+            _remove(p)
+    names = sorted((p.name for p in stage.iterdir()), key=lambda n: n == "summary.json")
+    for n in names:
+        (stage / n).replace(out / n)
+    stage.rmdir()
+
+
+def new_dirs(out_dir: str | Path) -> list[Path]:
+    """``out_dir`` and those of its parents that do not exist yet, deepest first: what a command
+    creates, and removes again when it fails before measuring anything."""
+    made, p = [], Path(out_dir).absolute()
+    while not p.exists() and p != p.parent:
+        made.append(p)
+        p = p.parent
+    return made
+
+
+def remove_new_dirs(made: list[Path]) -> None:
+    """Remove the directories a command created (``new_dirs``) with what it wrote into them."""
+    if made:
+        shutil.rmtree(made[0], ignore_errors=True)
+        for d in made[1:]:
+            try:
+                d.rmdir()
+            except OSError:
+                break
+
+
+def stash_results(out_dir: Path) -> Path | None:
+    """Put what tailwise wrote in ``out_dir`` aside (sweep --force), to drop once the new results
+    exist or to put back if nothing is measured."""
+    entries = [p for p in result_entries(out_dir) if p.name not in (STASH, STAGE)]
+    stash = out_dir / STASH
+    if stash.exists():
+        _remove(stash)
+    if not entries:
+        return None
+    stash.mkdir()
+    for p in entries:
+        p.replace(stash / p.name)
+    return stash
+
+
+def unstash_results(out_dir: Path, stash: Path | None) -> None:
+    """Put the old results back (nothing new was measured): what was written since is removed."""
+    for p in result_entries(out_dir):
+        if p != stash:
+            _remove(p)
+    if stash is not None and stash.is_dir():
+        for p in stash.iterdir():
+            p.replace(out_dir / p.name)
+        stash.rmdir()

@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import signal
 import sys
 from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Callable
 
+from tailwise import signals
 from tailwise.agent import AgentResult, LocalAgent
 from tailwise.errors import InputError
 from tailwise.host import host_info, isolated_cpus, listener_cpus
@@ -121,6 +123,7 @@ def measure(rs: RunSpec, setup: Setup, command: str, *, quiet: bool = False, bar
     from tailwise.methodology.controller import fixed_methodology
     from tailwise.results import build_summary
 
+    signals.check()  # a stop signal between measurements (a sweep's points) ends here
     config = rs.config(command)
     if rs.builtin:
         config["builtin_server"]["busy_poll"] = setup.server_spin
@@ -174,6 +177,8 @@ def measure(rs: RunSpec, setup: Setup, command: str, *, quiet: bool = False, bar
         before = serverstats.fetch_all(tgts)
         m = one([t.socket_addr() for t in tgts], tgts[0].url if len(tgts) == 1 else ", ".join(t.url for t in tgts))
         m.summary["target_stats"] = serverstats.compare_all(tgts, before, m.result.counters)
+    if m.result.interrupted and not m.result.counters["sent"]:
+        raise signals.Interrupted(signals.received() or signal.SIGINT)  # stopped before its first request
     return m
 
 

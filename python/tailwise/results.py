@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import math
 import re
+import shutil
 import time
 from decimal import ROUND_HALF_UP, Decimal
 from pathlib import Path
@@ -20,7 +21,7 @@ from hdrh.iterators import PercentileIterator
 
 from tailwise import __version__
 from tailwise.agent import AgentResult, Flag
-from tailwise.files import SAMPLE_COLUMN_DTYPES, check_out_dir, write_json
+from tailwise.files import SAMPLE_COLUMN_DTYPES, STAGE, check_out_dir, install, write_json
 from tailwise.stats.quantiles import DEFAULT_PERCENTILES
 
 if TYPE_CHECKING:
@@ -334,8 +335,16 @@ def write_out(out_dir: str | Path, summary: dict, result: AgentResult, used: np.
     column: 1 where the sample went into the statistics), both histograms, the .hgrm percentile
     distribution, the interval logs (the whole run's, untagged, and the agent's, tagged), the config
     and the host facts — and summary.json last, so that a directory with a summary.json is
-    complete. Returns the paths."""
-    out = check_out_dir(out_dir)
+    complete. Returns the paths.
+
+    The files are written into a hidden stage inside the directory and then moved in, replacing
+    whole whatever tailwise wrote there before (files.install): never a new summary beside an old
+    report. Whether an existing directory may be replaced is the command's to decide (--force)."""
+    final = check_out_dir(out_dir)
+    out = final / STAGE
+    if out.exists():
+        shutil.rmtree(out)  # a stage left by a write that was killed
+    out.mkdir()
     import pyarrow as pa
 
     columns = sample_columns(result.samples)
@@ -343,9 +352,6 @@ def write_out(out_dir: str | Path, summary: dict, result: AgentResult, used: np.
         columns["used"] = used.astype(np.uint8)
     table = pa.table(columns)
     samples = out / f"samples.{samples_format}"
-    for stale in out.glob("samples.*"):
-        if stale != samples:
-            stale.unlink()  # a re-run in another format must not leave the old samples beside the new summary
     if samples_format == "parquet":
         import pyarrow.parquet as pq
 
@@ -361,5 +367,6 @@ def write_out(out_dir: str | Path, summary: dict, result: AgentResult, used: np.
     write_json(out / "config.json", summary["config"])
     write_json(out / "host.json", summary["host"])
     write_json(out / "summary.json", summary)
-    return [out / name for name in ("summary.json", samples.name, "latency.hdr", "send_lag.hdr", "latency.hgrm",
-                                    "config.json", "host.json")] + hlogs
+    install(out, final)
+    return [final / name for name in ("summary.json", samples.name, "latency.hdr", "send_lag.hdr", "latency.hgrm",
+                                      "config.json", "host.json")] + [final / p.name for p in hlogs]

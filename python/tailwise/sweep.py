@@ -487,10 +487,12 @@ class Sweep:
         s = m.summary
         s["thresholds"] = self.judge(s)
         s["sweep"] = {"index": index, "rate_rps": rate, "grid_size": len(self.grid)}
+        name = point_dir_name(index, rate)
         if m.result.interrupted:
+            # What was measured is kept, apart from the complete points: --resume measures it again.
+            write_out(self.out / "interrupted" / name, s, m.result, m.analysis.used_mask, self.plan.samples_format)
             self.stopped, self.interrupted = "interrupted", True
             return False
-        name = point_dir_name(index, rate)
         if s["error"]:
             # The target failed mid-point (not a saturation: it stopped answering). The point is
             # kept for inspection outside points/, so that --resume measures it again.

@@ -8,7 +8,10 @@ censored at the time they have waited (so a freeze still going on is already in 
 
 * every check passes → stop, verdict ok (the engine stops at once);
 * the load or the arrivals fail for ``PATIENCE`` rounds in a row after the first, or a tenth of
-  the requests could not even be sent → stop: the client cannot produce the workload;
+  the requests could not even be sent → stop: the client cannot produce the workload — unless
+  the target has answered nothing for ``SILENT_S``: then it is away, and the engine ends the run
+  naming it (exit 2, as in --duration mode) if it stays unreachable; on datagrams, the slots that
+  unanswered requests hold until --timeout are named as the cause (``held_slots``);
 * the confidence interval is too wide → keep going while the estimated time to reach the width
   fits in ``--max-time`` (with slack), else stop early;
 * otherwise collect more, up to ``--max-time``; then the verdict names every failed check.
@@ -41,6 +44,7 @@ from typing import Callable
 
 import numpy as np
 
+from tailwise import signals
 from tailwise.agent import AgentResult, LoadSpec, Session, Taken
 from tailwise.methodology.analysis import STEPS, Analysis, Precision, analyse
 from tailwise.methodology.checks import Check, Setting, target_width_ns
@@ -58,6 +62,15 @@ HOPELESS = 4.0
 BEHIND = 0.10
 #: Before a round's analysis, the requests in flight are given this long to be answered.
 DRAIN_S = 0.02
+#: A target that has answered nothing (no reply, no error reply) for this long is away, not slow:
+#: the client's own stop rules wait for the engine, which ends the run naming the target once it
+#: stays unreachable (or goes on when it comes back) — as in --duration mode.
+SILENT_S = 0.5
+#: Protocols whose unanswered requests hold their slot until --timeout: no connection closes to
+#: free them.
+DATAGRAM_SCHEMES = ("udp", "memcached+udp")
+#: Unanswered datagrams holding this share of the slots on average explain a rate shortfall.
+HELD_SHARE = 0.5
 
 
 @dataclass
@@ -102,11 +115,42 @@ def pin_coordinator(busy_cpus: set[int]) -> bool:
         return False
 
 
-def adjust_remedies(checks: list[Check], stopped: str, measured_s: float, max_time_s: float) -> list[Check]:
+def held_slots(spec: LoadSpec, counters: dict, elapsed_s: float) -> str | None:
+    """Datagrams never answered keep their slot until --timeout: by Little's law they hold
+    timeouts × timeout ÷ elapsed slots on average. When that is at least ``HELD_SHARE`` of the
+    slots (--conns × --outstanding), what limited the rate: the sentence that says so, with the
+    figures; None otherwise (and for stream protocols)."""
+    lost = counters.get("timeouts", 0)
+    if spec.scheme not in DATAGRAM_SCHEMES or elapsed_s <= 0 or not lost:
+        return None
+    timeout_s = spec.timeout_ns / 1e9
+    slots = spec.conns * spec.outstanding
+    held = lost * min(timeout_s, elapsed_s) / elapsed_s
+    if held < HELD_SHARE * slots:
+        return None
+    return (f"the slots were held by unanswered datagrams: {lost:,} got no reply and each held its slot for "
+            f"--timeout {timeout_s:g} s, {held:,.0f} of the {slots} slots ({spec.conns} conns × {spec.outstanding} "
+            f"outstanding) on average")
+
+
+def adjust_remedies(checks: list[Check], stopped: str, measured_s: float, max_time_s: float,
+                    held: str | None = None, target_error: str | None = None) -> list[Check]:
     """No remedy may contradict what happened: 'run longer' after a run that used its whole
-    --max-time says by how much to raise it; after an interrupt, it says the run was interrupted."""
+    --max-time says by how much to raise it; after an interrupt, it says the run was interrupted.
+    ``held`` (``held_slots``): lost datagrams, not the server's speed or the client's, limited the
+    rate, and the rate and arrivals checks say so; ``target_error``: the target went away (the
+    engine's error), which no client-side remedy can mend."""
     out = []
     for c in checks:
+        if target_error and not c.ok and c.name in ("rate", "arrivals"):
+            c = replace(c, remedy="the target stopped answering (the error above), not the client: run again once "
+                                  "it is back")
+            out.append(c)
+            continue
+        if held and not c.ok and c.name in ("rate", "arrivals"):
+            c = replace(c, remedy=f"{held}, not a slow server or client: find why datagrams go unanswered (the "
+                                  f"target or the network drops them), lower --timeout so that each frees its slot "
+                                  f"sooner, or raise --conns or --outstanding")
         if not c.ok and c.remedy and "run longer" in c.remedy:
             if stopped == "interrupted":
                 c = replace(c, remedy=f"the run was interrupted after {measured_s:.1f} s: run it to its end")
@@ -164,11 +208,16 @@ class Controller:
             cached["every"] = live_every(first, last)
             return cached["every"]
 
+        answered, answered_at = -1, time.monotonic()
+        silent_s = max(SILENT_S, 20.0 / max(self.spec.offered_rps, 1e-9))
         try:
             round_s = self.round_s
             next_round = time.monotonic() + round_s
             while not session.is_finished():
                 time.sleep(max(0.0, min(0.05, next_round - time.monotonic())))
+                snap = session.snapshot()
+                if snap["received"] + snap["errors"] != answered:
+                    answered, answered_at = snap["received"] + snap["errors"], time.monotonic()
                 if time.monotonic() < next_round:
                     continue
                 pause_from = session.elapsed_ns()
@@ -202,13 +251,20 @@ class Controller:
                     break
                 for k in streaks:
                     streaks[k] = streaks[k] + 1 if a.state == k else 0
+                if time.monotonic() - answered_at >= silent_s:
+                    # The target answers nothing: not the client's failing. The engine ends the
+                    # run naming the target if it stays unreachable; a frozen one may come back.
+                    continue
                 if n > 1 and any(v >= PATIENCE for v in streaks.values()):
                     names = ", ".join(c.name for c in a.failed() if c.name in STEPS[a.state])
                     stop_reason = f"{names} failed in rounds {n - PATIENCE + 1}–{n}"
                     break
                 c = taken.counters
                 if n > 1 and c["never_sent"] > BEHIND * max(c["intended"], 1):
-                    stop_reason = (f"the client fell behind its schedule: {c['never_sent']:,} of {c['intended']:,} "
+                    held = held_slots(self.spec, c, elapsed_s)
+                    stop_reason = (f"{c['never_sent']:,} of {c['intended']:,} requests could not be sent within "
+                                   f"--timeout: {held}" if held else
+                                   f"the client fell behind its schedule: {c['never_sent']:,} of {c['intended']:,} "
                                    f"requests could not be sent within --timeout")
                     break
                 if a.state == "confidence" and a.samples_needed and n >= 3:
@@ -219,11 +275,17 @@ class Controller:
                         break
         except KeyboardInterrupt:
             interrupted = True
-            stop_reason = "interrupted"
         finally:
             session.stop()
             if self.own_core:
                 os.sched_setaffinity(0, saved_affinity)
+        # A stop signal stops the engine from its handler (signals.py): the loop ends, the run is
+        # interrupted, and what was measured is analysed and written as usual.
+        # (A signal after the coordinator concluded cuts nothing short.)
+        if signals.received() is not None and decided is None and stop_reason == "max-time":
+            interrupted = True
+        if interrupted:
+            stop_reason = "interrupted"
         result = session.finish(interrupted)
         if result.error:
             stop_reason = "the engine stopped: " + result.error
@@ -243,7 +305,8 @@ class Controller:
                                   every_request(result.intervals, with_pending=False), session)
         final.checks = adjust_remedies(final.checks, "interrupted" if interrupted else
                                        ("max-time" if stop_reason == "max-time" else stop_reason), elapsed_s,
-                                       self.precision.max_time_s)
+                                       self.precision.max_time_s, held_slots(self.spec, counters, elapsed_s),
+                                       result.error)
         methodology = {
             "mode": "adaptive",
             "rounds": len(self.history),
@@ -301,6 +364,7 @@ def fixed_methodology(result: AgentResult, spec: LoadSpec, precision: Precision,
                 target_stalls=result.target_stalls_ns, bound_delays=bound_delays, setting=setting,
                 every_request=every_request(result.intervals, with_pending=False), late_ns=spec.late_ns)
     stopped = "interrupted" if result.interrupted else "duration"
-    a.checks = adjust_remedies(a.checks, stopped, result.elapsed_ns / 1e9, precision.max_time_s)
+    a.checks = adjust_remedies(a.checks, stopped, result.elapsed_ns / 1e9, precision.max_time_s,
+                               held_slots(spec, result.counters, result.elapsed_ns / 1e9), result.error)
     return a, {"mode": "fixed", "rounds": 1, "stopped": stopped, "sample_every": spec.timed_sample_every,
                "effective_sample_every": spec.timed_sample_every * a.details["thinning"]} | a.details
