@@ -168,7 +168,7 @@ def sweep(**kw) -> int:
 
     from tailwise.files import check_out_dir, dumps
     from tailwise.results import SAMPLE_FORMATS
-    from tailwise.sweep import Plan, execute, parse_rates
+    from tailwise.sweep import Plan, Sweep, parse_rates, size_window
     from tailwise.threshold import Threshold, parse_all as parse_thresholds, reported_percentiles
 
     resume = kw["resume"]
@@ -198,12 +198,23 @@ def sweep(**kw) -> int:
         if slo and flags["percentile"] is None:
             flags["percentile"] = slo.p  # the search decides on the SLO's percentile: bound that one
         rs = RunSpec.from_flags(flags, kw["workload"], pin=kw["pin"], keep_stalls=kw["keep_stalls"])
+        # The client's window must hold the top load (Little's law): sized when not given, a given
+        # one that cannot is refused.
+        from tailwise.workload import load_file
+
+        given = load_file(kw["workload"]) | {k: v for k, v in flags.items() if v is not None}
+        conns, outstanding, window_note = size_window(grid[-1], given.get("conns"), given.get("outstanding"),
+                                                      rs.threads)
+        if window_note:
+            rs = RunSpec.from_flags(flags | {"conns": conns, "outstanding": outstanding}, kw["workload"], pin=kw["pin"],
+                                    keep_stalls=kw["keep_stalls"])
         reported = reported_percentiles(rs.percentile)
         if slo:
             parse_thresholds([kw["slo"]], reported, what="--slo")
         parse_thresholds(kw["threshold"], reported)
         plan = Plan(rates_rps=grid, rates=kw["rates"], steps=kw["steps"], slo=kw["slo"],
-                    thresholds=list(kw["threshold"] or ()), samples_format=kw["samples_format"])
+                    thresholds=list(kw["threshold"] or ()), samples_format=kw["samples_format"],
+                    window_sized=window_note is not None)
         out = Path(kw["out"] or f"tailwise-sweep-{time.strftime('%Y%m%d-%H%M%S')}")
         if (out / "summary.json").exists() or (out / "points").exists():
             raise InputError(f"{out} already holds a sweep", f"continue it with --resume {out}, or give a new --out")
@@ -211,11 +222,16 @@ def sweep(**kw) -> int:
     if rs.capped:
         warn(rs.capped, f"unset {TIME_CAP_ENV} to measure as asked")
     quiet = kw["quiet"]
-    if not quiet:
+    if not quiet and not resume:
         what = f"the highest load meeting {plan.slo}" if plan.slo else "the knee"
         print(f"sweeping {len(plan.rates_rps)} loads from {plan.rates_rps[0]:,.0f} to {plan.rates_rps[-1]:,.0f} req/s "
               f"for {what}; results in {out}/ (resume with: tailwise sweep --resume {out})", file=sys.stderr, flush=True)
-    doc = execute(rs, plan, out, command, quiet=quiet, resumed=bool(resume))
+        if window_note:
+            print(window_note, file=sys.stderr, flush=True)
+    job = Sweep(rs, plan, out, command, quiet=quiet, resumed=bool(resume))
+    doc = job.run()
+    if job.nothing_to_do:
+        err_console.print(f"tailwise: nothing to do: the sweep in {out}/ is complete ({doc['stopped']}); its result:")
     if kw["json_out"]:
         print(dumps(doc))
     else:
@@ -238,26 +254,34 @@ def print_sweep(doc: dict) -> None:
     from rich.table import Table
 
     from tailwise.output import fmt_ns
-    from tailwise.sweep import capacity_text, knee_text
+    from tailwise.sweep import capacity_text, knee_text, saturation_text
 
     console = Console(soft_wrap=not sys.stdout.isatty())
     t = Table(title=f"tailwise sweep · {doc['target']} · p{doc['percentile']:g} with its CI")
-    for col in ("load req/s", "sent req/s", f"p{doc['percentile']:g}", "CI", "verdict", "saturated"):
+    cols = ["load req/s", "sent req/s", f"p{doc['percentile']:g}", "CI", "verdict", "saturated"]
+    if doc["slo"]:
+        cols.append("SLO")
+    for col in cols:
         t.add_column(col)
     for p in doc["points"]:
         x = p["target"] or {}
-        t.add_row(f"{p['rate_rps']:,.0f}", f"{p['achieved_rps']:,.0f}" if p["achieved_rps"] else "—",
-                  fmt_ns(x.get("value_ns")), f"[{fmt_ns(x.get('low_ns'))}, {fmt_ns(x.get('high_ns'))}]",
-                  p["verdict"], "yes" if p["saturated"] else "")
+        sat = ("client" if p.get("client_limited") else "yes") if p["saturated"] else ""
+        row = [f"{p['rate_rps']:,.0f}", f"{p['achieved_rps']:,.0f}" if p["achieved_rps"] else "—",
+               fmt_ns(x.get("value_ns")), f"[{fmt_ns(x.get('low_ns'))}, {fmt_ns(x.get('high_ns'))}]",
+               p["verdict"], sat]
+        if doc["slo"]:
+            tries = len(p.get("attempts") or ())
+            row.append((p.get("slo_outcome") or "—") + (f" ({tries} attempts)" if tries > 1 else ""))
+        t.add_row(*row)
     console.print(t)
     if (knee := knee_text(doc)) is not None:
         console.print(knee, markup=False)
-    if doc["saturation"]:
-        console.print(f"saturated at {doc['saturation']['rate_rps']:,.0f} req/s: {doc['saturation']['reason']}")
+    if (sat := saturation_text(doc)) is not None:
+        console.print(sat, markup=False)
     if (capacity := capacity_text(doc)) is not None:
         console.print(capacity)
     if doc["slo"]:
-        console.print(f"SLO {doc['slo']['threshold']}: {doc['slo']['detail']}")
+        console.print(f"SLO {doc['slo']['threshold']}: {doc['slo']['detail']}", markup=False)
 
 
 def _parse_listen(text: str) -> str:
