@@ -526,7 +526,7 @@ def test_a_point_saturated_on_the_clients_window_is_not_the_servers_capacity():
     assert rows[0]["saturated"] and rows[0]["client_limited"] == why
     doc = {"percentile": 90.0} | conclude(rows, [40_000], None, 90.0)
     assert doc["capacity_rps"] is None and capacity_text(doc) is None
-    assert "on the client, not the server" in saturation_text(doc)
+    assert "no capacity from it: the client's window was the limit, not the server" in saturation_text(doc)
     # A wide window that a saturated server filled: the server's capacity, and no "closed loop".
     big = _fake_point(60_000, (900, 1000, 1100), conns=30, outstanding=4, completed=50_000, late=50_000)
     big["checks"][0]["detail"] = "closed loop: too few connections: …; sent 60,000 req/s and completed 50,000 req/s"

@@ -262,7 +262,8 @@ def print_sweep(doc: dict) -> None:
     if doc["slo"]:
         cols.append("SLO")
     for col in cols:
-        t.add_column(col)
+        # A verdict is never truncated ("not-measurable", "undetermined (2 attempts)").
+        t.add_column(col, no_wrap=col in ("CI", "verdict", "SLO"), min_width=14 if col == "verdict" else None)
     for p in doc["points"]:
         x = p["target"] or {}
         sat = ("client" if p.get("client_limited") else "yes") if p["saturated"] else ""

@@ -436,8 +436,7 @@ def saturation_text(doc: dict) -> str | None:
     if not sat:
         return None
     if sat.get("client_limited"):
-        return (f"saturated at {sat['rate_rps']:,.0f} req/s on the client, not the server (no capacity from it): "
-                f"{sat['client_limited']}")
+        return f"saturated at {sat['rate_rps']:,.0f} req/s, no capacity from it: {sat['client_limited']}"
     return f"saturated at {sat['rate_rps']:,.0f} req/s: {sat['reason']}"
 
 
@@ -749,8 +748,8 @@ class Sweep:
             eta = f" · ETA ≤ {_fmt_s(left * longest_s(spec))}" if left else ""
             again = (f" · inconclusive: measuring it again (attempt {attempt + 1} of {MAX_ATTEMPTS})"
                      if done[index].retry else "")
-            print(point_line(row, len(self.rows), time.monotonic() - self.started) + again + eta, file=sys.stderr,
-                  flush=True)
+            measured = sum(len(r["attempts"]) for r in self.rows)
+            print(point_line(row, measured, time.monotonic() - self.started) + again + eta, file=sys.stderr, flush=True)
         return True
 
 
