@@ -443,6 +443,12 @@ def _sweep_signature() -> None:
             opt.help = ("the sweep's directory (docs/results.md): summary.json, config, host and one results directory "
                         "per point [default: ./tailwise-sweep-DATE-TIME]")
             params[i] = p.replace(default=opt)
+        elif p.name in ("conns", "outstanding"):
+            opt = copy.copy(p.default)
+            head, _, default = opt.help.partition(" [default")
+            opt.help = (f"{head}; a sweep sizes conns × outstanding to hold the top of --rates × 500 µs × 2 (Little's "
+                        "law) when not given, and refuses a given window that cannot" + (f" [default{default}" if default else ""))
+            params[i] = p.replace(default=opt)
     sweep.__signature__ = inspect.Signature(params, return_annotation=int)
     sweep.__annotations__ = {p.name: p.annotation for p in params} | {"return": int}
     app.command()(sweep)

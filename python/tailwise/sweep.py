@@ -12,9 +12,12 @@ not busy — `host_shortfall`),
 requests time out or fail, or the latency diverges — the median above ``DIVERGE`` times the lowest
 load's, which an M/M/1 queue reaches at ρ = 0.95 (its mean sojourn is S/(1−ρ)). The knee of the
 curve of the chosen percentile against load is found with Kneedle (Satopää, Albrecht, Irwin and
-Raghavan, "Finding a 'Kneedle' in a Haystack", ICDCS Workshops 2011): on the unsaturated points and
-the first saturated one (the every-request figure where the samples support no percentile), both axes scaled to [0, 1], the point farthest
-from the curve's chord — for a convex rising curve the largest x − y. The server's capacity is the highest completed rate at a saturated point: an
+Raghavan, "Finding a 'Kneedle' in a Haystack", ICDCS Workshops 2011): on the unsaturated points
+whose percentile has a CI, ended by the first saturated point's every-request figure (never the
+knee itself), both axes scaled to [0, 1], the point farthest from the curve's chord — for a convex
+rising curve the largest x − y; the knee's range is the measured loads around those whose CIs
+allow the knee (`knee_candidates`). The server's capacity is the highest completed rate at a
+point where the server (not the client's window) saturated: an
 open-loop client beyond capacity measures exactly the server's throughput — a lower bound only,
 said so, where that point completed what it was offered (its latency diverged first).
 
@@ -333,7 +336,8 @@ def point_row(index: int, rate_rps: float, dirname: str, s: dict, percentile: fl
     limit (the point is then saturated by it); ``attempts``: the earlier measurements of this load."""
     target = next((p for p in s["latency"]["percentiles"] if abs(p["p"] - percentile) < 1e-9), None)
     judged = slo.evaluate(s["latency"]["percentiles"]) if slo else None
-    limited = limited if reason is not None else None
+    # The window caps the rate: it is the limit only where the rate is what saturated.
+    limited = limited if limited is not None and reason == limited else None
     outcome = None
     if judged is not None:
         if limited:  # the client's limit says nothing of the server's percentile at this load
