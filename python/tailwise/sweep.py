@@ -622,7 +622,13 @@ class Sweep:
         if resumed:
             saved = json.loads((out / "config.json").read_text())
             self.first_command = saved["command"]
-            self.history = (saved.get("history") or [{"command": saved["command"], "started_at": None}]) + self.history
+            if not (earlier := saved.get("history")):  # a sweep written before histories were kept
+                try:
+                    at = json.loads((out / "summary.json").read_text())["started_at"]
+                except (OSError, ValueError, KeyError):
+                    at = None
+                earlier = [{"command": saved["command"], "started_at": at}]
+            self.history = earlier + self.history
         write_json(out / "config.json", self.config())
         write_json(out / "host.json", self.setup.host)
         self.rows: list[dict] = []
