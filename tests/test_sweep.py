@@ -520,7 +520,10 @@ def test_a_point_saturated_on_the_clients_window_is_not_the_servers_capacity():
     # half the window, and most requests waited for a slot.
     small = _fake_point(40_000, (100, 120, 140), conns=1, outstanding=2, completed=15_000, late=30_000)
     why = client_limited(small, 30_000)
-    assert why and "1 conns × 2 outstanding = 2 slots" in why and "--conns" in why
+    assert why and "1 conns × 2 outstanding = 2 slots" in why and "--conns" in why and "host" not in why
+    # Against a built-in server the host stalled, the message says the response time is partly the host's.
+    stalled = small | {"target_stats": {"source": "builtin-server", "utilisation": 0.3, "busy_s": 0.3, "stalled_s": 0.2}}
+    assert "the host's stalls of the built-in server can have delayed 29% of the requests" in client_limited(stalled, 30_000)
     reason = saturation(small, 20_000, why)
     rows = [point_row(0, 40_000, "000-40000rps", small, 90.0, reason, None, [], why)]
     assert rows[0]["saturated"] and rows[0]["client_limited"] == why

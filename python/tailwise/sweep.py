@@ -274,10 +274,15 @@ def client_limited(point: dict, base_response_ns: float | None) -> str | None:
     if waited < SHORTFALL * intended or window >= LITTLE_HEADROOM * need:
         return None
     done = f"{r['completed_rps']:,.0f}" if r.get("completed_rps") is not None else "—"
+    # A host that stalls the built-in server lengthens every response: said, since a quieter host
+    # then needs a smaller window.
+    share = host_stall_share(point)
+    host = (f" (the host's stalls of the built-in server can have delayed {share:.0%} of the requests: the response "
+            "time, and so the window needed, is partly the host's)" if share is not None and share >= 0.1 else "")
     return (f"the client's window was the limit, not the server: {conns} conns × {outstanding} outstanding = {window:,} "
             f"slots, {waited:,} of {intended:,} requests waited for a free slot (sent late or never sent), "
             f"{done} req/s completed; carrying {target:,.0f} req/s at {response / 1e3:,.1f} µs per response (the "
-            f"lowest load's) needs {need:,.1f} in flight (Little's law), more than half the window: give --conns "
+            f"lowest load's) needs {need:,.1f} in flight (Little's law), more than half the window{host}: give --conns "
             f"{math.ceil(LITTLE_HEADROOM * need / outstanding)} or more")
 
 
