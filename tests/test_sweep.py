@@ -430,6 +430,10 @@ def test_search_order_with_undetermined_points():
     assert next_index(9, {0: MEETS, 8: NO, 4: U}, slo=True) == 2  # below the undetermined point …
     assert next_index(9, {0: MEETS, 8: NO, 4: U, 2: MEETS, 3: MEETS}, slo=True) == 6  # … then above it
     assert next_index(9, {0: MEETS, 8: NO, 4: U, 2: MEETS, 3: MEETS, 6: NO, 5: NO}, slo=True) is None
+    # Lowest and highest undetermined: the loads between them may still be conclusive.
+    assert next_index(9, {0: U, 8: U}, slo=True) == 4
+    assert next_index(9, {0: U, 8: U, 4: U, 2: U, 6: U, 1: U, 3: U, 5: U}, slo=True) == 7
+    assert next_index(9, {i: U for i in range(9)}, slo=True) is None
 
 
 def test_resume_keeps_the_first_command_adds_a_history_and_has_nothing_to_do_when_complete(fake_sweep, tmp_path):

@@ -135,10 +135,12 @@ def next_index(n: int, done: dict[int, Outcome], slo: bool) -> int | None:
         return n - 1
     lo = max((i for i, o in done.items() if o.meets is True), default=-1)
     hi = min((i for i, o in done.items() if o.meets is False and i > lo), default=n)
-    # Undetermined points inside the bracket split it: go on bisecting the part above the highest
-    # load met and the part below the lowest not met.
-    und = sorted(i for i, o in done.items() if o.meets is None and lo < i < hi)
-    for a, b in ([(lo, und[0]), (und[-1], hi)] if und else [(lo, hi)]):
+    # Undetermined points inside the bracket split it but bound nothing: bisect the part above the
+    # highest load met, then the part below the lowest not met, then the parts between them (at
+    # most every load of the bracket, each at most MAX_ATTEMPTS times).
+    edges = [lo, *sorted(i for i, o in done.items() if o.meets is None and lo < i < hi), hi]
+    gaps = list(zip(edges, edges[1:]))
+    for a, b in [gaps[0], gaps[-1], *gaps[1:-1]]:
         if b - a > 1:
             return (a + b) // 2
     return None
