@@ -209,7 +209,7 @@ def sweep(**kw) -> int:
     from tailwise import signals
     from tailwise.files import check_out_dir, dumps, new_dirs, refuse_results
     from tailwise.results import SAMPLE_FORMATS
-    from tailwise.sweep import Plan, execute, parse_rates
+    from tailwise.sweep import Plan, Sweep, parse_rates, size_window
     from tailwise.threshold import Threshold, parse_all as parse_thresholds
     from tailwise.workload import COMMAND_DEFAULTS, command_setting, load_file
 
@@ -244,14 +244,23 @@ def sweep(**kw) -> int:
         if slo and flags["percentile"] is None:
             flags["percentile"] = slo.p  # the search decides on the SLO's percentile: bound that one
         judged = [slo] * bool(slo) + [Threshold.parse(t) for t in kw["threshold"] or ()]
-        rs = RunSpec.from_flags(flags, kw["workload"], pin=kw["pin"], keep_stalls=kw["keep_stalls"],
-                                also_report=tuple(t.p for t in judged))
+        also = tuple(t.p for t in judged)
+        rs = RunSpec.from_flags(flags, kw["workload"], pin=kw["pin"], keep_stalls=kw["keep_stalls"], also_report=also)
+        # The client's window must hold the top load (Little's law): sized when not given, a given
+        # one that cannot is refused.
+        given = file | {k: v for k, v in flags.items() if v is not None}
+        conns, outstanding, window_note = size_window(grid[-1], given.get("conns"), given.get("outstanding"),
+                                                      rs.threads)
+        if window_note:
+            rs = RunSpec.from_flags(flags | {"conns": conns, "outstanding": outstanding}, kw["workload"], pin=kw["pin"],
+                                    keep_stalls=kw["keep_stalls"], also_report=also)
         reported = set(rs.percentiles)
         if slo:
             parse_thresholds([kw["slo"]], reported, what="--slo")
         parse_thresholds(kw["threshold"], reported)
         plan = Plan(rates_rps=grid, rates=kw["rates"], steps=kw["steps"], slo=kw["slo"],
-                    thresholds=list(kw["threshold"] or ()), samples_format=kw["samples_format"])
+                    thresholds=list(kw["threshold"] or ()), samples_format=kw["samples_format"],
+                    window_sized=window_note is not None)
         out = Path(kw["out"] or f"tailwise-sweep-{time.strftime('%Y%m%d-%H%M%S')}")
         if kw["force"]:
             pass  # what tailwise wrote there is put aside when the sweep starts, dropped once a point is in
@@ -265,14 +274,24 @@ def sweep(**kw) -> int:
     if rs.capped:
         warn(rs.capped, f"unset {TIME_CAP_ENV} to measure as asked")
     quiet = kw["quiet"]
-    if not quiet:
+    if not quiet and not resume:
         what = f"the highest load meeting {plan.slo}" if plan.slo else "the knee"
         print(f"sweeping {len(plan.rates_rps)} loads from {plan.rates_rps[0]:,.0f} to {plan.rates_rps[-1]:,.0f} req/s "
               f"for {what}; results in {out}/ (resume with: tailwise sweep --resume {out})", file=sys.stderr, flush=True)
+        if window_note:
+            print(window_note, file=sys.stderr, flush=True)
     # SIGINT, SIGTERM, SIGHUP (handled from the command's start: _signals_handled): the point being
-    # measured stops and is kept apart, the sweep is saved.
-    doc = _execute_into(out, None if resume else made, bool(kw["force"]) and not resume,
-                        lambda: execute(rs, plan, out, command, quiet=quiet, resumed=bool(resume)))
+    # measured stops and is kept apart, the sweep is saved. The sweep is made inside: with --force
+    # the old results are put aside first, so that none of them is read back as a point.
+    jobs: list[Sweep] = []
+
+    def start() -> dict:
+        jobs.append(Sweep(rs, plan, out, command, quiet=quiet, resumed=bool(resume)))
+        return jobs[0].run()
+
+    doc = _execute_into(out, None if resume else made, bool(kw["force"]) and not resume, start)
+    if jobs and jobs[0].nothing_to_do:
+        err_console.print(f"tailwise: nothing to do: the sweep in {out}/ is complete ({doc['stopped']}); its result:")
     if kw["json_out"]:
         print(dumps(doc), flush=True)
     else:
@@ -320,26 +339,35 @@ def print_sweep(doc: dict) -> None:
     from rich.table import Table
 
     from tailwise.output import fmt_ns
-    from tailwise.sweep import capacity_text, knee_text
+    from tailwise.sweep import capacity_text, knee_text, saturation_text
 
     console = Console(soft_wrap=not sys.stdout.isatty())
     t = Table(title=f"tailwise sweep · {doc['target']} · p{doc['percentile']:g} with its CI")
-    for col in ("load req/s", "sent req/s", f"p{doc['percentile']:g}", "CI", "verdict", "saturated"):
-        t.add_column(col)
+    cols = ["load req/s", "sent req/s", f"p{doc['percentile']:g}", "CI", "verdict", "saturated"]
+    if doc["slo"]:
+        cols.append("SLO")
+    for col in cols:
+        # A verdict is never truncated ("not-measurable", "undetermined (2 attempts)").
+        t.add_column(col, no_wrap=col in ("CI", "verdict", "SLO"), min_width=14 if col == "verdict" else None)
     for p in doc["points"]:
         x = p["target"] or {}
-        t.add_row(f"{p['rate_rps']:,.0f}", f"{p['achieved_rps']:,.0f}" if p["achieved_rps"] else "—",
-                  fmt_ns(x.get("value_ns")), f"[{fmt_ns(x.get('low_ns'))}, {fmt_ns(x.get('high_ns'))}]",
-                  p["verdict"], "yes" if p["saturated"] else "")
+        sat = ("client" if p.get("client_limited") else "yes") if p["saturated"] else ""
+        row = [f"{p['rate_rps']:,.0f}", f"{p['achieved_rps']:,.0f}" if p["achieved_rps"] else "—",
+               fmt_ns(x.get("value_ns")), f"[{fmt_ns(x.get('low_ns'))}, {fmt_ns(x.get('high_ns'))}]",
+               p["verdict"], sat]
+        if doc["slo"]:
+            tries = len(p.get("attempts") or ())
+            row.append((p.get("slo_outcome") or "—") + (f" ({tries} attempts)" if tries > 1 else ""))
+        t.add_row(*row)
     console.print(t)
     if (knee := knee_text(doc)) is not None:
         console.print(knee, markup=False)
-    if doc["saturation"]:
-        console.print(f"saturated at {doc['saturation']['rate_rps']:,.0f} req/s: {doc['saturation']['reason']}")
+    if (sat := saturation_text(doc)) is not None:
+        console.print(sat, markup=False)
     if (capacity := capacity_text(doc)) is not None:
         console.print(capacity)
     if doc["slo"]:
-        console.print(f"SLO {doc['slo']['threshold']}: {doc['slo']['detail']}")
+        console.print(f"SLO {doc['slo']['threshold']}: {doc['slo']['detail']}", markup=False)
 
 
 def _parse_listen(text: str) -> str:
@@ -499,6 +527,12 @@ def _sweep_signature() -> None:
             opt = copy.copy(p.default)
             opt.help = ("the sweep's directory (docs/results.md): summary.json, config, host and one results directory "
                         "per point; one that already holds results is refused unless --force [default: ./tailwise-sweep-DATE-TIME]")
+            params[i] = p.replace(default=opt)
+        elif p.name in ("conns", "outstanding"):
+            opt = copy.copy(p.default)
+            head, _, default = opt.help.partition(" [default")
+            opt.help = (f"{head}; a sweep sizes conns × outstanding to hold the top of --rates × 500 µs × 2 (Little's "
+                        "law) when not given, and refuses a given window that cannot" + (f" [default{default}" if default else ""))
             params[i] = p.replace(default=opt)
     sweep.__signature__ = inspect.Signature(params, return_annotation=int)
     sweep.__annotations__ = {p.name: p.annotation for p in params} | {"return": int}

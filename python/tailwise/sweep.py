@@ -12,18 +12,33 @@ not busy — `host_shortfall`),
 requests time out or fail, or the latency diverges — the median above ``DIVERGE`` times the lowest
 load's, which an M/M/1 queue reaches at ρ = 0.95 (its mean sojourn is S/(1−ρ)). The knee of the
 curve of the chosen percentile against load is found with Kneedle (Satopää, Albrecht, Irwin and
-Raghavan, "Finding a 'Kneedle' in a Haystack", ICDCS Workshops 2011): on the unsaturated points and
-the first saturated one (the every-request figure where the samples support no percentile), both axes scaled to [0, 1], the point farthest
-from the curve's chord — for a convex rising curve the largest x − y. The server's capacity is the highest completed rate at a saturated point: an
+Raghavan, "Finding a 'Kneedle' in a Haystack", ICDCS Workshops 2011): on the unsaturated points
+whose percentile has a CI, ended by the first saturated point's every-request figure (never the
+knee itself), both axes scaled to [0, 1], the point farthest from the curve's chord — for a convex
+rising curve the largest x − y; the knee's range is the measured loads around those whose CIs
+allow the knee (`knee_candidates`). The server's capacity is the highest completed rate at a
+point where the server (not the client's window) saturated: an
 open-loop client beyond capacity measures exactly the server's throughput — a lower bound only,
 said so, where that point completed what it was offered (its latency diverged first).
 
-**SLO mode** (``--slo 'p99<200us'``) bisects the load grid. A point meets the SLO only when the
-percentile's whole confidence interval does (threshold.py); a point that fails, is inconclusive or
-saturates does not. The lowest load is measured first (if it misses, no load meets), then the
-highest (if it meets, every load does), then the middle of the bracket until it is one grid step
-wide: ⌈log₂ N⌉ + 1 points for N loads. The answer is the highest load measured to meet the SLO,
-with its CI; the point above it, measured, shows it does not.
+**SLO mode** (``--slo 'p99<200us'``) bisects the load grid. Each point's outcome is *met* (the
+percentile's whole confidence interval meets the SLO, threshold.py, and the target did not
+saturate), *not met* (the whole CI misses it, or the target saturated) or *undetermined* (the CI
+straddles the limit or the samples cannot bound the percentile, or the client's own window was
+the limit): an undetermined point is never counted as failing. An inconclusive CI is measured
+again, at most ``MAX_ATTEMPTS`` times in all (see there). The lowest load is measured first (if
+its whole CI misses, no load meets), then the highest, then the middle of the bracket between the
+highest load met and the lowest not met above it, until it is one grid step wide; undetermined
+points split the bracket, and the search goes on either side of them. The answer is the highest
+load measured to meet the SLO, with its CI — or, without one, "not met at any load measured" (only
+when the lowest load's whole CI misses) or "undetermined" with the reason.
+
+**The client's window.** By Little's law (L = λW) a client with ``conns × outstanding`` slots
+completes at most ``slots / response time`` requests per second. A sweep sizes that window for
+its highest load when ``--conns``/``--outstanding`` are not given (`size_window`) and refuses a
+given window that cannot hold it; a point that saturates while the window was full and the server
+could have been starved by it (`client_limited`) is the client's limit, never the server's
+capacity.
 """
 
 from __future__ import annotations
@@ -39,7 +54,7 @@ from pathlib import Path
 import numpy as np
 
 from tailwise.errors import InputError
-from tailwise.threshold import PASS, Threshold
+from tailwise.threshold import FAIL, PASS, Threshold
 from tailwise.units import parse_rate
 
 SCHEMA = "tailwise.sweep/1"
@@ -51,6 +66,22 @@ DIVERGE = 20.0
 SHORTFALL = 0.05
 #: A sweep measures at most this many loads.
 MAX_POINTS = 200
+#: SLO mode measures a load whose CI is inconclusive at most this many times in all. A CI pass
+#: is wrong with probability at most (1 − confidence)/2 (its upper tail) per attempt, so two
+#: attempts keep the chance of a false "met" within 1 − confidence, the level every percentile is
+#: stated at; and a second attempt clears a transient disturbance (a host stall), while a load whose
+#: percentile truly lies at the limit stays inconclusive however often it is measured.
+MAX_ATTEMPTS = 2
+#: The response time a sweep assumes when it sizes the client's window (Little's law): tailwise is
+#: for µs-scale services, whose round trip on loopback here is 20–70 µs under load; 500 µs is 7–25×
+#: that — a point whose median reaches 20× the lowest load's counts as diverging anyway — and the
+#: window gets LITTLE_HEADROOM (2×) on top for Poisson bursts, as the rate check asks.
+ASSUMED_RESPONSE_NS = 500_000
+#: Connections a sized window opens at most (file descriptors, one engine loop); beyond, more
+#: requests in flight per connection.
+MAX_CONNS = 256
+#: Default window of `run` (8 conns × 4 outstanding).
+DEFAULT_CONNS, DEFAULT_OUTSTANDING = 8, 4
 
 
 def parse_rates(text: str, steps: str = "linear") -> list[float]:
@@ -81,39 +112,84 @@ class Outcome:
     """What the search needs to know of a measured point."""
 
     saturated: bool
-    meets: bool  # SLO mode: the whole CI meets the SLO (and the point did not saturate)
+    #: SLO mode: True met (whole CI, not saturated), False not met, None undetermined.
+    meets: bool | None
+    #: SLO mode: inconclusive CI with attempts left: measure this load again.
+    retry: bool = False
 
 
 def next_index(n: int, done: dict[int, Outcome], slo: bool) -> int | None:
-    """The next grid index to measure, or None when the sweep is over."""
+    """The next grid index to measure (again, when it is in ``done``), or None when the sweep is over."""
     if not slo:
         if any(o.saturated for o in done.values()):
             return None
         return next((i for i in range(n) if i not in done), None)
+    # An inconclusive point is settled (within MAX_ATTEMPTS) before the search moves on.
+    if again := [i for i, o in done.items() if o.retry]:
+        return min(again)
     if 0 not in done:
         return 0
-    if not done[0].meets:
+    if done[0].meets is False:  # the lowest load is not met: no higher one is
         return None
     if n - 1 not in done:
         return n - 1
-    lo, hi = 0, n - 1
-    if done[hi].meets:
-        return None
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        if mid not in done:
-            return mid
-        lo, hi = (mid, hi) if done[mid].meets else (lo, mid)
+    lo = max((i for i, o in done.items() if o.meets is True), default=-1)
+    hi = min((i for i, o in done.items() if o.meets is False and i > lo), default=n)
+    # Undetermined points inside the bracket split it but bound nothing: bisect the part above the
+    # highest load met, then the part below the lowest not met, then the parts between them (at
+    # most every load of the bracket, each at most MAX_ATTEMPTS times).
+    edges = [lo, *sorted(i for i, o in done.items() if o.meets is None and lo < i < hi), hi]
+    gaps = list(zip(edges, edges[1:]))
+    for a, b in [gaps[0], gaps[-1], *gaps[1:-1]]:
+        if b - a > 1:
+            return (a + b) // 2
     return None
 
 
 def points_left(n: int, done: dict[int, Outcome], slo: bool) -> int:
-    """At most how many points the sweep still measures."""
+    """At most how many points the sweep still measures (retries of inconclusive points aside)."""
     if next_index(n, done, slo) is None:
         return 0
     if not slo:
         return n - len(done)
     return max(1, math.ceil(math.log2(max(n - len(done), 2)))) + (0 if 0 in done else 1)
+
+
+def window_needed(top_rps: float) -> int:
+    """Slots (conns × outstanding) that hold ``top_rps`` by Little's law at ASSUMED_RESPONSE_NS,
+    with LITTLE_HEADROOM for bursts."""
+    from tailwise.methodology.checks import LITTLE_HEADROOM, little_need
+
+    return math.ceil(LITTLE_HEADROOM * little_need(top_rps, ASSUMED_RESPONSE_NS))
+
+
+def size_window(top_rps: float, conns: int | None, outstanding: int | None, threads: int) -> tuple[int, int, str | None]:
+    """The client's window for a sweep whose highest load is ``top_rps``: (conns, outstanding, a
+    note saying what was chosen and why, or None when the default holds it). ``conns`` and
+    ``outstanding`` are None when not given; the one not given is sized, and a window given whole
+    that cannot hold the top load is refused in one line with the numbers."""
+    need = window_needed(top_rps)
+    law = (f"{top_rps:,.0f} req/s × {ASSUMED_RESPONSE_NS / 1e3:g} µs assumed response time × 2 for bursts = "
+           f"{need:,} requests in flight (Little's law)")
+    if conns is not None and outstanding is not None:
+        if conns * outstanding < need:
+            raise InputError(
+                f"--conns {conns} × --outstanding {outstanding} = {conns * outstanding:,} slots cannot hold the top "
+                f"load: {law}, so the client, not the server, would limit the sweep",
+                f"use --conns {math.ceil(need / outstanding)} (or --outstanding {math.ceil(need / conns)}), "
+                "lower the top of --rates, or leave both out to have the window sized")
+        return conns, outstanding, None
+    if conns is not None:
+        sized = (conns, max(DEFAULT_OUTSTANDING, math.ceil(need / conns)))
+    elif outstanding is not None:
+        sized = (max(DEFAULT_CONNS, threads, math.ceil(need / outstanding)), outstanding)
+    else:
+        c = max(DEFAULT_CONNS, threads, min(MAX_CONNS, math.ceil(need / DEFAULT_OUTSTANDING)))
+        sized = (c, max(DEFAULT_OUTSTANDING, math.ceil(need / c)))
+    if sized == (conns or DEFAULT_CONNS, outstanding or DEFAULT_OUTSTANDING):
+        return *sized, None
+    return *sized, (f"client window sized to {sized[0]} conns × {sized[1]} outstanding = {sized[0] * sized[1]:,} "
+                    f"slots for the top load: {law}")
 
 
 def host_shortfall(point: dict) -> str | None:
@@ -144,16 +220,25 @@ def host_shortfall(point: dict) -> str | None:
             "its rate")
 
 
-def saturation(point: dict, base_p50_ns: float | None) -> str | None:
-    """Why a point's summary shows the target saturated, or None."""
+def saturation(point: dict, base_p50_ns: float | None, limited: str | None = None) -> str | None:
+    """Why a point's summary shows the target saturated, or None. ``limited``: why the client's
+    window was the limit (`client_limited`), which then is the reason."""
     r, target = point["rate"], point["rate"]["target_rps"]
     rate = next((c for c in point["checks"] if c["name"] == "rate"), None)
     host = host_shortfall(point)
     if rate is not None and not rate["ok"] and host is None:
-        return f"rate: {rate['detail']}"
+        if limited:
+            return limited
+        detail = rate["detail"]
+        if detail.startswith("closed loop"):
+            # The rate check's Little's law takes the mean response, which a saturated server's own
+            # queue inflates: the window was full because the server fell behind (client_limited
+            # said the window held what the server needs), so the figures alone are the reason.
+            detail = detail.rsplit("; ", 1)[-1]
+        return f"rate: {detail}"
     for what in ("achieved_rps", "completed_rps"):
         if r[what] is not None and r[what] < (1 - SHORTFALL) * target and not (what == "completed_rps" and host):
-            return f"{what.split('_')[0]} {r[what]:,.0f} req/s of {target:,.0f}"
+            return limited or f"{what.split('_')[0]} {r[what]:,.0f} req/s of {target:,.0f}"
     c = point["counters"]
     if c.get("timeouts", 0) or c.get("errors", 0):
         return f"{c.get('timeouts', 0):,} timeouts and {c.get('errors', 0):,} errors of {c['sent']:,} requests"
@@ -161,6 +246,46 @@ def saturation(point: dict, base_p50_ns: float | None) -> str | None:
     if base_p50_ns and p50 and p50 > DIVERGE * base_p50_ns:
         return f"latency diverges: p50 {p50 / 1e3:,.1f} µs > {DIVERGE:g} × {base_p50_ns / 1e3:,.1f} µs at the lowest load"
     return None
+
+
+def response_ns(point: dict) -> float | None:
+    """A point's mean response time (send to reply) of its answered requests."""
+    return (point.get("methodology") or {}).get("response_mean_ns")
+
+
+def client_limited(point: dict, base_response_ns: float | None) -> str | None:
+    """Why the client's window (conns × outstanding), not the server, limited a point's rate; None
+    when it did not.
+
+    Requests waited for a free slot (sent late or never sent: at least SHORTFALL of them) and the
+    window held less than LITTLE_HEADROOM × what the offered rate needs in flight by Little's law
+    at the response time of the lowest load (no queue at the server: a saturated server's own queue
+    inflates the response time, and a full window then only means the server fell behind). Below
+    that headroom a full window caps the completed rate at slots / response time, and a refill the
+    client is late with leaves the server idle: the rate completed is the client's."""
+    from tailwise.methodology.checks import LITTLE_HEADROOM, little_need
+
+    cfg, c, r = point.get("config") or {}, point["counters"], point["rate"]
+    conns, outstanding = cfg.get("conns"), cfg.get("outstanding")
+    response = base_response_ns or response_ns(point)
+    target = r.get("target_rps")
+    if not conns or not outstanding or not response or not target:
+        return None
+    waited, intended = c.get("late", 0) + c.get("never_sent", 0), max(c.get("intended", 0), 1)
+    window, need = conns * outstanding, little_need(target, response)
+    if waited < SHORTFALL * intended or window >= LITTLE_HEADROOM * need:
+        return None
+    done = f"{r['completed_rps']:,.0f}" if r.get("completed_rps") is not None else "—"
+    # A host that stalls the built-in server lengthens every response: said, since a quieter host
+    # then needs a smaller window.
+    share = host_stall_share(point)
+    host = (f" (the host's stalls of the built-in server can have delayed {share:.0%} of the requests: the response "
+            "time, and so the window needed, is partly the host's)" if share is not None and share >= 0.1 else "")
+    return (f"the client's window was the limit, not the server: {conns} conns × {outstanding} outstanding = {window:,} "
+            f"slots, {waited:,} of {intended:,} requests waited for a free slot (sent late or never sent), "
+            f"{done} req/s completed; carrying {target:,.0f} req/s at {response / 1e3:,.1f} µs per response (the "
+            f"lowest load's) needs {need:,.1f} in flight (Little's law), more than half the window{host}: give --conns "
+            f"{math.ceil(LITTLE_HEADROOM * need / outstanding)} or more")
 
 
 def _p50(point: dict) -> float | None:
@@ -207,15 +332,27 @@ def host_stall_share(s: dict) -> float | None:
     return min(1.0, stalled / ((1 - min(rho, 0.95)) * worker_s))
 
 
-def point_dir_name(index: int, rate_rps: float) -> str:
-    return f"{index:03d}-{rate_rps:.0f}rps"
+def point_dir_name(index: int, rate_rps: float, attempt: int = 1) -> str:
+    return f"{index:03d}-{rate_rps:.0f}rps" + (f"-{attempt}" if attempt > 1 else "")
 
 
 def point_row(index: int, rate_rps: float, dirname: str, s: dict, percentile: float, reason: str | None,
-              slo: Threshold | None, thresholds: list[dict]) -> dict:
-    """One point as the sweep's summary lists it."""
+              slo: Threshold | None, thresholds: list[dict], limited: str | None = None,
+              attempts: list[dict] | None = None) -> dict:
+    """One point as the sweep's summary lists it. ``limited``: why the client's window was the
+    limit (the point is then saturated by it); ``attempts``: the earlier measurements of this load."""
     target = next((p for p in s["latency"]["percentiles"] if abs(p["p"] - percentile) < 1e-9), None)
     judged = slo.evaluate(s["latency"]["percentiles"]) if slo else None
+    # The window caps the rate: it is the limit only where the rate is what saturated.
+    limited = limited if limited is not None and reason == limited else None
+    outcome = None
+    if judged is not None:
+        if limited:  # the client's limit says nothing of the server's percentile at this load
+            outcome = "undetermined"
+        elif reason is not None or judged["status"] == FAIL:
+            outcome = "not-met"
+        else:
+            outcome = "met" if judged["status"] == PASS else "undetermined"
     return {
         "index": index,
         "rate_rps": rate_rps,
@@ -231,8 +368,12 @@ def point_row(index: int, rate_rps: float, dirname: str, s: dict, percentile: fl
         "every_ns": _every(s, percentile),
         "saturated": reason is not None,
         "saturation_reason": reason,
+        "client_limited": limited,
         "slo": judged,
-        "meets_slo": None if judged is None else (judged["status"] == PASS and reason is None),
+        "meets_slo": {"met": True, "not-met": False}.get(outcome),
+        "slo_outcome": outcome,
+        "attempts": [*(attempts or []), {"dir": f"points/{dirname}", "slo_status": judged["status"] if judged else None,
+                                        "saturated": reason is not None}],
         "thresholds": thresholds,
         "failed_checks": [c["name"] for c in s["checks"] if not c["ok"]],
         "host_stall_share": host_stall_share(s),
@@ -240,15 +381,19 @@ def point_row(index: int, rate_rps: float, dirname: str, s: dict, percentile: fl
     }
 
 
-def _y(row: dict) -> float | None:
-    """A point's height on the latency–load curve: its percentile, or where the samples cannot
-    support one, the same percentile over every request of its window."""
+def supported(row: dict) -> bool:
+    """The point's percentile has a confidence interval (the samples bound it)."""
     t = row["target"]
-    return t["value_ns"] if t and t["value_ns"] is not None else row["every_ns"]
+    return bool(t) and None not in (t["value_ns"], t["low_ns"], t["high_ns"])
 
 
 def outcomes(rows: list[dict]) -> dict[int, Outcome]:
-    return {r["index"]: Outcome(r["saturated"], bool(r["meets_slo"])) for r in rows}
+    """The search's view of the points: an inconclusive CI (not the client's limit) with attempts
+    left is measured again."""
+    return {r["index"]: Outcome(r["saturated"], r["meets_slo"],
+                                r["slo_outcome"] == "undetermined" and not r["client_limited"]
+                                and len(r["attempts"]) < MAX_ATTEMPTS)
+            for r in rows}
 
 
 def capacity_of(rows: list[dict]) -> tuple[float | None, bool]:
@@ -258,8 +403,8 @@ def capacity_of(rows: list[dict]) -> tuple[float | None, bool]:
     behind. A point that saturated by its latency (or by timeouts) while it completed what it was
     offered, within ``SHORTFALL``, shows only that the throughput is at least that much: a host
     that takes the server's CPU now and then makes the queue diverge below capacity."""
-    top = max((r for r in rows if r["saturated"] and r["completed_rps"]), key=lambda r: r["completed_rps"],
-              default=None)
+    top = max((r for r in rows if r["saturated"] and r["completed_rps"] and not r.get("client_limited")),
+              key=lambda r: r["completed_rps"], default=None)
     if top is None:
         return None, False
     return top["completed_rps"], top["completed_rps"] >= (1 - SHORTFALL) * top["rate_rps"]
@@ -276,11 +421,17 @@ def capacity_text(doc: dict) -> str | None:
 
 
 def knee_text(doc: dict) -> str | None:
-    """The knee line of a sweep's summary, with the points after it the host disturbed; None without a knee."""
+    """The knee line of a sweep's summary, with its own uncertainty and the points after it the
+    host disturbed; None without a knee."""
     k = doc.get("knee")
     if not k:
         return None
     line = f"knee: {k['rate_rps']:,.0f} req/s ({k['method']})"
+    if k.get("low_rps") is not None and k.get("high_rps") is not None and k["low_rps"] < k["high_rps"]:
+        cands = k.get("candidates_rps") or [k["rate_rps"]]
+        allow = ("" if len(cands) < 2 else
+                 f"; the CIs allow it at {', '.join(f'{c:,.0f}' for c in cands)}")
+        line += f", between {k['low_rps']:,.0f} and {k['high_rps']:,.0f} req/s (the loads measured either side{allow})"
     if k.get("disturbed"):
         loads = ", ".join(f"{d['rate_rps']:,.0f} ({d['host_stall_share']:.0%})" for d in k["disturbed"])
         line += (f" — uncertain: above it, the host's stalls of the built-in server can have delayed at least "
@@ -290,64 +441,127 @@ def knee_text(doc: dict) -> str | None:
     return line
 
 
+def saturation_text(doc: dict) -> str | None:
+    """The saturation line of a sweep's summary, or None without a saturated point."""
+    sat = doc.get("saturation")
+    if not sat:
+        return None
+    if sat.get("client_limited"):
+        return f"saturated at {sat['rate_rps']:,.0f} req/s, no capacity from it: {sat['client_limited']}"
+    return f"saturated at {sat['rate_rps']:,.0f} req/s: {sat['reason']}"
+
+
+def knee_candidates(xs: list[float], ys: list[float], lows: list[float], highs: list[float], k: int) -> list[int]:
+    """The points (of the first len(lows)) that could be the knee given their CIs: Kneedle's
+    difference x̂ − ŷ at its most (ŷ at the CI's low end) reaches the knee's at its least (at the
+    CI's high end), the scale fixed by the point estimates."""
+    xs_, ys_ = np.asarray(xs, float), np.asarray(ys, float)
+    xh = (xs_ - xs_.min()) / np.ptp(xs_)
+    scale = lambda v: (np.asarray(v, float) - ys_.min()) / np.ptp(ys_)  # noqa: E731
+    d_hi, d_lo = xh[:len(lows)] - scale(lows), xh[:len(highs)] - scale(highs)
+    return [i for i in range(len(lows)) if d_hi[i] >= d_lo[k]]
+
+
+def slo_answer(rows: list[dict], grid: list[float], slo: Threshold) -> dict:
+    """The SLO search's answer from its points: met up to a load, not met at any load measured
+    (only when the lowest load's whole CI misses), or undetermined with the reason."""
+    rows = sorted(rows, key=lambda r: r["rate_rps"])
+    best = max((r for r in rows if r["slo_outcome"] == "met"), key=lambda r: r["rate_rps"], default=None)
+    higher = [r for r in rows if best is None or r["rate_rps"] > best["rate_rps"]]
+    above = next((r for r in higher if r["slo_outcome"] == "not-met"), None)
+    undetermined = [r for r in higher if r["slo_outcome"] == "undetermined"
+                    and (above is None or r["rate_rps"] < above["rate_rps"])]
+    lowest = next((r for r in rows if r["index"] == 0), None)
+
+    def why(r: dict) -> str:
+        tries = len(r["attempts"])
+        tried = f" after {tries} attempts" if tries > 1 else ""
+        if r["client_limited"]:
+            return f"{r['rate_rps']:,.0f} req/s undetermined: {r['client_limited']}"
+        return f"{r['rate_rps']:,.0f} req/s undetermined{tried} ({r['slo']['detail']})"
+
+    if best is not None:
+        outcome = "met"
+        detail = f"met up to {best['rate_rps']:,.0f} req/s ({best['slo']['detail']})"
+        if above is not None:
+            detail += f"; {above['rate_rps']:,.0f} req/s does not ({above['slo']['status']}: {above['slo']['detail']})"
+        elif best["index"] == len(grid) - 1:
+            detail += ": every load measured meets it; give higher --rates to find the limit"
+        if undetermined:
+            detail += "; " + "; ".join(why(r) for r in undetermined)
+    elif lowest is not None and lowest["slo"]["status"] == FAIL:
+        outcome = "not-met"
+        detail = (f"not met at any load measured: at the lowest, {lowest['rate_rps']:,.0f} req/s, "
+                  f"{lowest['slo']['detail']}")
+    elif lowest is None:
+        outcome, detail = "undetermined", "not searched yet"
+    else:
+        outcome = "undetermined"
+        reasons = [why(r) for r in rows if r["slo_outcome"] == "undetermined"]
+        if lowest["slo_outcome"] == "not-met":  # saturated, its CI not missing as a whole
+            reasons.insert(0, f"the lowest load, {lowest['rate_rps']:,.0f} req/s, saturated the target "
+                              f"({lowest['saturation_reason']}) without its CI missing the SLO")
+        detail = (f"undetermined: no load measured meets {slo.text} as a whole CI, and the lowest does not miss it "
+                  f"as a whole — {'; '.join(reasons)}; measure longer (--max-time, --duration) or ask a narrower "
+                  "--ci, or add lower --rates")
+    return {
+        "threshold": slo.text,
+        "outcome": outcome,
+        "rate_rps": best["rate_rps"] if best else None,
+        "percentile": best["slo"] if best else None,
+        "next_rate_rps": above["rate_rps"] if above else None,
+        "next": above["slo"] if above else None,
+        "resolution_rps": (above["rate_rps"] - best["rate_rps"]) if best and above else None,
+        "undetermined_rps": [r["rate_rps"] for r in undetermined] if best else
+                            [r["rate_rps"] for r in rows if r["slo_outcome"] == "undetermined"],
+        "detail": detail,
+    }
+
+
 def conclude(rows: list[dict], grid: list[float], slo: Threshold | None, percentile: float) -> dict:
     """The sweep's answers from its points: knee, saturation, capacity, and the SLO result."""
     rows = sorted(rows, key=lambda r: r["index"])
     sat = next((r for r in rows if r["saturated"]), None)
-    ok = [r for r in rows if not r["saturated"] and (sat is None or r["index"] < sat["index"])
-          and _y(r) is not None]
+    # The knee comes only from points whose percentile has an interval.
+    ok = [r for r in rows if not r["saturated"] and (sat is None or r["index"] < sat["index"]) and supported(r)]
     knee = None
     # The curve runs up to the first saturated point (its every-request figure: the statistics
-    # may not support one), so that the knee is where latency leaves the low-load level for the
-    # blow-up; the endpoints are never the knee (Kneedle's difference is 0 there).
-    xs, ys = [r["rate_rps"] for r in ok], [_y(r) for r in ok]
-    if sat is not None and sat["every_ns"] is not None:
+    # may not support one; never the knee itself), so that the knee is where latency leaves the
+    # low-load level for the blow-up; the endpoints are never the knee (Kneedle's difference is 0 there).
+    xs, ys = [r["rate_rps"] for r in ok], [r["target"]["value_ns"] for r in ok]
+    if sat is not None and sat["every_ns"] is not None and not sat["client_limited"]:
         xs, ys = xs + [sat["rate_rps"]], ys + [sat["every_ns"]]
     k = kneedle(xs, ys)
     if k is not None and k < len(ok):
+        cands = knee_candidates(xs, ys, [r["target"]["low_ns"] for r in ok], [r["target"]["high_ns"] for r in ok], k)
         knee = {"rate_rps": ok[k]["rate_rps"], "index": ok[k]["index"], "method": "kneedle",
                 "percentile": ok[k]["target"]}
     elif ok and sat is not None:
+        k, cands = len(ok) - 1, [len(ok) - 1]
         knee = {"rate_rps": ok[-1]["rate_rps"], "index": ok[-1]["index"], "method": "last load before saturation",
                 "percentile": ok[-1]["target"]}
     if knee is not None:
+        # Its own uncertainty: the loads whose CIs allow the knee there, widened to the measured
+        # loads either side (the grid's spacing: the curve between them is not measured).
+        first, last = min(cands), max(cands)
+        knee["candidates_rps"] = [xs[i] for i in cands]
+        knee["low_rps"] = xs[first - 1] if first > 0 else xs[first]
+        knee["high_rps"] = xs[last + 1] if last + 1 < len(xs) else xs[last]
         # The rise after the knee is what places it: where the host's stalls of the server can own
         # the percentile at those loads, the knee may be the host's and earlier than the load's.
         knee["disturbed"] = [{"rate_rps": r["rate_rps"], "host_stall_share": r["host_stall_share"]}
                              for r in ok if r["rate_rps"] > knee["rate_rps"]
                              and (r["host_stall_share"] or 0) >= 1 - percentile / 100]
     capacity, lower_bound = capacity_of(rows)
-    out = {
+    return {
         "knee": knee,
         "saturation": None if sat is None else {"rate_rps": sat["rate_rps"], "index": sat["index"],
-                                                 "reason": sat["saturation_reason"]},
+                                                 "reason": sat["saturation_reason"],
+                                                 "client_limited": sat.get("client_limited")},
         "capacity_rps": capacity,
         "capacity_lower_bound": lower_bound,
-        "slo": None,
+        "slo": slo_answer(rows, grid, slo) if slo is not None else None,
     }
-    if slo is not None:
-        meeting = [r for r in rows if r["meets_slo"]]
-        best = max(meeting, key=lambda r: r["rate_rps"], default=None)
-        above = min((r for r in rows if not r["meets_slo"] and (best is None or r["rate_rps"] > best["rate_rps"])),
-                    key=lambda r: r["rate_rps"], default=None)
-        if best is None:
-            detail = (f"no load meets {slo.text}: the lowest, {grid[0]:,.0f} req/s, does not"
-                      if 0 in {r["index"] for r in rows} else "not searched yet")
-        elif above is None:
-            detail = f"every load up to {best['rate_rps']:,.0f} req/s meets {slo.text}: give higher --rates to find the limit"
-        else:
-            detail = (f"{best['rate_rps']:,.0f} req/s meets {slo.text} ({best['slo']['detail']}); "
-                      f"{above['rate_rps']:,.0f} req/s does not ({above['slo']['status']}: {above['slo']['detail']})")
-        out["slo"] = {
-            "threshold": slo.text,
-            "rate_rps": best["rate_rps"] if best else None,
-            "percentile": best["slo"] if best else None,
-            "next_rate_rps": above["rate_rps"] if above else None,
-            "next": above["slo"] if above else None,
-            "resolution_rps": (above["rate_rps"] - best["rate_rps"]) if best and above else None,
-            "detail": detail,
-        }
-    return out
 
 
 def clean_partial(points_dir: Path) -> None:
@@ -358,15 +572,17 @@ def clean_partial(points_dir: Path) -> None:
             shutil.rmtree(p, ignore_errors=True)
 
 
-def completed_points(points_dir: Path) -> dict[int, Path]:
-    """The points already measured in a sweep directory: grid index → directory."""
-    out = {}
+def completed_points(points_dir: Path) -> dict[int, list[Path]]:
+    """The points already measured in a sweep directory: grid index → its attempts' directories,
+    in order (``NNN-RATErps``, then ``NNN-RATErps-2`` …)."""
+    out: dict[int, list[tuple[int, Path]]] = {}
     if points_dir.is_dir():
-        for p in sorted(points_dir.iterdir()):
-            head = p.name.split("-", 1)[0]
+        for p in points_dir.iterdir():
+            head, _, rest = p.name.partition("-")
+            tail = rest.rpartition("-")[2] if rest.count("-") else ""
             if head.isdigit() and (p / "summary.json").is_file():
-                out[int(head)] = p
-    return out
+                out.setdefault(int(head), []).append((int(tail) if tail.isdigit() else 1, p))
+    return {i: [p for _, p in sorted(v)] for i, v in sorted(out.items())}
 
 
 @dataclass(frozen=True)
@@ -379,6 +595,8 @@ class Plan:
     slo: str | None
     thresholds: list[str]
     samples_format: str
+    #: The client's window was sized for the top load (size_window), not given.
+    window_sized: bool = False
 
     @property
     def slo_threshold(self) -> Threshold | None:
@@ -404,34 +622,63 @@ class Sweep:
         self.slo, self.gates = plan.slo_threshold, [T.parse(t) for t in plan.thresholds]
         self.grid = plan.rates_rps
         self.setup = prepare(base)
-        if not resumed:  # a resumed sweep keeps the command that started it
-            write_json(out / "config.json", self.config())
+        self.started, self.wall_start = time.monotonic(), time.time()
+        now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self.wall_start))
+        # The command that started the sweep stays; each resume is added to its history.
+        self.first_command, self.history = command, [{"command": command, "started_at": now}]
+        if resumed:
+            saved = json.loads((out / "config.json").read_text())
+            self.first_command = saved["command"]
+            if not (earlier := saved.get("history")):  # a sweep written before histories were kept
+                try:
+                    at = json.loads((out / "summary.json").read_text())["started_at"]
+                except (OSError, ValueError, KeyError):
+                    at = None
+                earlier = [{"command": saved["command"], "started_at": at}]
+            self.history = earlier + self.history
+        write_json(out / "config.json", self.config())
         write_json(out / "host.json", self.setup.host)
         self.rows: list[dict] = []
-        for index, path in completed_points(self.points_dir).items():
+        self.responses: dict[int, float | None] = {}
+        for index, paths in completed_points(self.points_dir).items():
             if index < len(self.grid):
-                s = json.loads((path / "summary.json").read_text())
-                self.add(index, path.name, s, s.get("thresholds") or self.judge(s))
+                for path in paths:
+                    s = json.loads((path / "summary.json").read_text())
+                    self.add(index, path.name, s, s.get("thresholds") or self.judge(s))
         if resumed and not quiet:
             print(f"resuming {out}: {len(self.rows)} point(s) already measured", file=sys.stderr, flush=True)
-        self.started, self.wall_start = time.monotonic(), time.time()
         self.stopped: str | None = None
         self.interrupted, self.error = False, None
+        #: Set when a resumed sweep was already complete: nothing was measured.
+        self.nothing_to_do = False
 
     def config(self) -> dict:
-        return {"command": self.command, "spec": self.base.to_json(), "sweep": self.plan.as_json()}
+        return {"command": self.first_command, "spec": self.base.to_json(), "sweep": self.plan.as_json(),
+                "history": self.history}
 
     def judge(self, s: dict) -> list[dict]:
         return [g.evaluate(s["latency"]["percentiles"]) for g in self.gates]
 
     def add(self, index: int, dirname: str, s: dict, thresholds: list[dict]) -> dict:
-        """A measured point, into the rows the search and the summary use."""
+        """A measured point (or a new attempt at one), into the rows the search and the summary use."""
         lower = [r for r in self.rows if r["index"] < index]
-        base_p50 = min(lower, key=lambda r: r["index"])["p50_every_ns"] if lower else None
-        row = point_row(index, self.grid[index], dirname, s, self.base.percentile, saturation(s, base_p50), self.slo,
-                        thresholds)
+        base = min(lower, key=lambda r: r["index"]) if lower else None
+        base_p50 = base["p50_every_ns"] if base else None
+        limited = client_limited(s, self.responses.get(base["index"]) if base else None)
+        earlier = next((r for r in self.rows if r["index"] == index), None)
+        row = point_row(index, self.grid[index], dirname, s, self.base.percentile, saturation(s, base_p50, limited),
+                        self.slo, thresholds, limited, earlier["attempts"] if earlier else None)
+        if earlier is not None:
+            self.rows.remove(earlier)
         self.rows.append(row)
+        self.responses[index] = response_ns(s)
         return row
+
+    def window(self) -> dict:
+        """The client's window every point shares, and what the top load needs of it."""
+        return {"conns": self.base.conns, "outstanding": self.base.outstanding,
+                "slots": self.base.conns * self.base.outstanding, "needed_slots": window_needed(self.grid[-1]),
+                "assumed_response_ns": ASSUMED_RESPONSE_NS, "sized": self.plan.window_sized}
 
     def summary(self) -> dict:
         from tailwise import __version__
@@ -449,6 +696,8 @@ class Sweep:
             "percentile": self.base.percentile,
             "rates_rps": self.grid,
             "steps": self.plan.steps,
+            "client_window": self.window(),
+            "max_attempts": MAX_ATTEMPTS if self.slo else 1,
             "points": sorted(self.rows, key=lambda r: r["rate_rps"]),
         } | conclude(self.rows, self.grid, self.slo, self.base.percentile) | {
             "config": self.config(),
@@ -464,8 +713,9 @@ class Sweep:
 
     def run(self) -> dict:
         """Measure until the search is over, interrupted, or the target fails; the summary."""
+        self.nothing_to_do = bool(self.rows) and self._next() is None
         try:
-            while (index := next_index(len(self.grid), outcomes(self.rows), self.slo is not None)) is not None:
+            while (index := self._next()) is not None:
                 if not self.point(index):
                     break
             else:
@@ -474,20 +724,26 @@ class Sweep:
             self.stopped, self.interrupted = "interrupted", True
         return self.save()
 
+    def _next(self) -> int | None:
+        return next_index(len(self.grid), outcomes(self.rows), self.slo is not None)
+
     def point(self, index: int) -> bool:
-        """Measure one point and write it whole (a hidden temporary directory, then renamed);
-        False when the sweep must stop (interrupted, or the target failed)."""
+        """Measure one point (or a load again) and write it whole (a hidden temporary directory,
+        then renamed); False when the sweep must stop (interrupted, or the target failed)."""
         from tailwise.measurement import longest_s, measure
         from tailwise.results import write_out
         from tailwise.spec import RunSpec
 
         rate = self.grid[index]
-        spec = RunSpec.parse(self.base.to_json() | {"rate": rate, "seed": self.base.seed + index})
+        attempt = 1 + len(next((r["attempts"] for r in self.rows if r["index"] == index), []))
+        # A new attempt draws new schedules and samples.
+        seed = self.base.seed + index + (attempt - 1) * len(self.grid)
+        spec = RunSpec.parse(self.base.to_json() | {"rate": rate, "seed": seed})
         m = measure(spec, self.setup, self.command, quiet=True)
         s = m.summary
         s["thresholds"] = self.judge(s)
-        s["sweep"] = {"index": index, "rate_rps": rate, "grid_size": len(self.grid)}
-        name = point_dir_name(index, rate)
+        s["sweep"] = {"index": index, "rate_rps": rate, "grid_size": len(self.grid), "attempt": attempt}
+        name = point_dir_name(index, rate, attempt)
         if m.result.interrupted:
             # What was measured is kept, apart from the complete points: --resume measures it again.
             write_out(self.out / "interrupted" / name, s, m.result, m.analysis.used_mask, self.plan.samples_format)
@@ -506,9 +762,13 @@ class Sweep:
         row = self.add(index, name, s, s["thresholds"])
         self.save()
         if not self.quiet:
-            left = points_left(len(self.grid), outcomes(self.rows), self.slo is not None)
+            done = outcomes(self.rows)
+            left = points_left(len(self.grid), done, self.slo is not None)
             eta = f" · ETA ≤ {_fmt_s(left * longest_s(spec))}" if left else ""
-            print(point_line(row, len(self.rows), time.monotonic() - self.started) + eta, file=sys.stderr, flush=True)
+            again = (f" · inconclusive: measuring it again (attempt {attempt + 1} of {MAX_ATTEMPTS})"
+                     if done[index].retry else "")
+            measured = sum(len(r["attempts"]) for r in self.rows)
+            print(point_line(row, measured, time.monotonic() - self.started) + again + eta, file=sys.stderr, flush=True)
         return True
 
 
@@ -520,7 +780,8 @@ def execute(base, plan: Plan, out: Path, command: str, *, quiet: bool = False, r
 
 def _why_stopped(rows: list[dict], slo: Threshold | None, grid: list[float]) -> str:
     if slo is not None:
-        return "slo-found" if conclude(rows, grid, slo, slo.p)["slo"]["rate_rps"] is not None else "slo-not-met"
+        return {"met": "slo-found", "not-met": "slo-not-met"}.get(slo_answer(rows, grid, slo)["outcome"],
+                                                                   "slo-undetermined")
     return "saturated" if any(r["saturated"] for r in rows) else "end-of-rates"
 
 
@@ -537,8 +798,10 @@ def point_line(row: dict, n_done: int, elapsed_s: float) -> str:
            if t else "—")
     achieved = f"{row['achieved_rps']:,.0f}" if row["achieved_rps"] is not None else "—"
     state = f"saturated ({row['saturation_reason']})" if row["saturated"] else row["verdict"]
+    if row["client_limited"]:
+        state = f"saturated on the client's window, not the server ({row['client_limited']})"
     if row.get("host_shortfall") and not row["saturated"]:
         state += f" ({row['host_shortfall']})"
-    slo = f" · SLO {row['slo']['status']}" if row["slo"] else ""
+    slo = f" · SLO {row['slo']['status']} ({row['slo_outcome']})" if row["slo"] else ""
     return (f"point {n_done} · {row['rate_rps']:,.0f} req/s (sent {achieved}) · {fig} · {state}{slo} · "
             f"elapsed {_fmt_s(elapsed_s)}")
