@@ -335,20 +335,22 @@ def _execute_into(out, made: list | None, force: bool, execute):
 
 
 def print_sweep(doc: dict) -> None:
-    from rich.console import Console
     from rich.table import Table
 
-    from tailwise.output import fmt_ns
+    from tailwise.output import fmt_ns, stdout_console
     from tailwise.sweep import capacity_text, knee_text, saturation_text
 
-    console = Console(soft_wrap=not sys.stdout.isatty())
-    t = Table(title=f"tailwise sweep · {doc['target']} · p{doc['percentile']:g} with its CI")
+    console = stdout_console()
+    console.print(f"tailwise sweep · {doc['target']} · p{doc['percentile']:g} with its CI", markup=False)
+    # Plain columns (as the run's table): no box, so that it fits 80 columns; nothing is cut —
+    # a verdict ("not-measurable", "undetermined (2 attempts)") or a header never ends in "…".
+    t = Table(box=None, pad_edge=False, show_edge=False, padding=(0, 2))
     cols = ["load req/s", "sent req/s", f"p{doc['percentile']:g}", "CI", "verdict", "saturated"]
     if doc["slo"]:
         cols.append("SLO")
     for col in cols:
-        # A verdict is never truncated ("not-measurable", "undetermined (2 attempts)").
-        t.add_column(col, no_wrap=col in ("CI", "verdict", "SLO"), min_width=14 if col == "verdict" else None)
+        t.add_column(col, justify="right" if "req/s" in col else "left", overflow="fold",
+                     no_wrap=col in ("CI", "verdict", "SLO"), min_width=max(len(w) for w in col.split()))
     for p in doc["points"]:
         x = p["target"] or {}
         sat = ("client" if p.get("client_limited") else "yes") if p["saturated"] else ""

@@ -11,7 +11,6 @@ overlapping CIs do not prove the runs equal). The JSON document (schema
 from __future__ import annotations
 
 import json
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -154,11 +153,11 @@ def table_rows(doc: dict) -> list[list[list[str]]]:
 
 def print_compare(doc: dict) -> None:
     """The runs and the table, as a person reads them (rich; no wrapping off a terminal)."""
-    from rich.console import Console
+    from tailwise.output import stdout_console
     from rich.markup import escape
     from rich.table import Table
 
-    console = Console(soft_wrap=not sys.stdout.isatty())
+    console = stdout_console()
     for i, r in enumerate(doc["runs"]):
         colour = "green" if r["verdict"] == "ok" else "red"
         rate = "—" if r["achieved_rps"] is None else f"{r['achieved_rps']:,.0f} req/s"

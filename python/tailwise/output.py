@@ -10,6 +10,14 @@ from rich.table import Table
 err_console = Console(stderr=True, soft_wrap=not sys.stderr.isatty())
 
 
+def stdout_console() -> Console:
+    """stdout as a person or a pipe reads it: on a terminal, lines and tables fit its width
+    (folded, never cut); off it (a pipe, a log) nothing is wrapped or folded, so that grep finds
+    whole sentences and a table's rows stay whole."""
+    tty = sys.stdout.isatty()
+    return Console(soft_wrap=not tty, width=None if tty else 10_000)
+
+
 def fmt_ns(v: float | None) -> str:
     if v is None:
         return "—"
@@ -54,7 +62,7 @@ def print_summary(s: dict, console: Console | None = None, *, verbose: bool = Fa
     their intervals and every request beside them, the requests, and one line per failed check
     with its cause and remedy. ``verbose``: every check, and the warm-up, stalls and server lines."""
     # Off a terminal (a pipe, a log) lines are never wrapped: grep must find whole sentences.
-    console = console or Console(soft_wrap=not sys.stdout.isatty())
+    console = console or stdout_console()
     verdict = s["verdict"]
     colour = "green" if verdict == "ok" else "red"
     r = s["rate"]

@@ -35,7 +35,6 @@ like the samples' upper series) must agree with each reported percentile's sampl
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Callable
 
