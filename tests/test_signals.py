@@ -13,7 +13,7 @@ from live_run import Run
 
 #: What a run directory holds (docs/results.md), summary.json last.
 RUN_FILES = {"summary.json", "config.json", "host.json", "samples.csv", "latency.hdr", "send_lag.hdr",
-             "latency.hgrm", "latency.hlog"}
+             "latency.hgrm", "latency.hlog", "latency-local.hlog"}
 REPEATS = 10
 
 

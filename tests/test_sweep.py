@@ -252,7 +252,7 @@ def test_sweep_input_errors_are_one_line():
                         (["--rates", "10k:5k:3"], "not above the first"),
                         (["--resume", "/nonexistent/sweep"], "not a sweep directory"),
                         (["--resume", "/tmp", "--rate", "5k"], "No such option"),
-                        (["--rates", "10k:20k:2", "--percentile", "99", "--slo", "p95<1ms"], "--percentile 95")):
+                        (["--rates", "10k:20k:2", "--slo", "p100<1ms"], "outside (0, 100)")):
         r = run_cli("sweep", *args)
         assert r.returncode == 2 and words in r.stderr and "Traceback" not in r.stderr, (args, r.stderr)
 

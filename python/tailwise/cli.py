@@ -66,7 +66,7 @@ def run(
     rate: Optional[str] = typer.Option(None, "--rate", help="offered load, requests per second (5000, 50k, 1.5M) [default: 10k]"),
     percentile: Optional[float] = typer.Option(None, "--percentile", help="the percentile whose confidence interval must meet --ci [default: 99]"),
     percentiles: Optional[str] = typer.Option(None, "--percentiles", help="the percentiles to report, each with its CI, e.g. 50,95,99,99.9 (--percentile and those of --threshold/--slo are added) [default: 50,90,95,99,99.9,99.99]"),
-    ci: Optional[str] = typer.Option(None, "--ci", help="widest acceptable CI of that percentile: a time (10us) or a share of its value (5%) [default: 10%; with --duration: none]"),
+    ci: Optional[str] = typer.Option(None, "--ci", help="widest acceptable CI of that percentile: a time (10us) or a share of its value (5%); none with --duration [default: 10%]"),
     confidence: Optional[float] = typer.Option(None, "--confidence", help="confidence level of the percentile intervals [default: 0.95]"),
     max_time: Optional[str] = typer.Option(None, "--max-time", help="the longest the coordinator may measure before it concludes [default: 60s]"),
     duration: Optional[str] = typer.Option(None, "--duration", help="fixed-length mode: send for exactly this long (3, 500ms, 2m); checks still reported"),
