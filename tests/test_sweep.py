@@ -536,9 +536,10 @@ def test_a_point_saturated_on_the_clients_window_is_not_the_servers_capacity():
     assert "no capacity from it: the client's window was the limit, not the server" in saturation_text(doc)
     # A wide window that a saturated server filled: the server's capacity, and no "closed loop".
     big = _fake_point(60_000, (900, 1000, 1100), conns=30, outstanding=4, completed=50_000, late=50_000)
-    big["checks"][0]["detail"] = "closed loop: too few connections: …; sent 60,000 req/s and completed 50,000 req/s"
+    big["checks"][0]["detail"] = ("closed loop: too few connections: …; sent 60,000 req/s and completed 50,000 req/s "
+                                  "of 60,000 (+0.0% / -16.7%; tolerance ±5.0%)")
     assert client_limited(big, 30_000) is None
     reason = saturation(big, 20_000, None)
-    assert reason == "rate: sent 60,000 req/s and completed 50,000 req/s"
+    assert reason == "rate: sent 60,000 req/s and completed 50,000 req/s of 60,000 (+0.0% / -16.7%; tolerance ±5.0%)"
     rows = [point_row(0, 60_000, "000-60000rps", big, 90.0, reason, None, [], None)]
     assert conclude(rows, [60_000], None, 90.0)["capacity_rps"] == 50_000

@@ -234,7 +234,8 @@ def saturation(point: dict, base_p50_ns: float | None, limited: str | None = Non
             # The rate check's Little's law takes the mean response, which a saturated server's own
             # queue inflates: the window was full because the server fell behind (client_limited
             # said the window held what the server needs), so the figures alone are the reason.
-            detail = detail.rsplit("; ", 1)[-1]
+            # The law is the detail's first clause; the figures follow ("…; sent … (…; tolerance …)").
+            detail = detail.split("; ", 1)[-1]
         return f"rate: {detail}"
     for what in ("achieved_rps", "completed_rps"):
         if r[what] is not None and r[what] < (1 - SHORTFALL) * target and not (what == "completed_rps" and host):
