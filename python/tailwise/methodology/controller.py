@@ -133,6 +133,66 @@ def held_slots(spec: LoadSpec, counters: dict, elapsed_s: float) -> str | None:
             f"outstanding) on average")
 
 
+@dataclass(frozen=True)
+class RoundOutcome:
+    """What the stop policy decides on after a round: the analysis and the counters reduced to
+    the figures its rules read."""
+
+    #: Rounds so far, this one included.
+    n: int
+    #: The analysis' first failing step (STEPS), or "done".
+    state: str
+    #: The failed checks of that step.
+    failing: tuple[str, ...]
+    #: Rounds in a row, this one included, that the load and the arrivals step failed (next_streaks).
+    streaks: dict[str, int]
+    #: The target has answered nothing for SILENT_S: it is away, not the client behind.
+    silent: bool
+    never_sent: int
+    intended: int
+    samples_used: int
+    #: Samples the asked percentile's CI still needs (None: it has its width or no estimate).
+    samples_needed: int | None
+    elapsed_s: float
+    max_time_s: float
+    #: held_slots' sentence: unanswered datagrams held the slots.
+    held: str | None = None
+
+
+def next_streaks(streaks: dict[str, int], state: str) -> dict[str, int]:
+    """Each client step's count of rounds in a row that it was the first to fail."""
+    return {k: v + 1 if state == k else 0 for k, v in streaks.items()}
+
+
+def stop_policy(r: RoundOutcome) -> str | None:
+    """Why the coordinator stops after this round, or None to go on (a pure function of the
+    round's figures, tested on its own: tests/test_stop_policy.py). In order:
+
+    * every check passed → precision reached;
+    * the target answers nothing → go on: the engine ends the run naming it if it stays away;
+    * the load or the arrivals failed ``PATIENCE`` rounds in a row (after the first) → the client
+      cannot produce the workload;
+    * more than ``BEHIND`` of the requests could not be sent → the client fell behind (or the
+      slots were held by unanswered datagrams);
+    * the CI needs more samples than ``HOPELESS`` times the time left would give → out of reach.
+    """
+    if r.state == "done":
+        return f"precision reached in round {r.n}"
+    if r.silent:
+        return None
+    if r.n > 1 and any(v >= PATIENCE for v in r.streaks.values()):
+        return f"{', '.join(r.failing)} failed in rounds {r.n - PATIENCE + 1}–{r.n}"
+    if r.n > 1 and r.never_sent > BEHIND * max(r.intended, 1):
+        what = f"{r.never_sent:,} of {r.intended:,} requests could not be sent within --timeout"
+        return f"{what}: {r.held}" if r.held else f"the client fell behind its schedule: {what}"
+    if r.state == "confidence" and r.samples_needed and r.n >= 3:
+        used_rate = r.samples_used / max(r.elapsed_s, 1e-9)
+        left_s = r.max_time_s - r.elapsed_s
+        if used_rate > 0 and (r.samples_needed - r.samples_used) / used_rate > HOPELESS * left_s:
+            return f"precision out of reach within --max-time (round {r.n})"
+    return None
+
+
 def adjust_remedies(checks: list[Check], stopped: str, measured_s: float, max_time_s: float,
                     held: str | None = None, target_error: str | None = None) -> list[Check]:
     """No remedy may contradict what happened: 'run longer' after a run that used its whole
@@ -244,35 +304,20 @@ class Controller:
                 round_s *= ROUND_GROWTH
                 next_round = time.monotonic() + round_s
                 self._record(a, elapsed_s, len(taken.finished) + len(taken.pending))
-                n = len(self.history)
-                if a.ok:
-                    stop_reason = f"precision reached in round {n}"
-                    decided = (taken, cached.get("every"), a)
-                    break
-                for k in streaks:
-                    streaks[k] = streaks[k] + 1 if a.state == k else 0
-                if time.monotonic() - answered_at >= silent_s:
-                    # The target answers nothing: not the client's failing. The engine ends the
-                    # run naming the target if it stays unreachable; a frozen one may come back.
-                    continue
-                if n > 1 and any(v >= PATIENCE for v in streaks.values()):
-                    names = ", ".join(c.name for c in a.failed() if c.name in STEPS[a.state])
-                    stop_reason = f"{names} failed in rounds {n - PATIENCE + 1}–{n}"
-                    break
+                streaks = next_streaks(streaks, a.state)
                 c = taken.counters
-                if n > 1 and c["never_sent"] > BEHIND * max(c["intended"], 1):
-                    held = held_slots(self.spec, c, elapsed_s)
-                    stop_reason = (f"{c['never_sent']:,} of {c['intended']:,} requests could not be sent within "
-                                   f"--timeout: {held}" if held else
-                                   f"the client fell behind its schedule: {c['never_sent']:,} of {c['intended']:,} "
-                                   f"requests could not be sent within --timeout")
+                outcome = RoundOutcome(
+                    n=len(self.history), state=a.state,
+                    failing=tuple(ch.name for ch in a.failed() if ch.name in STEPS.get(a.state, ())),
+                    streaks=streaks, silent=time.monotonic() - answered_at >= silent_s,
+                    never_sent=c["never_sent"], intended=c["intended"], samples_used=a.details["samples_used"],
+                    samples_needed=a.samples_needed, elapsed_s=elapsed_s, max_time_s=self.precision.max_time_s,
+                    held=held_slots(self.spec, c, elapsed_s))
+                if (reason := stop_policy(outcome)) is not None:
+                    stop_reason = reason
+                    if a.ok:
+                        decided = (taken, cached.get("every"), a)
                     break
-                if a.state == "confidence" and a.samples_needed and n >= 3:
-                    used_rate = a.details["samples_used"] / max(elapsed_s, 1e-9)
-                    left = self.precision.max_time_s - elapsed_s
-                    if used_rate > 0 and (a.samples_needed - a.details["samples_used"]) / used_rate > HOPELESS * left:
-                        stop_reason = f"precision out of reach within --max-time (round {n})"
-                        break
         except KeyboardInterrupt:
             interrupted = True
         finally:
