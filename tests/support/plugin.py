@@ -13,12 +13,11 @@ import signal
 
 import pytest
 
+from support import servers
 from support.cli import ServeProcess, start_serve
 from support.servers import (
     closing_server,
-    find_binary,
     garbage_server,
-    in_ci,
     memcached_server,
     nginx_server,
     redis_server,
@@ -32,11 +31,12 @@ FIXTURES = ("memcached", "memcached_udp", "redis", "nginx", "udp_echo", "garbage
 
 def skip_unless_installed(binary: str) -> None:
     """Skip the calling test when ``binary`` is missing; fail instead under CI=true."""
-    if find_binary(binary) is not None:
+    # Through the module: a test that patches servers.find_binary patches this check too.
+    if servers.find_binary(binary) is not None:
         return
     pkg = "nginx-light" if binary == "nginx" else binary
     msg = f"'{binary}' is not installed: apt-get install -y {pkg}"
-    if in_ci():
+    if servers.in_ci():
         pytest.fail(f"{msg} (CI=true: a missing server is a failure, not a skip)")
     pytest.skip(msg)
 
