@@ -1,77 +1,37 @@
-"""Fixtures: real servers on free loopback ports, always stopped; the CLI run as users run it."""
+"""Loads the tests' plugin (fixtures: tests/support/plugin.py) and marks each test with its kind.
+
+tests/unit/ (marker ``unit``): in process, no server started, no traffic sent; tests/e2e/ (marker
+``e2e``): real servers on 127.0.0.1, the CLI end to end. `pytest -m unit` (scripts/test --fast)
+runs the unit suite alone. A test file anywhere else, or a unit test asking for a server fixture,
+is a usage error that says where the test belongs, so that every test shows its kind.
+"""
 
 from __future__ import annotations
 
-import os
-import re
-import signal
-import subprocess
-import sys
-import time
-from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 
-# Real memcached, redis, nginx and test servers on free loopback ports (tests/servers.py).
-from servers import *  # noqa: F401,F403
+pytest_plugins = ("support.plugin",)
 
-CLI = [sys.executable, "-m", "tailwise"]
-#: Every CLI invocation in the tests is bounded in time.
-CLI_TIMEOUT_S = 120
-
-
-def run_cli(*args: str, timeout: float = CLI_TIMEOUT_S) -> subprocess.CompletedProcess:
-    return subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=timeout,
-                          env={**os.environ, "COLUMNS": "200"})
+#: The marker of each test directory (registered in pyproject.toml).
+KINDS = {"unit": pytest.mark.unit, "e2e": pytest.mark.e2e}
+TESTS_DIR = Path(__file__).resolve().parent
 
 
-@dataclass
-class ServeProcess:
-    proc: subprocess.Popen
-    addr: str  # "127.0.0.1:PORT"
-
-    @property
-    def url(self) -> str:
-        return f"synthetic://{self.addr}"
-
-    def stop(self, sig: int = signal.SIGTERM, timeout: float = 10.0) -> int:
-        if self.proc.poll() is None:
-            self.proc.send_signal(sig)
-            try:
-                return self.proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                return self.proc.wait()
-        return self.proc.returncode
-
-
-def start_serve(*args: str, startup_s: float = 30.0) -> ServeProcess:
-    """`tailwise serve` on a free port (port 0), waiting for the line that names the address."""
-    proc = subprocess.Popen([*CLI, "serve", "--listen", "127.0.0.1:0", *args],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + startup_s
-    line = ""
-    while time.monotonic() < deadline:
-        line = proc.stdout.readline()
-        m = re.search(r"listening on synthetic://(\S+)", line)
-        if m:
-            return ServeProcess(proc, m.group(1))
-        if proc.poll() is not None:
-            break
-    proc.kill()
-    raise RuntimeError(f"tailwise serve did not start: {line!r} {proc.stderr.read()!r}")
-
-
-@pytest.fixture
-def serve():
-    """Factory fixture: start `tailwise serve` with the given flags; all are stopped at teardown."""
-    started: list[ServeProcess] = []
-
-    def _start(*args: str) -> ServeProcess:
-        s = start_serve(*args)
-        started.append(s)
-        return s
-
-    yield _start
-    for s in started:
-        s.stop(signal.SIGKILL)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    servers = {*config.pluginmanager.get_plugin("support.plugin").FIXTURES, "serve"}
+    for item in items:
+        try:
+            rel = Path(item.path).resolve().relative_to(TESTS_DIR)
+        except ValueError:  # collected from outside tests/ (a path given on the command line)
+            continue
+        kind = KINDS.get(rel.parts[0]) if len(rel.parts) > 1 else None
+        if kind is None:
+            raise pytest.UsageError(f"tests/{rel}: a test file belongs in tests/unit/ (no server, no traffic) "
+                                    "or tests/e2e/ (real servers, the CLI end to end); move it there")
+        started = sorted(servers & set(getattr(item, "fixturenames", ())))
+        if kind is KINDS["unit"] and started:
+            raise pytest.UsageError(f"{item.nodeid} starts a server ({', '.join(started)}): "
+                                    "move it to tests/e2e/, or drop the fixture")
+        item.add_marker(kind)

@@ -125,7 +125,7 @@ def stop(proc: subprocess.Popen) -> None:
 
 
 def machine_stalls() -> list[dict]:
-    """Each CPU's stalls > 5 µs over 1 s (tests/noise.py): count, time lost, longest."""
+    """Each CPU's stalls > 5 µs over 1 s (tests/support/noise.py): count, time lost, longest."""
     rows = []
     for cpu in sorted(os.sched_getaffinity(0)):
         st = _core.measure_stalls(1_000_000_000, 5_000, cpu)

@@ -27,7 +27,7 @@ pair sums ``Γₘ = ρ₂ₘ + ρ₂ₘ₊₁`` (``ρ₀ = 1``) are positive, so
 ``τ = −1 + 2 Σ_{m<M} Γₘ`` (lags 1 … 2M − 1). It needs no tuning constant, unlike cutting the
 sum where ``|ρₖ|`` first drops below ``max(0.05, 1.96/√n)`` (the previous rule), which stops early
 on correlations that decay slowly from just above it. On the coverage test's 200 seeds
-(tests/test_coverage.py: M/M/1 and bimodal M/G/1 at ρ = 0.5 and 0.8; p50, p90, p99) the threshold
+(tests/unit/test_coverage.py: M/M/1 and bimodal M/G/1 at ρ = 0.5 and 0.8; p50, p90, p99) the threshold
 rule covered 89–96.5 %, Geyer's 90–97.5 %, at least as much in all 12 cells (e.g. p50 of M/M/1 at
 ρ = 0.5: 92 % against 94 %). The threshold is still computed and reported as the size of a
 correlation that is negligible at this n.

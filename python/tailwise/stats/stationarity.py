@@ -65,7 +65,7 @@ more than its share of the samples above the run's pooled p-th percentile (the *
   inapplicable; and a loaded queue's own busy periods (M/M/1 at ρ = 0.8: τ ≈ 20–70 at p99) are
   held to the same exact p-value, which their modest concentration does not reach.
 
-Calibration on synthetic data (tests/test_stats.py; the window count 12 chosen among 10, 12 and
+Calibration on synthetic data (tests/unit/test_stats.py; the window count 12 chosen among 10, 12 and
 16 on 600 host-noise runs): a 100 ms freeze at 20k req/s fails in runs of 6 s (ratio 12) up to
 ≈ 30 s, and a 20 ms freeze at 10k req/s in 3 s (300 exceedances at p99: the test applies) fails
 (ratio ≈ 9). Host noise — 1–4 ms stalls about once a second at 20k–50k req/s over 5–10 s —

@@ -11,7 +11,7 @@ import subprocess
 
 import pytest
 
-from conftest import CLI, run_cli
+from support.cli import CLI, run_cli
 from tailwise import netns
 
 def _json(r) -> dict:

@@ -1,41 +1,12 @@
-"""--threshold: a CI gate judged on the whole confidence interval (threshold.py), and the exit
-codes it adds (3: failed or inconclusive, whatever the verdict); --quiet; the ETA in round lines."""
+"""--threshold on the command line: the exit codes it adds (3: failed or inconclusive, whatever the
+verdict); --quiet; the ETA in round lines. The gate judged on the whole confidence interval
+(threshold.py): tests/unit/test_threshold_judging.py."""
 
 import json
 
-import pytest
 
-from conftest import run_cli
-from tailwise.errors import InputError
-from tailwise.threshold import FAIL, INCONCLUSIVE, PASS, Threshold, parse_all
-
-
-@pytest.mark.parametrize("text,low,high,want", [
-    ("p99<200us", 100_000, 199_999, PASS),
-    ("p99<200us", 100_000, 200_000, INCONCLUSIVE),  # the upper bound must be below
-    ("p99<=200us", 100_000, 200_000, PASS),
-    ("p99<200us", 200_000, 300_000, FAIL),
-    ("p99<200us", 150_000, 250_000, INCONCLUSIVE),
-    ("p99<200us", None, None, INCONCLUSIVE),
-    ("p99<200us", 100_000, None, INCONCLUSIVE),  # an unbounded CI cannot pass
-    ("p99<200us", 250_000, None, FAIL),  # … but its lower bound can already miss
-    ("p50>10us", 11_000, 20_000, PASS),
-    ("p50>10us", 5_000, 9_000, FAIL),
-    ("p50>=10us", 10_000, 20_000, PASS),
-])
-def test_a_threshold_is_judged_on_the_whole_interval(text, low, high, want):
-    assert Threshold.parse(text).judge(low, high) == want
-
-
-def test_threshold_parsing():
-    t = Threshold.parse(" p99.9 <= 1.5ms ")
-    assert (t.p, t.op, t.limit_ns) == (99.9, "<=", 1_500_000)
-    for bad in ("99<1ms", "p99<", "p99~1ms", "p100<1ms", "p99<1", "p99<fast"):
-        with pytest.raises(InputError):
-            Threshold.parse(bad)
-    with pytest.raises(InputError) as e:
-        parse_all(["p95<1ms"], {50.0, 99.0})
-    assert "--percentiles 50,95,99" in e.value.line()
+from support.cli import run_cli
+from tailwise.threshold import PASS
 
 
 def test_pass_fail_and_inconclusive_thresholds_set_the_exit_code():

@@ -15,7 +15,7 @@ import subprocess
 import threading
 import time
 
-from conftest import CLI
+from support.cli import CLI
 
 #: Checks that can see a freeze (a confidence failure alone does not say the freeze was seen).
 SAW_IT = {"stationarity", "consistency", "exclusions", "stalls", "errors"}

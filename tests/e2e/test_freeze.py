@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from live_run import Run, assert_freeze_visible, freeze
+from support.live_run import Run, assert_freeze_visible, freeze
 from tailwise.agent import Flag
 from tailwise.stats.quantiles import estimate_percentile
 

@@ -22,13 +22,13 @@ from pathlib import Path
 
 import pytest
 
-from conftest import run_cli
-from noise import machine_noise
+from support.cli import run_cli
+from support.noise import machine_noise
 
 CHROMIUM = "/usr/bin/chromium"
 BROWSER_TIMEOUT_S = 60
 RUN_PLOTS = ("ccdf", "cdf", "send_lag", "intervals")
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 COMPARE_SCHEMA = REPO / "docs" / "schema" / "compare.schema.json"
 
 

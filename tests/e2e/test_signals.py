@@ -8,8 +8,8 @@ import signal
 import time
 
 import pytest
-from conftest import run_cli
-from live_run import Run
+from support.cli import run_cli
+from support.live_run import Run
 
 #: What a run directory holds (docs/results.md), summary.json last.
 RUN_FILES = {"summary.json", "config.json", "host.json", "samples.csv", "latency.hdr", "send_lag.hdr",
@@ -89,7 +89,7 @@ def test_a_signal_mid_sweep_keeps_the_points_and_the_one_interrupted(tmp_path):
 # --- a run that fails before its first request leaves nothing behind ------------------------------
 
 def test_a_refused_run_leaves_no_directory(tmp_path):
-    from servers import free_port
+    from support.servers import free_port
 
     port = free_port()
     new = tmp_path / "a" / "b"

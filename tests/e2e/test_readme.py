@@ -25,10 +25,10 @@ from pathlib import Path
 
 import pytest
 
-from conftest import CLI
-from servers import free_port, memcached_server, nginx_server, redis_server, udp_echo_server
+from support.cli import CLI
+from support.servers import free_port, memcached_server, nginx_server, redis_server, udp_echo_server
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
 CAP = "2s"
 TIMEOUT_S = 120

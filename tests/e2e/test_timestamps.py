@@ -21,7 +21,7 @@ import numpy as np
 import pyarrow.csv as pacsv
 import pytest
 
-from conftest import run_cli
+from support.cli import run_cli
 from tailwise import netns
 
 

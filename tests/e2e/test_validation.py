@@ -27,9 +27,9 @@ import time
 
 import pytest
 
-from conftest import run_cli
-from live_run import Run, assert_freeze_visible, freeze
-from noise import NOISY, machine_noise
+from support.cli import run_cli
+from support.live_run import Run, assert_freeze_visible, freeze
+from support.noise import NOISY, machine_noise
 from tailwise.units import parse_dist
 
 #: The machine can turn noisy mid-test: a run whose engine thread stalled (≥ 200 µs) more often

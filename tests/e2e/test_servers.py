@@ -1,4 +1,5 @@
-"""The test servers (tests/servers.py) and tailwise.serverstats, against the real Debian servers."""
+"""The test servers (tests/support/servers.py, their fixtures in tests/support/plugin.py) and
+tailwise.serverstats, against the real Debian servers."""
 
 from __future__ import annotations
 
@@ -8,10 +9,12 @@ import socket
 import struct
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
-import servers
-from servers import (
+from support import servers
+from support.plugin import FIXTURES, skip_unless_installed
+from support.servers import (
     GARBAGE_REPLY,
     MEMCACHED_VALUE_REPLY,
     closing_server,
@@ -20,12 +23,8 @@ from servers import (
     memcached_server,
     nginx_server,
     redis_server,
-    skip_unless_installed,
 )
 from tailwise import serverstats
-
-# The fixtures, for as long as conftest.py does not import them (harmless once it does).
-globals().update({name: getattr(servers, name) for name in servers.FIXTURES})
 
 
 def _talk(port: int, request: bytes, until: bytes, timeout_s: float = 2.0) -> bytes:
@@ -390,8 +389,11 @@ def test_serverstats_delta_with_failed_or_restarted_readings():
     assert "cmd_get" in backwards["error"]
 
 
-def test_star_import_brings_the_fixtures():
-    namespace: dict = {}
-    exec("from servers import *", namespace)  # noqa: S102 - what conftest.py does
-    assert all(callable(namespace[name]) for name in servers.FIXTURES)
-    assert "pytest" not in namespace and "os" not in namespace
+def test_the_plugin_brings_the_fixtures(request):
+    """tests/conftest.py loads support.plugin (``pytest_plugins``, no star import): every server
+    fixture is registered for every test, and the conftest itself defines none."""
+    plugin = request.config.pluginmanager.get_plugin("support.plugin")
+    assert plugin is not None, "tests/conftest.py does not load support.plugin"
+    assert all(callable(getattr(plugin, name)) for name in FIXTURES)
+    conftest = request.config.pluginmanager.get_plugin(str(Path(__file__).resolve().parents[1] / "conftest.py"))
+    assert conftest is not None and not any(hasattr(conftest, name) for name in FIXTURES)

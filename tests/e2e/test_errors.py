@@ -6,8 +6,8 @@ import socket
 import time
 
 import pytest
-from conftest import run_cli
-from live_run import Run
+from support.cli import run_cli
+from support.live_run import Run
 
 
 #: Progress on stderr (the run's start, one line per round) is not part of an error.
@@ -146,7 +146,7 @@ def test_every_example_workload_file_is_valid():
 
     from tailwise.workload import Workload, load_file, resolve
 
-    files = sorted((Path(__file__).parent.parent / "examples").glob("*.toml"))
+    files = sorted((Path(__file__).resolve().parents[2] / "examples").glob("*.toml"))
     assert files
     for f in files:
         Workload.from_settings(resolve({}, load_file(str(f))))

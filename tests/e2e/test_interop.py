@@ -32,7 +32,7 @@ import pytest
 from hdrh.histogram import HdrHistogram
 from hdrh.log import HistogramLogReader
 
-from conftest import run_cli
+from support.cli import run_cli
 
 JAR_ENV = "TAILWISE_HDRHISTOGRAM_JAR"
 JAVA_TIMEOUT_S = 60

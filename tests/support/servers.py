@@ -14,9 +14,8 @@ Processes run in their own process group; ``stop()`` signals the group (SIGTERM,
 SIGSTOPped server can act on it, then SIGKILL) and reaps the process. An ``atexit`` hook stops any
 server still running when the interpreter exits, so nothing outlives a crashed test session.
 
-The pytest fixtures at the bottom (``memcached``, ``memcached_udp``, ``redis``, ``nginx``,
-``udp_echo``, ``garbage``, ``closing``, ``silent``) skip when the Debian binary is missing, unless
-``CI=true``, where a missing binary is a failure.
+The helpers need no pytest: the fixtures that wrap them (``memcached``, ``redis``, …, skipping when
+the Debian binary is missing unless ``CI=true``) are in tests/support/plugin.py.
 """
 
 from __future__ import annotations
@@ -35,22 +34,12 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Self
 
-try:  # The helpers work without pytest; only the fixtures need it.
-    import pytest
-except ImportError:  # pragma: no cover
-    pytest = None
-
-#: The pytest fixtures defined at the bottom (``from servers import *`` brings them in).
-FIXTURES = ("memcached", "memcached_udp", "redis", "nginx", "udp_echo", "garbage", "closing", "silent")
-
 __all__ = [  # noqa: RUF022 - grouped by kind, not sorted
-    "HOST", "STARTUP_DEADLINE_S", "GARBAGE_REPLY", "MEMCACHED_VALUE_REPLY", "FIXTURES",
+    "HOST", "STARTUP_DEADLINE_S", "GARBAGE_REPLY", "MEMCACHED_VALUE_REPLY",
     "ProcessServer", "UdpEchoServer", "FaultyTcpServer",
-    "find_binary", "free_port", "http_get", "in_ci", "skip_unless_installed",
+    "find_binary", "free_port", "http_get", "in_ci",
     "memcached_server", "redis_server", "nginx_server", "udp_echo_server",
     "garbage_server", "closing_server", "silent_server",
-    # the fixtures (FIXTURES)
-    "memcached", "memcached_udp", "redis", "nginx", "udp_echo", "garbage", "closing", "silent",
 ]
 
 HOST = "127.0.0.1"
@@ -670,65 +659,3 @@ def silent_server() -> Iterator[FaultyTcpServer]:
         yield server
     finally:
         server.stop()
-
-
-# --------------------------------------------------------------------------- pytest fixtures
-
-if pytest is not None:
-
-    def skip_unless_installed(binary: str) -> None:
-        """Skip the calling test when ``binary`` is missing; fail instead under CI=true."""
-        if find_binary(binary) is not None:
-            return
-        pkg = "nginx-light" if binary == "nginx" else binary
-        msg = f"'{binary}' is not installed: apt-get install -y {pkg}"
-        if in_ci():
-            pytest.fail(f"{msg} (CI=true: a missing server is a failure, not a skip)")
-        pytest.skip(msg)
-
-    @pytest.fixture
-    def memcached():
-        """memcached over TCP (1 thread, 64 MB): .host .port .url .pid .stop()."""
-        skip_unless_installed("memcached")
-        with memcached_server() as s:
-            yield s
-
-    @pytest.fixture
-    def memcached_udp():
-        """memcached with UDP on the same port: also .udp_url."""
-        skip_unless_installed("memcached")
-        with memcached_server(udp=True) as s:
-            yield s
-
-    @pytest.fixture
-    def redis():
-        skip_unless_installed("redis-server")
-        with redis_server() as s:
-            yield s
-
-    @pytest.fixture
-    def nginx():
-        """nginx with 200-byte /fixed (.url) and /chunked (.chunked_url)."""
-        skip_unless_installed("nginx")
-        with nginx_server() as s:
-            yield s
-
-    @pytest.fixture
-    def udp_echo():
-        with udp_echo_server() as s:
-            yield s
-
-    @pytest.fixture
-    def garbage():
-        with garbage_server() as s:
-            yield s
-
-    @pytest.fixture
-    def closing():
-        with closing_server() as s:
-            yield s
-
-    @pytest.fixture
-    def silent():
-        with silent_server() as s:
-            yield s

@@ -4,7 +4,7 @@ import csv
 import json
 import math
 
-from conftest import run_cli
+from support.cli import run_cli
 
 
 def _check_summary_shape(s: dict) -> None:
@@ -97,7 +97,7 @@ def test_out_dir_holds_summary_samples_and_histograms(tmp_path, serve):
     from hdrh.log import HistogramLogReader
     from hdrh.histogram import HdrHistogram
     # latency.hlog: the whole run, untagged (what HdrHistogram's tools read by default);
-    # latency-local.hlog: the agent's, tagged with it (tests/test_interop.py: the Java tool).
+    # latency-local.hlog: the agent's, tagged with it (tests/e2e/test_interop.py: the Java tool).
     for name, tag in (("latency.hlog", None), ("latency-local.hlog", "local")):
         reader = HistogramLogReader(str(out / name), HdrHistogram(1, 3_600_000_000_000, 2))
         total, intervals = 0, 0

@@ -9,7 +9,7 @@ import json
 
 import pyarrow.csv as pacsv
 
-from conftest import run_cli
+from support.cli import run_cli
 
 
 def _summary(r) -> dict:

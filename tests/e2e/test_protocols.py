@@ -9,7 +9,7 @@ import signal
 
 import pytest
 
-from conftest import run_cli
+from support.cli import run_cli
 
 RATE = "4k"
 RUN = ("--duration", "1500ms", "--rate", RATE, "--conns", "4", "--outstanding", "4", "--json", "--seed", "7")
@@ -207,7 +207,7 @@ def test_memcached_restarted_mid_run_the_run_goes_on_and_the_gap_is_in_the_tail(
     import threading
     import time
 
-    from servers import memcached_server
+    from support.servers import memcached_server
 
     port, restarted = memcached.port, {}
     started = threading.Event()
@@ -224,7 +224,7 @@ def test_memcached_restarted_mid_run_the_run_goes_on_and_the_gap_is_in_the_tail(
     t = threading.Thread(target=restart)
     t.start()
     try:
-        from conftest import CLI
+        from support.cli import CLI
         import subprocess
         proc = subprocess.Popen([*CLI, "run", memcached.url, "--rate", "4k", "--conns", "4", "--duration", "4",
                                  "--json", "--seed", "9"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

@@ -4,7 +4,7 @@ import signal
 import socket
 
 import pytest
-from conftest import start_serve
+from support.cli import start_serve
 
 
 def _ask(addr: str, payload: bytes, want_end: bytes) -> bytes:

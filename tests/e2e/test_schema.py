@@ -18,9 +18,9 @@ import pytest
 from jsonschema import Draft202012Validator
 from referencing import Registry, Resource
 
-from conftest import run_cli
+from support.cli import run_cli
 
-SCHEMA_DIR = Path(__file__).resolve().parent.parent / "docs" / "schema"
+SCHEMA_DIR = Path(__file__).resolve().parents[2] / "docs" / "schema"
 SCHEMAS = {"summary": "summary.schema.json", "sweep": "sweep.schema.json", "calibrate": "calibrate.schema.json"}
 #: Every run file a run directory holds (docs/results.md), beside samples.csv or samples.parquet.
 RUN_FILES = {"summary.json", "latency.hdr", "send_lag.hdr", "latency.hgrm", "latency.hlog", "latency-local.hlog", "config.json",

@@ -1,0 +1,58 @@
+"""The CLI run as users run it (`python -m tailwise`), bounded in time, and `tailwise serve` started
+on a free port; the ``serve`` fixture (tests/support/plugin.py) stops what it starts."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+
+CLI = [sys.executable, "-m", "tailwise"]
+#: Every CLI invocation in the tests is bounded in time.
+CLI_TIMEOUT_S = 120
+
+
+def run_cli(*args: str, timeout: float = CLI_TIMEOUT_S) -> subprocess.CompletedProcess:
+    return subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=timeout,
+                          env={**os.environ, "COLUMNS": "200"})
+
+
+@dataclass
+class ServeProcess:
+    proc: subprocess.Popen
+    addr: str  # "127.0.0.1:PORT"
+
+    @property
+    def url(self) -> str:
+        return f"synthetic://{self.addr}"
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 10.0) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            try:
+                return self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                return self.proc.wait()
+        return self.proc.returncode
+
+
+def start_serve(*args: str, startup_s: float = 30.0) -> ServeProcess:
+    """`tailwise serve` on a free port (port 0), waiting for the line that names the address."""
+    proc = subprocess.Popen([*CLI, "serve", "--listen", "127.0.0.1:0", *args],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + startup_s
+    line = ""
+    while time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        m = re.search(r"listening on synthetic://(\S+)", line)
+        if m:
+            return ServeProcess(proc, m.group(1))
+        if proc.poll() is not None:
+            break
+    proc.kill()
+    raise RuntimeError(f"tailwise serve did not start: {line!r} {proc.stderr.read()!r}")
