@@ -166,7 +166,7 @@ def next_streaks(streaks: dict[str, int], state: str) -> dict[str, int]:
 
 def stop_policy(r: RoundOutcome) -> str | None:
     """Why the coordinator stops after this round, or None to go on (a pure function of the
-    round's figures, tested on its own: tests/test_stop_policy.py). In order:
+    round's figures, tested on its own: tests/unit/test_stop_policy.py). In order:
 
     * every check passed → precision reached;
     * the target answers nothing → go on: the engine ends the run naming it if it stays away;
