@@ -19,31 +19,26 @@ from tailwise.errors import InputError, TargetError
 from tailwise.host import steal_ticks
 from tailwise.workload import Workload
 
-#: One raw sample: times in ns since the schedule's start; latency from the intended send time
-#: (for a censored sample, the time it had been outstanding: a lower bound); flags (``Flag``);
-#: for an ``INFLATED`` sample, how much of its latency may be its engine thread's own stall.
-# One row per kept request, as the engine writes it (recorder.rs, `Sample`): times in ns since the
-# engine's start; sent_ns/rx_user_ns are the user-space clock around the system calls, tx_ns the
-# kernel's transmit stamp (0: none); latency_ns counts to the kernel's receive stamp when flags has
-# KERNEL_RX, else to rx_user_ns.
-SAMPLE_DTYPE = np.dtype([("intended_ns", "<u8"), ("sent_ns", "<u8"), ("tx_ns", "<u8"), ("rx_user_ns", "<u8"),
-                         ("latency_ns", "<u8"), ("flags", "<u4"), ("inflation_ns", "<u4")])
+#: One row per kept request, as the engine writes it (recorder.rs, `Sample`; the layout is the
+#: engine's own, ``_core.SAMPLE_FIELDS``): times in ns since the engine's start; sent_ns/rx_user_ns
+#: are the user-space clock around the system calls, tx_ns the kernel's transmit stamp (0: none);
+#: latency_ns from the intended send time, to the kernel's receive stamp when flags has KERNEL_RX,
+#: else to rx_user_ns (for a censored sample, the time it had been outstanding: a lower bound);
+#: flags (``Flag``); for an ``INFLATED`` sample, inflation_ns: how much of its latency may be its
+#: engine thread's own stall.
+SAMPLE_DTYPE = np.dtype({"names": [name for name, _, _ in _core.SAMPLE_FIELDS],
+                         "offsets": [offset for _, offset, _ in _core.SAMPLE_FIELDS],
+                         "formats": [code for _, _, code in _core.SAMPLE_FIELDS],
+                         "itemsize": _core.SAMPLE_BYTES})
 
-
-class Flag(enum.IntFlag):
-    """A sample's flags, as the engine sets them (crates/tailwise-core/src/recorder.rs, ``flags``)."""
-
-    CENSORED = 1  # no reply: the latency is a lower bound
-    TIMEOUT = 1 << 1  # no reply within --timeout of the intended send time
-    NEVER_SENT = 1 << 2  # never sent (no free connection in time, or the run ended)
-    FAILED = 1 << 3  # lost with a connection that failed for good
-    PENDING = 1 << 4  # still outstanding at a snapshot, or when the run was stopped
-    ERROR_REPLY = 1 << 5  # the server answered with an error
-    RESENT = 1 << 6  # sent again on a new connection
-    ENGINE_STALL = 1 << 8  # intended while its engine thread could not run (or in the guard after)
-    INFLATED = 1 << 9  # outstanding across an engine stall: may include up to inflation_ns of it
-    KERNEL_RX = 1 << 10  # the reply time is the kernel's receive stamp
-    KERNEL_TX = 1 << 11  # tx_ns is the kernel's transmit stamp of its send
+#: A sample's flags, the engine's own bits (``_core.SAMPLE_FLAGS``; what each means:
+#: crates/tailwise-core/src/recorder.rs, ``flags``): CENSORED (no reply: the latency is a lower
+#: bound), TIMEOUT, NEVER_SENT, FAILED (lost with a connection that failed for good), PENDING
+#: (outstanding at a snapshot or the stop), ERROR_REPLY, RESENT, ENGINE_STALL (intended while its
+#: engine thread could not run, or in the guard after), INFLATED (outstanding across an engine
+#: stall: may include up to inflation_ns of it), KERNEL_RX (the reply time is the kernel's receive
+#: stamp), KERNEL_TX (tx_ns is the kernel's transmit stamp of its send).
+Flag = enum.IntFlag("Flag", _core.SAMPLE_FLAGS, module=__name__, qualname="Flag")
 
 
 @dataclass(frozen=True)

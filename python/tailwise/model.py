@@ -37,8 +37,9 @@ from tailwise.workload import DEFAULT_PERCENTILES  # those of every `tailwise ru
 #: 200 customers beyond it; the simulation takes ~0.05 s.
 DEFAULT_CUSTOMERS = 2_000_000
 DEFAULT_WARMUP = 100_000
-MAX_CUSTOMERS = 100_000_000
-MAX_WORKERS = 1024
+#: The simulation's own bounds (crates/tailwise-py/src/model.rs).
+MAX_CUSTOMERS: int = _core.MODEL_MAX_CUSTOMERS
+MAX_WORKERS: int = _core.MODEL_MAX_WORKERS
 
 
 def _service(spec: str) -> tuple[str, str, float, float | None]:

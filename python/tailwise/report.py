@@ -23,7 +23,7 @@ from typing import Any, Callable, Iterable
 
 import numpy as np
 
-from tailwise import __version__
+from tailwise import __version__, _core
 from tailwise.errors import InputError
 
 RUN_SCHEMA = "tailwise.summary/1"
@@ -160,8 +160,8 @@ def read_intervals(path: Path, summary: dict) -> Intervals | None:
     from hdrh.log import HistogramLogReader
 
     hist = (summary.get("latency") or {}).get("histogram") or {}
-    ref = HdrHistogram(hist.get("lowest_ns") or 1, hist.get("highest_ns") or 3_600_000_000_000,
-                       hist.get("significant_digits") or 3)
+    ref = HdrHistogram(hist.get("lowest_ns") or _core.HIST_LOWEST_NS, hist.get("highest_ns") or _core.HIST_MAX_NS,
+                       hist.get("significant_digits") or _core.HIST_SIGFIG)
     rows = []
     try:
         reader = HistogramLogReader(str(path), ref)

@@ -19,7 +19,7 @@ import numpy as np
 from hdrh.histogram import HdrHistogram
 from hdrh.iterators import PercentileIterator
 
-from tailwise import __version__
+from tailwise import __version__, _core
 from tailwise.agent import AgentResult, Flag
 from tailwise.files import SAMPLE_COLUMN_DTYPES, STAGE, check_out_dir, install, write_json
 from tailwise.stats.quantiles import DEFAULT_PERCENTILES
@@ -28,8 +28,8 @@ if TYPE_CHECKING:
     from tailwise.methodology.analysis import Analysis
 
 SCHEMA = "tailwise.summary/1"
-#: A timing-loop iteration longer than this counts as a stall (engine/thread.rs STALL_NS).
-STALL_NS = 20_000
+#: A timing-loop iteration longer than this counts as a stall (the engine's own: engine/thread.rs).
+STALL_NS: int = _core.STALL_NS
 SAMPLE_FORMATS = ("csv", "parquet")
 
 
@@ -58,8 +58,6 @@ def interval_histograms(intervals) -> list[tuple[int, HdrHistogram]]:
 def merge_interval_histograms(*per_agent: list[tuple[int, HdrHistogram]]) -> list[tuple[int, HdrHistogram]]:
     """Several agents' interval histograms added interval by interval (the same index is the same
     100 ms of intended send time after the run's start): the whole run's."""
-    from tailwise import _core
-
     _, digits = _core.interval_params()
     lowest, highest, _ = _core.histogram_params()
     merged: dict[int, HdrHistogram] = {}
@@ -79,8 +77,6 @@ def write_interval_log(path: Path, rows: list[tuple[int, HdrHistogram]], wall_st
     engine's start) and max in ms; untagged, or every line ``Tag=TAG,`` (Java's
     ``HistogramLogProcessor`` reads only untagged lines unless given ``-tag``). Returns the number of
     intervals written."""
-    from tailwise import _core
-
     if tag is not None and not AGENT_TAG.fullmatch(tag):
         raise ValueError(f"interval log tag {tag!r}: letters, digits, '_', '.' and '-' only")
     interval_ns, _ = _core.interval_params()
@@ -162,8 +158,6 @@ def _hist_json(h: HdrHistogram, ps=DEFAULT_PERCENTILES) -> dict:
 
 def _hist_params() -> dict:
     """The HDR histogram's parameters, so that latency.hdr can be read back exactly."""
-    from tailwise import _core
-
     lowest, highest, digits = _core.histogram_params()
     return {"unit": "ns", "lowest_ns": lowest, "highest_ns": highest, "significant_digits": digits}
 

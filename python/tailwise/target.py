@@ -17,12 +17,15 @@ import socket
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
+from tailwise import _core
 from tailwise.errors import InputError
 
-#: Schemes the engine speaks.
-SCHEMES = ("synthetic", "memcached", "memcached+binary", "memcached+udp", "redis", "http", "udp")
+#: Schemes the engine speaks (its own list: protocol/mod.rs, ``Protocol::each``).
+SCHEMES: tuple[str, ...] = tuple(_core.PROTOCOLS)
 #: Schemes whose requests carry keys, so that --keys, --value, --mix and `tailwise load` apply.
-KEYED = ("memcached", "memcached+binary", "memcached+udp", "redis")
+KEYED: tuple[str, ...] = tuple(name for name, p in _core.PROTOCOLS.items() if p["keys"])
+#: Schemes that send one request per datagram.
+DATAGRAM: tuple[str, ...] = tuple(name for name, p in _core.PROTOCOLS.items() if p["datagram"])
 #: Default UDP echo datagram size (bytes).
 UDP_SIZE = 64
 
@@ -91,9 +94,10 @@ def parse_target(text: str) -> Target:
     udp_size = UDP_SIZE
     if scheme == "udp" and u.query:
         key, _, value = u.query.partition("=")
-        if key != "size" or not value.isdigit() or not 8 <= int(value) <= 65_507:
+        low, high = _core.ECHO_MIN_DATAGRAM, _core.ECHO_MAX_DATAGRAM
+        if key != "size" or not value.isdigit() or not low <= int(value) <= high:
             raise InputError(f"target '{text}': '{u.query}' is not a datagram size",
-                             "write udp://HOST:PORT?size=N with N from 8 to 65507 bytes")
+                             f"write udp://HOST:PORT?size=N with N from {low} to {high} bytes")
         udp_size = int(value)
     elif u.query and scheme != "http":
         raise InputError(f"target '{text}' has a query '{u.query}' that {scheme}:// does not use", f"write {scheme}://{u.netloc}")

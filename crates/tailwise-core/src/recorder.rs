@@ -21,11 +21,12 @@ use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
 /// Histograms cover 1 ns .. 1 h at 3 significant digits (0.1 % relative error).
+pub const HIST_LOWEST_NS: u64 = 1;
 pub const HIST_MAX_NS: u64 = 3_600 * 1_000_000_000;
 pub const HIST_SIGFIG: u8 = 3;
 
 pub fn new_histogram() -> Histogram<u64> {
-    Histogram::new_with_bounds(1, HIST_MAX_NS, HIST_SIGFIG).expect("valid histogram bounds")
+    Histogram::new_with_bounds(HIST_LOWEST_NS, HIST_MAX_NS, HIST_SIGFIG).expect("valid histogram bounds")
 }
 
 /// Serialize in the HdrHistogram V2 compressed format (readable by every HdrHistogram port).
@@ -71,33 +72,45 @@ impl Default for Histograms {
     }
 }
 
-/// What a sample's `flags` say about it (bits; several may be set).
+/// What a sample's `flags` say about it (bits; several may be set). [`flags::ALL`] lists them by
+/// name: the one table `tailwise._core.SAMPLE_FLAGS` exports and Python's `Flag` is built from.
 pub mod flags {
-    /// The latency is a lower bound: the request had no reply (it is at least this late).
-    pub const CENSORED: u32 = 1;
-    /// No reply within the timeout, counted from the intended send time.
-    pub const TIMEOUT: u32 = 1 << 1;
-    /// Never sent: still waiting for a free connection at the timeout or at the end of the run.
-    pub const NEVER_SENT: u32 = 1 << 2;
-    /// Lost with its connection (a reply that was not the protocol, a target that stayed away).
-    pub const FAILED: u32 = 1 << 3;
-    /// Still outstanding when the samples were taken (a snapshot) or when the run was stopped.
-    pub const PENDING: u32 = 1 << 4;
-    /// The server answered with an error.
-    pub const ERROR_REPLY: u32 = 1 << 5;
-    /// Sent again on a new connection after its first one closed.
-    pub const RESENT: u32 = 1 << 6;
-    /// Intended while its engine thread could not run (a stall of ≥ 200 µs), or in the guard
-    /// after it while the backlog the stall built was being sent: the client's delay, decided by
-    /// the clock — the statistics leave these out and count them.
-    pub const ENGINE_STALL: u32 = 1 << 8;
-    /// Outstanding across a stall of its engine thread: its latency may include up to
-    /// `inflation_ns` of the client's own pause (it stays in; it can only be overstated).
-    pub const INFLATED: u32 = 1 << 9;
-    /// The reply time is the kernel's receive stamp (else the user-space clock after the read).
-    pub const KERNEL_RX: u32 = 1 << 10;
-    /// `tx_ns` is the kernel's transmit stamp of the send that carried the request.
-    pub const KERNEL_TX: u32 = 1 << 11;
+    /// Each flag a `pub const`, and all of them by name in [`ALL`], from one list.
+    macro_rules! flags {
+        ($($(#[$doc:meta])* $name:ident = $value:expr;)*) => {
+            $($(#[$doc])* pub const $name: u32 = $value;)*
+            /// Every flag as (name, bit), in bit order.
+            pub const ALL: &[(&str, u32)] = &[$((stringify!($name), $name)),*];
+        };
+    }
+
+    flags! {
+        /// The latency is a lower bound: the request had no reply (it is at least this late).
+        CENSORED = 1;
+        /// No reply within the timeout, counted from the intended send time.
+        TIMEOUT = 1 << 1;
+        /// Never sent: still waiting for a free connection at the timeout or at the end of the run.
+        NEVER_SENT = 1 << 2;
+        /// Lost with its connection (a reply that was not the protocol, a target that stayed away).
+        FAILED = 1 << 3;
+        /// Still outstanding when the samples were taken (a snapshot) or when the run was stopped.
+        PENDING = 1 << 4;
+        /// The server answered with an error.
+        ERROR_REPLY = 1 << 5;
+        /// Sent again on a new connection after its first one closed.
+        RESENT = 1 << 6;
+        /// Intended while its engine thread could not run (a stall of ≥ 200 µs), or in the guard
+        /// after it while the backlog the stall built was being sent: the client's delay, decided by
+        /// the clock — the statistics keep these as intervals (python/tailwise/stats/bounds.py).
+        ENGINE_STALL = 1 << 8;
+        /// Outstanding across a stall of its engine thread: its latency may include up to
+        /// `inflation_ns` of the client's own pause (it stays in; it can only be overstated).
+        INFLATED = 1 << 9;
+        /// The reply time is the kernel's receive stamp (else the user-space clock after the read).
+        KERNEL_RX = 1 << 10;
+        /// `tx_ns` is the kernel's transmit stamp of the send that carried the request.
+        KERNEL_TX = 1 << 11;
+    }
 }
 
 /// One kept request: 48 bytes. Times are ns since the engine's start.
@@ -165,7 +178,23 @@ impl SampleStore {
     }
 }
 
-/// Rows as [`SampleStore::to_le_bytes`] writes them.
+/// The row [`samples_to_le_bytes`] writes, field by field: (name, byte offset, NumPy type code).
+/// `tailwise._core.SAMPLE_FIELDS` exports it and Python's `SAMPLE_DTYPE` is built from it; the
+/// tests hold the struct and the writer to it.
+pub const SAMPLE_FIELDS: [(&str, usize, &str); 7] = [
+    ("intended_ns", std::mem::offset_of!(Sample, intended_ns), "<u8"),
+    ("sent_ns", std::mem::offset_of!(Sample, sent_ns), "<u8"),
+    ("tx_ns", std::mem::offset_of!(Sample, tx_ns), "<u8"),
+    ("rx_user_ns", std::mem::offset_of!(Sample, rx_user_ns), "<u8"),
+    ("latency_ns", std::mem::offset_of!(Sample, latency_ns), "<u8"),
+    ("flags", std::mem::offset_of!(Sample, flags), "<u4"),
+    ("inflation_ns", std::mem::offset_of!(Sample, inflation_ns), "<u4"),
+];
+/// Bytes per row.
+pub const SAMPLE_BYTES: usize = std::mem::size_of::<Sample>();
+const _: () = assert!(SAMPLE_BYTES == 48, "one kept request is 48 bytes, without padding");
+
+/// Rows as [`SampleStore::to_le_bytes`] writes them ([`SAMPLE_FIELDS`]).
 pub fn samples_to_le_bytes<'a>(samples: impl Iterator<Item = &'a Sample>) -> Vec<u8> {
     let mut out = Vec::new();
     for s in samples {
@@ -189,7 +218,7 @@ pub const INTERVAL_SIGFIG: u8 = 2;
 pub type IntervalHistogram = Histogram<u32>;
 
 pub fn new_interval_histogram() -> IntervalHistogram {
-    Histogram::new_with_bounds(1, HIST_MAX_NS, INTERVAL_SIGFIG).expect("valid histogram bounds")
+    Histogram::new_with_bounds(HIST_LOWEST_NS, HIST_MAX_NS, INTERVAL_SIGFIG).expect("valid histogram bounds")
 }
 
 /// Every-request histograms by interval of intended send time, shared by the engine threads
@@ -221,7 +250,7 @@ impl Intervals {
     /// Every request intended in intervals `first .. last` (exclusive), finished and (with
     /// `with_pending`) outstanding at the latest snapshot, in one histogram.
     pub fn window(&self, first: usize, last: usize, with_pending: bool) -> Histogram<u64> {
-        let mut out = Histogram::<u64>::new_with_bounds(1, HIST_MAX_NS, INTERVAL_SIGFIG).expect("valid bounds");
+        let mut out = Histogram::<u64>::new_with_bounds(HIST_LOWEST_NS, HIST_MAX_NS, INTERVAL_SIGFIG).expect("valid bounds");
         let sources: &[&Vec<Option<IntervalHistogram>>] =
             if with_pending { &[&self.done, &self.pending] } else { &[&self.done] };
         for v in sources {
@@ -343,6 +372,60 @@ mod tests {
     use super::*;
 
     #[test]
+    fn sample_fields_describe_the_rows_written() {
+        // The fields tile the row in order, with no gap, each as wide as its type code says.
+        let width = |code: &str| code[2..].parse::<usize>().unwrap();
+        let mut end = 0;
+        for (name, offset, code) in SAMPLE_FIELDS {
+            assert_eq!(offset, end, "{name}");
+            assert!(code.starts_with("<u"), "{name}: {code}");
+            end += width(code);
+        }
+        assert_eq!(end, SAMPLE_BYTES);
+        // Every field written where the table says, little-endian.
+        let s = Sample {
+            intended_ns: 0x0102_0304_0506_0708,
+            sent_ns: 0x1112_1314_1516_1718,
+            tx_ns: 0x2122_2324_2526_2728,
+            rx_user_ns: 0x3132_3334_3536_3738,
+            latency_ns: 0x4142_4344_4546_4748,
+            flags: 0x5152_5354,
+            inflation_ns: 0x6162_6364,
+        };
+        let row = samples_to_le_bytes([s, s].iter());
+        assert_eq!(row.len(), 2 * SAMPLE_BYTES);
+        for (name, offset, code) in SAMPLE_FIELDS {
+            let mut le = [0u8; 8];
+            le[..width(code)].copy_from_slice(&row[SAMPLE_BYTES + offset..SAMPLE_BYTES + offset + width(code)]);
+            let want = match name {
+                "intended_ns" => s.intended_ns,
+                "sent_ns" => s.sent_ns,
+                "tx_ns" => s.tx_ns,
+                "rx_user_ns" => s.rx_user_ns,
+                "latency_ns" => s.latency_ns,
+                "flags" => s.flags as u64,
+                "inflation_ns" => s.inflation_ns as u64,
+                other => panic!("field {other} not in Sample"),
+            };
+            assert_eq!(u64::from_le_bytes(le), want, "{name}");
+        }
+    }
+
+    #[test]
+    fn flags_are_distinct_single_bits_in_order() {
+        let mut seen = 0u32;
+        for (name, bit) in flags::ALL {
+            assert_eq!(bit.count_ones(), 1, "{name}");
+            assert_eq!(seen & bit, 0, "{name} reuses a bit");
+            assert!(*bit > seen, "{name} out of bit order");
+            seen |= bit;
+        }
+        assert_eq!(flags::ALL.len(), 11);
+        assert_eq!(flags::ALL[0], ("CENSORED", flags::CENSORED));
+        assert_eq!(flags::ALL[10], ("KERNEL_TX", flags::KERNEL_TX));
+    }
+
+    #[test]
     fn histogram_quantiles_match_exact_arithmetic() {
         // 1..=100_000 ns: the exact q-quantile is ceil(q·n); the histogram is within 0.1 %.
         let mut h = new_histogram();
@@ -448,7 +531,7 @@ mod tests {
         // Intervals 2..5 hold values 201..=500 µs: the median is 350 µs within 1 %.
         let med = w.value_at_quantile(0.5) as f64;
         assert!((med / 350_000.0 - 1.0).abs() < 0.01, "{med}");
-        let mut pend = IntervalHistogram::new_with_bounds(1, HIST_MAX_NS, INTERVAL_SIGFIG).unwrap();
+        let mut pend = IntervalHistogram::new_with_bounds(HIST_LOWEST_NS, HIST_MAX_NS, INTERVAL_SIGFIG).unwrap();
         pend.record(5_000_000_000).unwrap();
         all.add_pending(4, &pend);
         assert_eq!(all.window(2, 5, true).len(), 301);

@@ -13,7 +13,8 @@ use tailwise_core::dist::Dist;
 use tailwise_core::engine::{Counters, Engine, EngineConfig, Probe, Snapshot, TestStall, Timestamps};
 use tailwise_core::protocol::Protocol;
 use tailwise_core::recorder::{
-    encode_histogram, samples_to_le_bytes, Intervals, HIST_MAX_NS, HIST_SIGFIG, INTERVAL_NS, INTERVAL_SIGFIG,
+    encode_histogram, flags, samples_to_le_bytes, Intervals, HIST_LOWEST_NS, HIST_MAX_NS, HIST_SIGFIG, INTERVAL_NS,
+    INTERVAL_SIGFIG, SAMPLE_BYTES, SAMPLE_FIELDS,
 };
 use tailwise_core::preload::{preload as run_preload, PreloadConfig};
 use tailwise_core::schedule::Arrival;
@@ -22,15 +23,13 @@ use tailwise_core::workload::{Popularity, SizeDist, Workload};
 
 /// The protocol a target's scheme names, with its parameters.
 fn protocol(scheme: &str, service_ns: Option<u32>, reply_pad: u32, http_host: &str, http_path: &str, udp_size: usize) -> PyResult<Protocol> {
-    Ok(match scheme {
-        "synthetic" => Protocol::Synthetic { service_ns, reply_pad },
-        "memcached" => Protocol::MemcachedAscii,
-        "memcached+binary" => Protocol::MemcachedBinary,
-        "memcached+udp" => Protocol::MemcachedUdp,
-        "redis" => Protocol::Redis,
-        "http" => Protocol::Http { host: http_host.into(), path: http_path.into() },
-        "udp" => Protocol::UdpEcho { size: udp_size },
-        other => return Err(PyValueError::new_err(format!("unknown protocol '{other}'"))),
+    let named = Protocol::each().into_iter().find(|p| p.name() == scheme);
+    Ok(match named {
+        Some(Protocol::Synthetic { .. }) => Protocol::Synthetic { service_ns, reply_pad },
+        Some(Protocol::Http { .. }) => Protocol::Http { host: http_host.into(), path: http_path.into() },
+        Some(Protocol::UdpEcho { .. }) => Protocol::UdpEcho { size: udp_size },
+        Some(other) => other,
+        None => return Err(PyValueError::new_err(format!("unknown protocol '{scheme}'"))),
     })
 }
 
@@ -136,7 +135,7 @@ fn clock_cost_ns(py: Python<'_>, per_batch: u32) -> (f64, f64) {
 /// The HDR histogram parameters used everywhere: (lowest_ns, highest_ns, significant_digits).
 #[pyfunction]
 fn histogram_params() -> (u64, u64, u8) {
-    (1, HIST_MAX_NS, HIST_SIGFIG)
+    (HIST_LOWEST_NS, HIST_MAX_NS, HIST_SIGFIG)
 }
 
 /// The every-request interval histograms: (interval_ns, significant_digits).
@@ -506,8 +505,42 @@ impl PyEngine {
     }
 }
 
+/// The data plane's constants that Python also uses, each from its one definition in
+/// tailwise-core: Python builds `Flag`, `SAMPLE_DTYPE` and its constants from these at import.
+fn add_constants(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    let py = m.py();
+    let sample_flags = PyDict::new(py);
+    for (name, bit) in flags::ALL {
+        sample_flags.set_item(name, bit)?;
+    }
+    m.add("SAMPLE_FLAGS", sample_flags)?;
+    m.add("SAMPLE_FIELDS", SAMPLE_FIELDS.to_vec())?;
+    m.add("SAMPLE_BYTES", SAMPLE_BYTES)?;
+    m.add("HIST_LOWEST_NS", HIST_LOWEST_NS)?;
+    m.add("HIST_MAX_NS", HIST_MAX_NS)?;
+    m.add("HIST_SIGFIG", HIST_SIGFIG)?;
+    m.add("INTERVAL_NS", INTERVAL_NS)?;
+    m.add("INTERVAL_SIGFIG", INTERVAL_SIGFIG)?;
+    m.add("STALL_NS", tailwise_core::engine::STALL_NS)?;
+    m.add("MASK_STALL_NS", tailwise_core::stall::MASK_STALL_NS)?;
+    m.add("ECHO_MIN_DATAGRAM", tailwise_core::protocol::echo::MIN_DATAGRAM)?;
+    m.add("ECHO_MAX_DATAGRAM", tailwise_core::protocol::echo::MAX_DATAGRAM)?;
+    let protocols = PyDict::new(py);
+    for p in Protocol::each() {
+        let traits = PyDict::new(py);
+        traits.set_item("keys", p.has_keys())?;
+        traits.set_item("datagram", p.is_datagram())?;
+        protocols.set_item(p.name(), traits)?;
+    }
+    m.add("PROTOCOLS", protocols)?;
+    m.add("MODEL_MAX_CUSTOMERS", model::MAX_CUSTOMERS)?;
+    m.add("MODEL_MAX_WORKERS", model::MAX_WORKERS)?;
+    Ok(())
+}
+
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    add_constants(m)?;
     m.add_function(wrap_pyfunction!(parse_dist, m)?)?;
     m.add_function(wrap_pyfunction!(route_interface, m)?)?;
     m.add_function(wrap_pyfunction!(hardware_timestamping, m)?)?;

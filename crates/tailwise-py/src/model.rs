@@ -9,9 +9,9 @@ use tailwise_core::dist::Dist;
 use tailwise_core::model;
 
 /// At most this many customers are kept (8 bytes each: 800 MB).
-const MAX_CUSTOMERS: usize = 100_000_000;
+pub(crate) const MAX_CUSTOMERS: usize = 100_000_000;
 /// A customer costs O(busy servers): beyond this the simulation takes minutes.
-const MAX_WORKERS: i64 = 1024;
+pub(crate) const MAX_WORKERS: i64 = 1024;
 
 /// The service distribution and the arrival rate (per ns) for `load` = ρ on `workers` servers.
 /// Python ints may be negative: the sizes are taken as i64 and checked here.

@@ -41,6 +41,7 @@ from typing import Callable
 import numpy as np
 from scipy.stats import binom
 
+from tailwise import _core
 from tailwise.agent import Flag
 from tailwise.methodology.checks import (
     Check,
@@ -73,8 +74,8 @@ STEPS: dict[str, tuple[str, ...]] = {
 }
 STATES = tuple(STEPS)
 
-#: Width of the engine's every-request interval histograms (recorder.rs INTERVAL_NS).
-INTERVAL_NS = 100_000_000
+#: Width of the engine's every-request interval histograms (the engine's own: recorder.rs).
+INTERVAL_NS: int = _core.INTERVAL_NS
 #: The warm-up never takes more than this share of the run.
 WARMUP_MAX_SHARE = 0.10
 DEFAULT_WARMUP_NS = 100_000_000

@@ -7,10 +7,14 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from tailwise import _core
 from tailwise.stats.arrivals import ArrivalFit
 from tailwise.stats.independence import Independence
 from tailwise.stats.quantiles import Percentile, samples_needed
 from tailwise.stats.stationarity import Stationarity
+
+#: The shortest stall the engine logs (stall.rs), as the checks name it.
+MASK_STALL_US: float = _core.MASK_STALL_NS / 1_000
 
 #: The engine must deliver the target rate to within 5 % (issue 2); for short runs the Poisson
 #: count's own spread (3 standard deviations of a count of rate × duration) is allowed on top.
@@ -153,9 +157,9 @@ def stalls_check(engine_stalls, target_stalls, *, sent_late: int, across: int, w
     share = delayed / window if window else 0.0
     if engine_stalls:
         longest = max(b - a for a, b in engine_stalls) / 1e6
-        what = f"{_n(len(engine_stalls), 'stall')} of the engine ≥ 200 µs (longest {longest:.2f} ms)"
+        what = f"{_n(len(engine_stalls), 'stall')} of the engine ≥ {MASK_STALL_US:g} µs (longest {longest:.2f} ms)"
     else:
-        what = "no stall of the engine ≥ 200 µs"
+        what = f"no stall of the engine ≥ {MASK_STALL_US:g} µs"
     if not bounded and flagged:
         what += f": {flagged:,} requests they delayed kept as measured (--keep-stalls)"
     elif delayed:
@@ -171,7 +175,7 @@ def stalls_check(engine_stalls, target_stalls, *, sent_late: int, across: int, w
                      f"(sampling alone: [{_us(target.sampling_low)}, {_us(target.sampling_high)}])")
     if target_stalls:
         longest = max(b - a for a, b in target_stalls) / 1e6
-        parts.append(f"{_n(len(target_stalls), 'stall')} of the built-in server ≥ 200 µs (longest {longest:.2f} ms), kept: "
+        parts.append(f"{_n(len(target_stalls), 'stall')} of the built-in server ≥ {MASK_STALL_US:g} µs (longest {longest:.2f} ms), kept: "
                      "host noise in the target's own latency")
     if host_pause:
         parts.append(host_pause)

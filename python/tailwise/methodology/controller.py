@@ -49,6 +49,7 @@ from tailwise.agent import AgentResult, LoadSpec, Session, Taken
 from tailwise.methodology.analysis import STEPS, Analysis, Precision, analyse
 from tailwise.methodology.checks import Check, Setting, target_width_ns
 from tailwise.stats.histogram import Buckets, decode
+from tailwise.target import DATAGRAM
 
 ROUND_S = 1.0
 #: Each round is this much longer than the one before: the analysis of everything collected costs
@@ -68,7 +69,7 @@ DRAIN_S = 0.02
 SILENT_S = 0.5
 #: Protocols whose unanswered requests hold their slot until --timeout: no connection closes to
 #: free them.
-DATAGRAM_SCHEMES = ("udp", "memcached+udp")
+DATAGRAM_SCHEMES = DATAGRAM
 #: Unanswered datagrams holding this share of the slots on average explain a rate shortfall.
 HELD_SHARE = 0.5
 

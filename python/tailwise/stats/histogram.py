@@ -18,6 +18,8 @@ from functools import lru_cache
 import numpy as np
 from hdrh.histogram import HdrHistogram
 
+from tailwise import _core
+
 
 def decode(raw: bytes) -> HdrHistogram:
     """HdrHistogram V2 compressed bytes (from the engine) → an hdrh histogram."""
@@ -46,9 +48,9 @@ class Buckets:
         return cls(low, high, counts)
 
     @classmethod
-    def of_values(cls, values_ns: np.ndarray, lowest: int = 1, highest: int = 3_600_000_000_000,
-                  digits: int = 2) -> Buckets:
-        """The histogram the engine would have recorded for these values (tests, replays)."""
+    def of_values(cls, values_ns: np.ndarray, lowest: int = _core.HIST_LOWEST_NS, highest: int = _core.HIST_MAX_NS,
+                  digits: int = _core.INTERVAL_SIGFIG) -> Buckets:
+        """The interval histogram the engine would have recorded for these values (tests, replays)."""
         low, high = _bounds(lowest, highest, digits)
         b = cls(low, high, np.zeros(len(low)))
         b.counts = np.bincount(b.index(values_ns), minlength=len(low)).astype(float)

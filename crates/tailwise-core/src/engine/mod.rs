@@ -22,6 +22,10 @@
 
 mod thread;
 
+/// A timing-loop iteration longer than this counts as a stall (`stalls` in the result; the
+/// summary's `engine.stall_threshold_ns`).
+pub const STALL_NS: u64 = thread::STALL_NS;
+
 use crate::net::{self, StampClock};
 use crate::nic::NicStamping;
 use crate::protocol::Protocol;

@@ -413,12 +413,13 @@ fn requests_due_during_an_engine_stall_are_flagged_and_those_in_flight_marked_in
     // server here is overloaded (200 µs × 10k req/s), so that backlog drains only as slots free —
     // and, past the stalls and their guards (under 5 ms here), no other: the flags follow the
     // backlog, never a latency. `waited[i]`: the latest send of a flagged request due before
-    // sample i (samples are in intended order).
+    // sample i — in intended order: the engine keeps samples in the order they finish.
     let windows: Vec<(u64, u64)> =
         r.stall_intervals.iter().map(|&(a, b)| (a - r.start_mono_ns, b - r.start_mono_ns + 5_000_000)).collect();
+    let mut by_intended: Vec<_> = r.samples.iter().collect();
+    by_intended.sort_by_key(|x| x.intended_ns);
     let mut latest = 0;
-    let waited: Vec<u64> = r
-        .samples
+    let waited: Vec<u64> = by_intended
         .iter()
         .map(|x| {
             let before = latest;
@@ -430,7 +431,7 @@ fn requests_due_during_an_engine_stall_are_flagged_and_those_in_flight_marked_in
         .collect();
     let stalls: Vec<(u64, u64)> =
         r.stall_intervals.iter().map(|&(a, b)| (a - r.start_mono_ns, b - r.start_mono_ns)).collect();
-    for (x, &w) in r.samples.iter().zip(&waited) {
+    for (x, &w) in by_intended.iter().zip(&waited) {
         if x.flags & F::ENGINE_STALL != 0 {
             let near = windows.iter().any(|&(a, b)| x.intended_ns >= a && x.intended_ns < b);
             assert!(near || w > x.intended_ns, "{x:?} flagged, neither in a stall nor behind a flagged request");

@@ -12,6 +12,8 @@
 use super::wire::show;
 use super::{Codec, Outcome, Parsed, Request};
 
+/// The smallest datagram: the request id.
+pub const MIN_DATAGRAM: usize = 8;
 /// The largest UDP payload over IPv4: a bigger size could never be sent.
 pub const MAX_DATAGRAM: usize = 65_507;
 
@@ -23,10 +25,10 @@ pub struct Client {
 }
 
 impl Client {
-    /// Datagrams of `size` bytes, clamped to 8 (the id) ..= [`MAX_DATAGRAM`].
+    /// Datagrams of `size` bytes, clamped to [`MIN_DATAGRAM`] ..= [`MAX_DATAGRAM`].
     pub fn new(size: usize) -> Client {
-        let size = size.clamp(8, MAX_DATAGRAM);
-        Client { size, filler: (0..size - 8).map(|i| i as u8).collect() }
+        let size = size.clamp(MIN_DATAGRAM, MAX_DATAGRAM);
+        Client { size, filler: (0..size - MIN_DATAGRAM).map(|i| i as u8).collect() }
     }
 }
 

@@ -117,6 +117,22 @@ impl Protocol {
         }
     }
 
+    /// One of each protocol (default parameters), in the order the command line lists them:
+    /// `tailwise._core.PROTOCOLS` names them with [`Protocol::has_keys`] and
+    /// [`Protocol::is_datagram`], and Python's scheme lists are built from it.
+    pub fn each() -> [Protocol; 7] {
+        [
+            Protocol::Synthetic { service_ns: None, reply_pad: 0 },
+            Protocol::MemcachedAscii,
+            Protocol::MemcachedBinary,
+            Protocol::MemcachedUdp,
+            Protocol::Redis,
+            Protocol::Http { host: String::new(), path: "/".into() },
+            Protocol::UdpEcho { size: 64 },
+        ]
+    }
+
+    /// The URL scheme that names it.
     pub fn name(&self) -> &'static str {
         match self {
             Protocol::Synthetic { .. } => "synthetic",
@@ -137,5 +153,29 @@ impl Protocol {
     /// Whether requests carry keys (and the workload's key/value shape applies).
     pub fn has_keys(&self) -> bool {
         matches!(self, Protocol::MemcachedAscii | Protocol::MemcachedBinary | Protocol::MemcachedUdp | Protocol::Redis)
+    }
+}
+
+#[cfg(test)]
+mod each_tests {
+    use super::Protocol;
+
+    #[test]
+    fn each_names_every_protocol_once() {
+        // Exhaustive: a new protocol fails to compile here until `each` lists it too.
+        let variant = |p: &Protocol| match p {
+            Protocol::Synthetic { .. } => 0,
+            Protocol::MemcachedAscii => 1,
+            Protocol::MemcachedBinary => 2,
+            Protocol::MemcachedUdp => 3,
+            Protocol::Redis => 4,
+            Protocol::Http { .. } => 5,
+            Protocol::UdpEcho { .. } => 6,
+        };
+        let each = Protocol::each();
+        assert_eq!(each.iter().map(variant).collect::<Vec<_>>(), (0..7).collect::<Vec<_>>());
+        let mut names: Vec<_> = each.iter().map(Protocol::name).collect();
+        names.dedup();
+        assert_eq!(names.len(), 7);
     }
 }

@@ -1,0 +1,221 @@
+"""Type stubs of ``tailwise._core``, the Rust data plane (crates/tailwise-py/src/lib.rs, model.rs).
+
+Kept by hand; tests/test_core_stub.py fails when a name, a class's methods or a signature's
+parameters here differ from the extension's.
+"""
+
+from typing import Final, TypedDict, final
+
+__all__ = [
+    "SAMPLE_FLAGS", "SAMPLE_FIELDS", "SAMPLE_BYTES", "HIST_LOWEST_NS", "HIST_MAX_NS", "HIST_SIGFIG", "INTERVAL_NS",
+    "INTERVAL_SIGFIG", "STALL_NS", "MASK_STALL_NS", "ECHO_MIN_DATAGRAM", "ECHO_MAX_DATAGRAM", "PROTOCOLS",
+    "MODEL_MAX_CUSTOMERS", "MODEL_MAX_WORKERS", "parse_dist", "route_interface", "hardware_timestamping", "now_ns",
+    "clock_cost_ns", "histogram_params", "interval_params", "measure_stalls", "check_workload", "parse_arrival",
+    "preload", "model_sojourn", "model_summary", "Server", "Engine", "Intervals", "__version__",
+]
+
+__version__: Final[str]
+
+# Constants, each from its one definition in tailwise-core.
+
+#: A sample's flags by name → bit, in bit order (recorder.rs, ``flags``): Python's ``agent.Flag``.
+SAMPLE_FLAGS: Final[dict[str, int]]
+#: The 48-byte sample row, field by field: (name, byte offset, NumPy type code): ``agent.SAMPLE_DTYPE``.
+SAMPLE_FIELDS: Final[list[tuple[str, int, str]]]
+#: Bytes per sample row.
+SAMPLE_BYTES: Final[int]
+#: The run histograms' range and precision (also ``histogram_params()``).
+HIST_LOWEST_NS: Final[int]
+HIST_MAX_NS: Final[int]
+HIST_SIGFIG: Final[int]
+#: The every-request interval histograms' width in intended send time and precision (also
+#: ``interval_params()``).
+INTERVAL_NS: Final[int]
+INTERVAL_SIGFIG: Final[int]
+#: A timing-loop iteration longer than this counts as a stall (``join()["stalls"]``).
+STALL_NS: Final[int]
+#: A gap of a spinning thread's clock reads at least this long is a logged stall (stall.rs).
+MASK_STALL_NS: Final[int]
+#: The udp:// echo datagram's size bounds, in bytes.
+ECHO_MIN_DATAGRAM: Final[int]
+ECHO_MAX_DATAGRAM: Final[int]
+#: Every target scheme, in the command line's order, with whether its requests carry keys and
+#: whether it sends one request per datagram.
+PROTOCOLS: Final[dict[str, _ProtocolTraits]]
+#: The queueing model's bounds.
+MODEL_MAX_CUSTOMERS: Final[int]
+MODEL_MAX_WORKERS: Final[int]
+
+class _ProtocolTraits(TypedDict):
+    keys: bool
+    datagram: bool
+
+class _PreloadResult(TypedDict):
+    stored: int
+    errors: int
+    error_reasons: list[tuple[str, int]]
+    elapsed_ns: int
+    bytes: int
+
+class _StallMeasurement(TypedDict):
+    duration_ns: int
+    count: int
+    lost_ns: int
+    max_ns: int
+
+class _ModelSummary(TypedDict):
+    percentiles: list[float]
+    mean_ns: float
+    customers: int
+    arrival_rate_per_ns: float
+    mean_service_ns: float
+    service: str
+
+class _Snapshot(TypedDict):
+    elapsed_ns: int
+    intended: int
+    sent: int
+    late: int
+    received: int
+    errors: int
+    timeouts: int
+    never_sent: int
+    reconnects: int
+    received_in_window: int
+
+class _Taken(TypedDict):
+    samples: bytes
+    pending: bytes
+    snap_ns: int
+    complete: bool
+    counters: _Snapshot
+
+class _Counters(TypedDict):
+    intended: int
+    sent: int
+    received: int
+    late: int
+    never_sent: int
+    errors: int
+    timeouts: int
+    unfinished: int
+    rx_kernel: int
+    tx_kernel: int
+    reconnects: int
+    resent: int
+    gets: int
+    sets: int
+    hits: int
+    misses: int
+    stored: int
+
+class _Joined(TypedDict):
+    counters: _Counters
+    probe_counters: _Counters | None
+    start_mono_ns: int
+    elapsed_ns: int
+    received_in_window: int
+    latency_hist: bytes
+    send_lag_hist: bytes
+    send_lag_unstalled_hist: bytes
+    stalls: int
+    stalled_ns: int
+    stall_intervals: list[tuple[int, int]]
+    samples: bytes
+    error: str | None
+    error_reasons: list[tuple[str, int]]
+    pinned_cpus: list[int | None]
+    cpu_ns: int
+    preemptions: int
+    sample_bytes: int
+
+def parse_dist(spec: str) -> tuple[str, float]: ...
+def parse_arrival(text: str) -> str: ...
+def route_interface(target: str) -> str: ...
+def hardware_timestamping(ifname: str) -> str | None: ...
+def check_workload(keys: int, key_size: str, value_size: str, popularity: str, set_fraction: float) -> tuple[float, float]: ...
+def preload(
+    target: str,
+    scheme: str,
+    *,
+    keys: int,
+    key_size: str,
+    value_size: str,
+    conns: int = 4,
+    depth: int = 64,
+    timeout_ns: int = 2_000_000_000,
+) -> _PreloadResult: ...
+def now_ns() -> int: ...
+def clock_cost_ns(per_batch: int = 10_000) -> tuple[float, float]: ...
+def histogram_params() -> tuple[int, int, int]: ...
+def interval_params() -> tuple[int, int]: ...
+def measure_stalls(duration_ns: int, threshold_ns: int = 5_000, cpu: int | None = None) -> _StallMeasurement: ...
+def model_sojourn(service: str, load: float, workers: int = 1, *, n: int, seed: int = 1, warmup: int = 0) -> bytes: ...
+def model_summary(
+    service: str, load: float, workers: int = 1, *, ps: list[float], n: int, seed: int = 1, warmup: int = 0
+) -> _ModelSummary: ...
+@final
+class Server:
+    def __new__(
+        cls, listen: str, workers: int = 1, service: str = "fixed:10us", seed: int = 1, pin: bool = True, busy_poll: bool = False
+    ) -> Server: ...
+    @property
+    def addr(self) -> str: ...
+    def served(self) -> int: ...
+    def busy_ns(self) -> int: ...
+    def take_stalls(self) -> list[tuple[int, int]]: ...
+    def stop(self) -> None: ...
+
+@final
+class Intervals:
+    def window(self, first: int, last: int, with_pending: bool = True) -> bytes: ...
+    def log(self) -> list[tuple[int, bytes]]: ...
+
+@final
+class Engine:
+    def __new__(
+        cls,
+        targets: list[str],
+        rate_rps: float,
+        duration_ns: int,
+        *,
+        threads: int = 1,
+        conns: int = 1,
+        outstanding: int = 1,
+        arrival: str = "exp",
+        sample_every: int = 1,
+        timeout_ns: int = 1_000_000_000,
+        late_ns: int = 50_000,
+        connect_timeout_ns: int = 2_000_000_000,
+        unreachable_ns: int = 2_000_000_000,
+        test_stall_ns: tuple[int, int, int, int] | None = None,
+        timestamps: str = "user",
+        seed: int = 1,
+        pin: bool = True,
+        busy_poll: bool = True,
+        service_ns: int | None = None,
+        reply_pad: int = 0,
+        scheme: str = "synthetic",
+        http_host: str = "",
+        http_path: str = "/",
+        udp_size: int = 64,
+        keys: int = 10_000,
+        key_size: str = "30",
+        value_size: str = "200",
+        popularity: str = "uniform",
+        set_fraction: float = 0.0,
+        probe_conns: int = 0,
+        probe_rate_rps: float = 0.0,
+    ) -> Engine: ...
+    @property
+    def start_mono_ns(self) -> int: ...
+    def snapshot(self) -> _Snapshot: ...
+    def take(self, wait_ns: int = 1_000_000_000) -> _Taken: ...
+    def intervals(self) -> Intervals: ...
+    def take_stalls(self) -> list[tuple[int, int]]: ...
+    def is_finished(self) -> bool: ...
+    def pause(self) -> None: ...
+    def resume(self) -> None: ...
+    def in_flight(self) -> int: ...
+    def stop(self) -> None: ...
+    def join(self) -> _Joined: ...
