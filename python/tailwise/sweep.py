@@ -229,14 +229,14 @@ def saturation(point: dict, base_p50_ns: float | None, limited: str | None = Non
     if rate is not None and not rate["ok"] and host is None:
         if limited:
             return limited
-        detail = rate["detail"]
-        if detail.startswith("closed loop"):
-            # The rate check's Little's law takes the mean response, which a saturated server's own
-            # queue inflates: the window was full because the server fell behind (client_limited
-            # said the window held what the server needs), so the figures alone are the reason.
-            # The law is the detail's first clause; the figures follow ("…; sent … (…; tolerance …)").
-            detail = detail.split("; ", 1)[-1]
-        return f"rate: {detail}"
+        if not r["achieved_rps"] or r["completed_rps"] is None:
+            return f"rate: {rate['detail']}"
+        # The figures alone: a closed-loop law the rate check may state takes the mean response,
+        # which a saturated server's own queue inflates — the window was full because the server
+        # fell behind (client_limited said the window held what the server needs).
+        from tailwise.methodology.checks import rate_figures
+
+        return "rate: " + rate_figures(target, r["achieved_rps"], r["completed_rps"], r["duration_s"])
     for what in ("achieved_rps", "completed_rps"):
         if r[what] is not None and r[what] < (1 - SHORTFALL) * target and not (what == "completed_rps" and host):
             return limited or f"{what.split('_')[0]} {r[what]:,.0f} req/s of {target:,.0f}"

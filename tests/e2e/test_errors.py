@@ -74,15 +74,21 @@ def test_bad_flag_values_are_one_line_too():
     _one_line_error(run_cli("serve", "--listen", "localhost:http"), "--listen")
 
 
-def test_server_that_dies_mid_run_keeps_the_results(tmp_path, serve):
+def _killed_mid_run(serve, out, after_s: float, *mode: str):
+    """A run of `tailwise serve` at 2,000 req/s into ``out``, the server killed ``after_s`` after
+    the schedule started (the CLI's start-up varies by machine): (the server, the finished run)."""
     srv = serve("--service", "fixed:5us")
-    out = tmp_path / "partial"
-    run = Run(srv.url, "--rate", "2000", "--duration", "6", "--out", str(out), json_out=False)
-    # Killed 1.5 s after the schedule started (the CLI's start-up varies by machine).
+    run = Run(srv.url, "--rate", "2000", *mode, "--out", str(out), json_out=False)
     start = run.wait_line("measuring ")
-    time.sleep(max(0.0, start + 1.5 - time.monotonic()))
+    time.sleep(max(0.0, start + after_s - time.monotonic()))
     srv.stop(signal.SIGKILL)
-    line = _one_line_error(run.finish(), "closed the connection")
+    return srv, run.finish()
+
+
+def test_server_that_dies_mid_run_keeps_the_results(tmp_path, serve):
+    out = tmp_path / "partial"
+    _, r = _killed_mid_run(serve, out, 1.5, "--duration", "6")
+    line = _one_line_error(r, "closed the connection")
     assert str(out) in line
     s = json.loads((out / "summary.json").read_text())
     assert s["verdict"] == "not-measurable"
@@ -156,14 +162,10 @@ def test_server_that_dies_mid_run_in_adaptive_mode_is_named_like_in_fixed_mode(t
     """The default mode gave exit 1 and 'the client fell behind its schedule … add --threads' when
     a round came after the backlog had built up but before the engine gave the target up: the
     client's stop rules now wait while the target answers nothing, and the engine names it."""
-    srv = serve("--service", "fixed:5us")
     out = tmp_path / "partial"
-    run = Run(srv.url, "--rate", "2000", "--max-time", "30", "--out", str(out), json_out=False)
-    start = run.wait_line("measuring ")
     # 2.5 s in: the third round (~3.8 s) sees > 10 % never sent, 2 s of absence come later.
-    time.sleep(max(0.0, start + 2.5 - time.monotonic()))
-    srv.stop(signal.SIGKILL)
-    line = _one_line_error(run.finish(), "closed the connection", "unreachable", srv.addr)
+    srv, r = _killed_mid_run(serve, out, 2.5, "--max-time", "30")
+    line = _one_line_error(r, "closed the connection", "unreachable", srv.addr)
     assert str(out) in line and "fell behind" not in line
     s = json.loads((out / "summary.json").read_text())
     assert s["verdict"] == "not-measurable" and srv.addr in s["error"]

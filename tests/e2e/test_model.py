@@ -1,13 +1,8 @@
 """`tailwise model` from the command line: the queueing-model ground truth against closed forms,
 and its errors (the model in process: tests/unit/test_model_closed_forms.py).
 
-Tolerances. A simulated queue's output is autocorrelated, so its estimates are much noisier than
-n i.i.d. draws would be. Over 100 seeds, 2 M customers after 100 k warm-up (the default), the
-relative standard deviation of the M/M/1 estimates at ρ = 0.5 is: mean 0.22 %, p50 0.21 %,
-p90 0.26 %, p99 0.40 %, p99.9 1.0 %, p99.99 2.5 % (largest error seen 9.9 %); for the M/G/1 means
-at ρ = 0.5 at most 0.43 % (lognormal σ = 1, 200 seeds), for the M/M/2 mean at ρ = 0.5 0.16 %. Each test
-allows 4–5 of those standard deviations: a correct model passes whatever the seed, a wrong
-formula (a factor 2 in P–K, λ off by k, E[S] for E[S²]) is off by 10 % or more.
+Tolerances: derived in tests/unit/test_model_closed_forms.py (4–5 standard deviations of the
+simulated estimates over 100 seeds).
 """
 
 import json
@@ -17,8 +12,10 @@ import pytest
 from support.cli import run_cli
 
 from tailwise.model import mm1_quantile_ns
+from tailwise.workload import DEFAULT_PERCENTILES
 
-PS = [50, 90, 95, 99, 99.9, 99.99]
+#: The percentiles `tailwise model` reports.
+PS = list(DEFAULT_PERCENTILES)
 #: Relative tolerance per percentile for M/M/1 at ρ = 0.5 with the default 2 M customers.
 MM1_TOL = {50: 0.01, 90: 0.012, 95: 0.015, 99: 0.02, 99.9: 0.05, 99.99: 0.12}
 

@@ -8,7 +8,6 @@ import signal
 import socket
 import struct
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -25,6 +24,7 @@ from support.servers import (
     redis_server,
 )
 from tailwise import serverstats
+from tailwise.target import Target
 
 
 def _talk(port: int, request: bytes, until: bytes, timeout_s: float = 2.0) -> bytes:
@@ -308,20 +308,6 @@ def test_serverstats_redis_counts(redis):
     assert block["delta"] == {"gets": 3, "sets": 2, "hits": 2, "misses": 1, "connections": 2}
     assert set(block["after"]) >= {"cmdstat_get_calls", "keyspace_hits", "total_connections_received",
                                    "connected_clients", "total_commands_processed"}
-
-
-@dataclass(frozen=True)
-class Target:
-    """What fetch_all/compare_all need of tailwise.target.Target."""
-
-    scheme: str
-    host: str
-    port: int
-    path: str = ""
-
-    @property
-    def url(self) -> str:
-        return f"{self.scheme}://{self.host}:{self.port}{self.path}"
 
 
 def test_serverstats_fetch_all_and_compare_all(memcached, redis):

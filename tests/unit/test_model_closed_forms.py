@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 from tailwise.errors import InputError
+from tailwise.workload import DEFAULT_PERCENTILES
 from tailwise.model import (
     erlang_c_mean_ns,
     model_percentiles,
@@ -24,8 +25,8 @@ from tailwise.model import (
     sojourn_sequence,
 )
 
-#: The percentiles compared (as in tests/e2e/test_model.py).
-PS = [50, 90, 95, 99, 99.9, 99.99]
+#: The percentiles compared: those every summary reports.
+PS = list(DEFAULT_PERCENTILES)
 
 
 @pytest.mark.parametrize("service", ["fixed:10us", "bimodal:10us", "lognormal:10us:1.0"])

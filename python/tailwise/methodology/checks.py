@@ -49,6 +49,13 @@ def little_need(target_rps: float, response_ns: float) -> float:
     return target_rps * response_ns / 1e9
 
 
+def rate_figures(target_rps: float, achieved_rps: float, completed_rps: float, duration_s: float) -> str:
+    """The rates sent and completed against the target, with the tolerance they are judged by."""
+    tol = rate_tolerance(target_rps, duration_s)
+    return (f"sent {achieved_rps:,.0f} req/s and completed {completed_rps:,.0f} req/s of {target_rps:,.0f} "
+            f"({achieved_rps / target_rps - 1.0:+.1%} / {completed_rps / target_rps - 1.0:+.1%}; tolerance ±{tol:.1%})")
+
+
 def rate_check(target_rps: float, achieved_rps: float | None, completed_rps: float | None, duration_s: float, *,
                conns: int, outstanding: int, response_ns: float | None) -> Check:
     if not achieved_rps or completed_rps is None:
@@ -56,8 +63,7 @@ def rate_check(target_rps: float, achieved_rps: float | None, completed_rps: flo
     tol = rate_tolerance(target_rps, duration_s)
     sent_dev = achieved_rps / target_rps - 1.0
     done_dev = completed_rps / target_rps - 1.0
-    detail = (f"sent {achieved_rps:,.0f} req/s and completed {completed_rps:,.0f} req/s of {target_rps:,.0f} "
-              f"({sent_dev:+.1%} / {done_dev:+.1%}; tolerance ±{tol:.1%})")
+    detail = rate_figures(target_rps, achieved_rps, completed_rps, duration_s)
     capacity = conns * outstanding
     if response_ns:
         need = little_need(target_rps, response_ns)
