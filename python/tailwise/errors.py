@@ -1,6 +1,8 @@
 """Errors the user can act on: each carries what went wrong and what to do about it.
 
-The CLI prints them as one line and exits with status 2; no traceback reaches the user.
+The CLI prints them as one line and exits with status 2; no traceback reaches the user. The data
+plane raises these same classes (crates/tailwise-py `raise`, from tailwise-core's typed
+`error::Problem`: its kind picks the class), with the problem and the remedy as two values.
 """
 
 from __future__ import annotations
@@ -26,3 +28,7 @@ class InputError(TailwiseError):
 
 class TargetError(TailwiseError):
     """The target cannot be reached or stopped behaving during the run."""
+
+
+class HostError(TailwiseError):
+    """The host cannot do what was asked: a clock, a NIC's stamps, a permission."""

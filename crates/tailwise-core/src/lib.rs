@@ -18,6 +18,7 @@
 //! | [`nic`] | NIC hardware timestamps: whether a driver can stamp every packet, switching it to, its PTP clock's offset |
 //! | [`engine`] | the open-loop load generator: threads, connections (reconnected when the target closes them), backlog, matching replies, snapshots, pauses |
 //! | [`server`] | the synthetic server behind `tailwise serve` |
+//! | [`error`] | the typed problems every public function returns ([`error::Problem`]: problem, remedy, kind) |
 //! | [`model`] | queueing-model ground truth: M/G/1 (Lindley) and M/G/k (Kiefer–Wolfowitz) sojourn times |
 //!
 //! ## Concepts
@@ -40,6 +41,7 @@
 pub mod clock;
 pub mod dist;
 pub mod engine;
+pub mod error;
 pub mod model;
 pub mod net;
 pub mod nic;

@@ -10,6 +10,7 @@ use pyo3::types::{PyBytes, PyDict};
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::sync::{Arc, Mutex};
 use tailwise_core::dist::Dist;
+use tailwise_core::error::{Kind, Problem};
 use tailwise_core::engine::{Counters, Engine, EngineConfig, Probe, Snapshot, TestStall, Timestamps};
 use tailwise_core::protocol::Protocol;
 use tailwise_core::recorder::{
@@ -20,6 +21,26 @@ use tailwise_core::preload::{preload as run_preload, PreloadConfig};
 use tailwise_core::schedule::Arrival;
 use tailwise_core::server::{Server, ServerConfig};
 use tailwise_core::workload::{Popularity, SizeDist, Workload};
+
+/// A data-plane problem raised as its `tailwise.errors` class, carrying the problem and the remedy
+/// as two values (`TailwiseError(problem, remedy)`), so Python never reads them out of a message.
+#[allow(dead_code)] // until the first typed error (issue 20) uses it
+fn raise<E: Problem>(e: E) -> PyErr {
+    Python::attach(|py| {
+        let class = match e.kind() {
+            Kind::Input => "InputError",
+            Kind::Target => "TargetError",
+            Kind::Host => "HostError",
+        };
+        match py.import("tailwise.errors").and_then(|m| m.getattr(class)) {
+            Ok(cls) => match cls.call1((e.to_string(), e.remedy())) {
+                Ok(obj) => PyErr::from_value(obj),
+                Err(err) => err,
+            },
+            Err(err) => err,
+        }
+    })
+}
 
 /// The protocol a target's scheme names, with its parameters.
 fn protocol(scheme: &str, service_ns: Option<u32>, reply_pad: u32, http_host: &str, http_path: &str, udp_size: usize) -> PyResult<Protocol> {
