@@ -27,9 +27,9 @@ from pathlib import Path
 
 
 from tailwise import _core
-from tailwise.host import host_info
-from tailwise.model import model_percentiles
-from tailwise.results import decode_histogram
+from tailwise.agent.host import host_info
+from tailwise.stats.model import model_percentiles
+from tailwise.results.summary import decode_histogram
 
 
 def one_run(rate: float, *, seconds: float, conns: int, outstanding: int, service: str = "fixed:0",

@@ -44,7 +44,7 @@ import time
 from pathlib import Path
 
 from tailwise import _core
-from tailwise.host import host_info
+from tailwise.agent.host import host_info
 
 SCENARIOS = ("memcached", "builtin", "poll-block")
 #: Added to a run's --duration or --max-time before it is killed and recorded as `timeout`.

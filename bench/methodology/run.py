@@ -26,8 +26,8 @@ from pathlib import Path
 
 import numpy as np
 
-from tailwise.agent import SAMPLE_DTYPE
-from tailwise.host import host_info
+from tailwise.agent.local import SAMPLE_DTYPE
+from tailwise.agent.host import host_info
 from tailwise.methodology.analysis import Precision, analyse
 from tailwise.stats.histogram import Buckets
 

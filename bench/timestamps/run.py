@@ -29,9 +29,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from sockperf import sockperf_pingpong  # noqa: E402
 
-from tailwise import netns  # noqa: E402
-from tailwise.calibrate import calibrate  # noqa: E402
-from tailwise.host import host_info  # noqa: E402
+from tailwise.measure import netns  # noqa: E402
+from tailwise.measure.calibrate import calibrate  # noqa: E402
+from tailwise.agent.host import host_info  # noqa: E402
 
 FIGS = ("min", "p50", "p99", "p99.9")
 RATE = 2_000

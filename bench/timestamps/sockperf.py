@@ -126,7 +126,7 @@ def main() -> None:
     parser.add_argument("--mps", type=int, default=1000)
     args = parser.parse_args()
 
-    from tailwise import netns
+    from tailwise.measure import netns
 
     runs = {}
     for tcp in (False, True):

@@ -16,7 +16,7 @@ except PackageNotFoundError:  # running from a source tree
 def __getattr__(name: str):
     # load_results pulls in pandas: only notebooks that ask for it pay.
     if name == "load_results":
-        from tailwise.dataset import load_results
+        from tailwise.results.dataset import load_results
 
         return load_results
     raise AttributeError(f"module 'tailwise' has no attribute {name!r}")

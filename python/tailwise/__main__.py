@@ -1,3 +1,3 @@
-from tailwise.cli import main
+from tailwise.cli.main import main
 
 main()

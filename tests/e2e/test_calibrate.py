@@ -12,7 +12,7 @@ import subprocess
 import pytest
 
 from support.cli import CLI, run_cli
-from tailwise import netns
+from tailwise.measure import netns
 
 def _json(r) -> dict:
     assert r.returncode == 0, (r.returncode, r.stderr)

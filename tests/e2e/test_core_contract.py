@@ -12,11 +12,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tailwise import _core, model, results, target
-from tailwise.agent import SAMPLE_DTYPE, Flag, LoadSpec, LocalAgent
+from tailwise import _core
+from tailwise.results import summary as results
+from tailwise.spec import target
+from tailwise.stats import model
+from tailwise.agent.local import SAMPLE_DTYPE, Flag, LoadSpec, LocalAgent
 from tailwise.errors import InputError
 from tailwise.methodology import analysis, checks, controller
-from tailwise.server import builtin_server
+from tailwise.measure.server import builtin_server
 
 ROOT = Path(__file__).resolve().parents[2]
 

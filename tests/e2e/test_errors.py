@@ -150,7 +150,7 @@ def test_bad_workload_file(tmp_path, content, needles):
 def test_every_example_workload_file_is_valid():
     from pathlib import Path
 
-    from tailwise.workload import Workload, load_file, resolve
+    from tailwise.spec.workload import Workload, load_file, resolve
 
     files = sorted((Path(__file__).resolve().parents[2] / "examples").glob("*.toml"))
     assert files
@@ -178,7 +178,7 @@ def test_unanswered_datagrams_are_named_as_what_held_the_slots():
     """Lost datagrams hold their slot until --timeout: with 2 % lost at 2,000 req/s and a 1 s
     timeout, 40 slots of 32 are held on average: the rate and arrivals checks say so, with the
     figure, instead of blaming the server's speed or the client."""
-    from tailwise.agent import LoadSpec
+    from tailwise.agent.local import LoadSpec
     from tailwise.methodology.checks import Check
     from tailwise.methodology.controller import adjust_remedies, held_slots
 

@@ -158,7 +158,7 @@ def _epoch(iso: str) -> float:
 
 
 def test_python_hdrh_reads_the_hlog_as_the_whole_run(run_dir):
-    from tailwise.results import value_at_percentile
+    from tailwise.results.summary import value_at_percentile
 
     summary, out = run_dir
     hist = summary["latency"]["histogram"]
@@ -234,7 +234,7 @@ def test_java_log_processor_reads_the_agents_tagged_log(run_dir, tmp_path):
 
 
 def _java_ticks(h: HdrHistogram):
-    from tailwise.results import HGRM_TICKS_PER_HALF, JavaPercentileIterator
+    from tailwise.results.summary import HGRM_TICKS_PER_HALF, JavaPercentileIterator
 
     return JavaPercentileIterator(h, HGRM_TICKS_PER_HALF)
 
@@ -243,7 +243,7 @@ def test_histogram_percentiles_are_read_as_java_reads_them():
     """The summary's every-request percentiles: the ⌈p/100 · N⌉-th smallest request, as Java's
     getValueAtPercentile (and its log processor) reads them — never one request lower, as hdrh's
     rounding of the rank can be."""
-    from tailwise.results import _hist_json, value_at_percentile
+    from tailwise.results.summary import _hist_json, value_at_percentile
 
     h = HdrHistogram(1, 3_600_000_000_000, 3)
     for v in range(1, 11):  # 1 … 10 ns
@@ -283,7 +283,7 @@ def test_hgrm_is_what_java_writes_for_the_histogram(run_dir, tmp_path):
 
 
 def test_hgrm_of_an_empty_histogram(tmp_path):
-    from tailwise.results import write_hgrm
+    from tailwise.results.summary import write_hgrm
 
     write_hgrm(tmp_path / "e.hgrm", base64.b64decode(HdrHistogram(1, 3_600_000_000_000, 3).encode()))
     rows, footer = parse_distribution((tmp_path / "e.hgrm").read_text())
@@ -300,10 +300,10 @@ def test_sample_times_are_signed_so_differences_can_be_negative(tmp_path):
     import pyarrow.csv as pacsv
     import pyarrow.parquet as pq
 
-    from tailwise.agent import SAMPLE_DTYPE, Flag
-    from tailwise.dataset import read_samples
-    from tailwise.files import SAMPLE_COLUMN_DTYPES
-    from tailwise.results import SIGNED_NS_COLUMNS, sample_columns
+    from tailwise.agent.local import SAMPLE_DTYPE, Flag
+    from tailwise.results.dataset import read_samples
+    from tailwise.results.files import SAMPLE_COLUMN_DTYPES
+    from tailwise.results.summary import SIGNED_NS_COLUMNS, sample_columns
 
     rows = np.zeros(2, dtype=SAMPLE_DTYPE)
     rows[0] = (1_000, 1_200, 1_150, 9_000, 5_000, int(Flag.KERNEL_TX | Flag.KERNEL_RX), 0)
@@ -328,7 +328,7 @@ def test_samples_files_of_a_run_have_signed_times(run_dir):
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from tailwise.results import SIGNED_NS_COLUMNS
+    from tailwise.results.summary import SIGNED_NS_COLUMNS
 
     _, out = run_dir
     schema = pq.read_schema(out / "samples.parquet")

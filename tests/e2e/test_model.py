@@ -11,8 +11,8 @@ import math
 import pytest
 from support.cli import run_cli
 
-from tailwise.model import mm1_quantile_ns
-from tailwise.workload import DEFAULT_PERCENTILES
+from tailwise.stats.model import mm1_quantile_ns
+from tailwise.spec.workload import DEFAULT_PERCENTILES
 
 #: The percentiles `tailwise model` reports.
 PS = list(DEFAULT_PERCENTILES)

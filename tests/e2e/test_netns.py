@@ -1,4 +1,4 @@
-"""tailwise.netns with real namespaces: traffic crosses the veth, and the namespaces always go."""
+"""tailwise.measure.netns with real namespaces: traffic crosses the veth, and the namespaces always go."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from tailwise import netns
+from tailwise.measure import netns
 from tailwise.errors import TailwiseError
 
 pytestmark = pytest.mark.skipif(netns.can_create() is not None, reason=str(netns.can_create()))

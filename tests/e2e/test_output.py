@@ -10,7 +10,7 @@ import pytest
 from rich.console import Console
 
 from support.cli import run_cli
-from tailwise.output import print_summary
+from tailwise.render.output import print_summary
 
 
 @pytest.fixture(scope="module")

@@ -361,7 +361,7 @@ def _colour(pixels, box: dict | None = None) -> float:
 def test_the_drawn_check_tells_empty_axes_from_a_plot(builtin_run):
     """The screenshot's per-plot check is not vacuous: empty axes with the CDF's labels, grid and
     guide lines have ink but no colour; the report's CDF of a real run has both."""
-    from tailwise import report
+    from tailwise.render import report
 
     fig, ax = report._figure()
     for q in (0.5, 0.9, 0.99):

@@ -368,7 +368,7 @@ def bracket(rows, p: float) -> tuple[int, int]:
 def test_hgrm_parses_and_matches_the_summary(run_out):
     from hdrh.histogram import HdrHistogram
 
-    from tailwise.results import decode_histogram, value_at_percentile
+    from tailwise.results.summary import decode_histogram, value_at_percentile
 
     doc, out = run_out
     hist = doc["latency"]["histogram"]

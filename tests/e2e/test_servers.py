@@ -1,5 +1,5 @@
 """The test servers (tests/support/servers.py, their fixtures in tests/support/plugin.py) and
-tailwise.serverstats, against the real Debian servers."""
+tailwise.measure.serverstats, against the real Debian servers."""
 
 from __future__ import annotations
 
@@ -23,8 +23,8 @@ from support.servers import (
     nginx_server,
     redis_server,
 )
-from tailwise import serverstats
-from tailwise.target import Target
+from tailwise.measure import serverstats
+from tailwise.spec.target import Target
 
 
 def _talk(port: int, request: bytes, until: bytes, timeout_s: float = 2.0) -> bytes:

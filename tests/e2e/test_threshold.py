@@ -6,7 +6,7 @@ import json
 
 
 from support.cli import run_cli
-from tailwise.threshold import PASS
+from tailwise.spec.threshold import PASS
 
 
 def test_pass_fail_and_inconclusive_thresholds_set_the_exit_code():

@@ -22,7 +22,7 @@ import pyarrow.csv as pacsv
 import pytest
 
 from support.cli import run_cli
-from tailwise import netns
+from tailwise.measure import netns
 
 
 def _summary(r) -> dict:

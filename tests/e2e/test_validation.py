@@ -30,7 +30,7 @@ import pytest
 from support.cli import run_cli
 from support.live_run import Run, assert_freeze_visible, freeze
 from support.noise import NOISY, machine_noise
-from tailwise.units import parse_dist
+from tailwise.spec.units import parse_dist
 
 #: The machine can turn noisy mid-test: a run whose engine thread stalled (≥ 200 µs) more often
 #: than this per second, or once for longer than NOISY_STALL_NS, was not measured on a quiet

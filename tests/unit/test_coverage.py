@@ -22,7 +22,7 @@ import math
 import numpy as np
 import pytest
 
-from tailwise.model import mm1_quantile_ns, model_percentiles, sojourn_sequence
+from tailwise.stats.model import mm1_quantile_ns, model_percentiles, sojourn_sequence
 from tailwise.stats.quantiles import estimate_percentile, percentile_ci
 
 REPS = 200

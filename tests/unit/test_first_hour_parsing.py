@@ -11,7 +11,7 @@ import pytest
 
 from tailwise import _core
 from tailwise.errors import InputError
-from tailwise.units import parse_rate, parse_time_ns
+from tailwise.spec.units import parse_rate, parse_time_ns
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -77,9 +77,9 @@ def test_every_example_in_the_help_texts_parses():
 
     import typer
 
-    from tailwise.cli import app
-    from tailwise.spec import parse_ci
-    from tailwise.units import parse_dist
+    from tailwise.cli.main import app
+    from tailwise.spec.runspec import parse_ci
+    from tailwise.spec.units import parse_dist
 
     parsers = {"rate": parse_rate, "ci": parse_ci, **{n: parse_time_ns for n in
                                                       ("max_time", "duration", "timeout", "late", "warmup")}}

@@ -5,7 +5,7 @@ in test_delays.py."""
 import numpy as np
 import pytest
 
-from tailwise.agent import SAMPLE_DTYPE
+from tailwise.agent.local import SAMPLE_DTYPE
 from tailwise.methodology.analysis import Precision, analyse
 from tailwise.methodology.checks import confidence_check, errors_check, rate_check
 from tailwise.stats.arrivals import arrival_fit

@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 
 from tailwise.errors import InputError
-from tailwise.workload import DEFAULT_PERCENTILES
-from tailwise.model import (
+from tailwise.spec.workload import DEFAULT_PERCENTILES
+from tailwise.stats.model import (
     erlang_c_mean_ns,
     model_percentiles,
     pk_mean_ns,

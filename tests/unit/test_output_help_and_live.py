@@ -7,7 +7,7 @@ import io
 import typer.main
 from rich.console import Console
 
-from tailwise.cli import _patch_help, app
+from tailwise.cli.main import _patch_help, app
 
 
 def test_every_help_names_values_and_shows_defaults():
@@ -57,7 +57,7 @@ class _FakeSession:
 
 
 def test_the_live_line_shows_rates_percentiles_so_far_and_the_ci_against_its_target():
-    from tailwise.live import LiveLine
+    from tailwise.render.live import LiveLine
     from tailwise.methodology.controller import RoundInfo
 
     session = _FakeSession()

@@ -10,8 +10,8 @@ import json
 import pytest
 
 from tailwise.errors import InputError
-from tailwise.spec import RunSpec
-from tailwise.workload import DEFAULTS
+from tailwise.spec.runspec import RunSpec
+from tailwise.spec.workload import DEFAULTS
 
 NONE = {name: None for name in DEFAULTS}
 

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as hst
 from scipy.signal import lfilter
 
-from tailwise.model import sojourn_sequence
+from tailwise.stats.model import sojourn_sequence
 from tailwise.stats.arrivals import DISTANCE_MAX, arrival_fit
 from tailwise.stats.independence import independence
 from tailwise.stats.quantiles import (

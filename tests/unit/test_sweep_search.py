@@ -10,7 +10,7 @@ import pytest
 from support.cli import run_cli
 from support.schemas import assert_valid
 from tailwise.errors import InputError
-from tailwise.sweep import (Outcome, capacity_of, capacity_text, conclude, host_shortfall, host_stall_share, knee_text,
+from tailwise.sweep.run import (Outcome, capacity_of, capacity_text, conclude, host_shortfall, host_stall_share, knee_text,
                             kneedle, next_index, parse_rates, point_row, saturation)
 
 
@@ -173,11 +173,11 @@ def fake_sweep(monkeypatch, tmp_path):
     """Run a sweep whose points come from ``sequence`` (rate → one figure per attempt), in-process."""
     from types import SimpleNamespace
 
-    import tailwise.measurement
-    import tailwise.results
-    from tailwise.files import write_json
-    from tailwise.spec import RunSpec
-    from tailwise.sweep import Plan, Sweep, parse_rates
+    import tailwise.measure.point
+    import tailwise.results.summary
+    from tailwise.results.files import write_json
+    from tailwise.spec.runspec import RunSpec
+    from tailwise.sweep.run import Plan, Sweep, parse_rates
 
     measured: list[tuple[float, int]] = []
 
@@ -190,8 +190,8 @@ def fake_sweep(monkeypatch, tmp_path):
             return SimpleNamespace(summary=_fake_point(spec.rate_rps, s) if not isinstance(s, dict) else s,
                                    result=SimpleNamespace(interrupted=False), analysis=SimpleNamespace(used_mask=None))
 
-        monkeypatch.setattr(tailwise.measurement, "measure", measure)
-        monkeypatch.setattr(tailwise.results, "write_out",
+        monkeypatch.setattr(tailwise.measure.point, "measure", measure)
+        monkeypatch.setattr(tailwise.results.summary, "write_out",
                             lambda d, s, *a: (d.mkdir(parents=True), write_json(d / "summary.json", s)))
         grid = parse_rates(rates)
         rs = RunSpec.from_flags({"rate": grid[0], "percentile": 90.0 if slo else None, "duration": "1"}, None)
@@ -310,7 +310,7 @@ def test_the_knee_is_never_at_a_point_without_an_interval_and_states_its_range()
 
 
 def test_the_window_is_sized_for_the_top_load_or_refused():
-    from tailwise.sweep import size_window, window_needed
+    from tailwise.sweep.run import size_window, window_needed
 
     need = window_needed(100_000)  # 100k × 500 µs × 2
     assert need == 100
@@ -326,7 +326,7 @@ def test_the_window_is_sized_for_the_top_load_or_refused():
 
 
 def test_a_point_saturated_on_the_clients_window_is_not_the_servers_capacity():
-    from tailwise.sweep import client_limited, saturation_text
+    from tailwise.sweep.run import client_limited, saturation_text
 
     # 2 slots, 30 µs per response at the lowest load: completing 40k needs 1.2 in flight, more than
     # half the window, and most requests waited for a slot.

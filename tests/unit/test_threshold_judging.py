@@ -5,7 +5,7 @@ one-line errors. The command line's exit codes, --quiet and the ETA: tests/e2e/t
 import pytest
 
 from tailwise.errors import InputError
-from tailwise.threshold import FAIL, INCONCLUSIVE, PASS, Threshold, parse_all
+from tailwise.spec.threshold import FAIL, INCONCLUSIVE, PASS, Threshold, parse_all
 
 
 @pytest.mark.parametrize("text,low,high,want", [

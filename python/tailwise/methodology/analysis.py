@@ -42,7 +42,7 @@ import numpy as np
 from scipy.stats import binom
 
 from tailwise import _core
-from tailwise.agent import Flag
+from tailwise.agent.local import Flag
 from tailwise.methodology.checks import (
     Check,
     Setting,

@@ -45,11 +45,11 @@ from typing import Callable
 import numpy as np
 
 from tailwise import signals
-from tailwise.agent import AgentResult, LoadSpec, Session, Taken
+from tailwise.agent.local import AgentResult, LoadSpec, Session, Taken
 from tailwise.methodology.analysis import STEPS, Analysis, Precision, analyse
 from tailwise.methodology.checks import Check, Setting, target_width_ns
 from tailwise.stats.histogram import Buckets, decode
-from tailwise.target import DATAGRAM
+from tailwise.spec.target import DATAGRAM
 
 ROUND_S = 1.0
 #: Each round is this much longer than the one before: the analysis of everything collected costs

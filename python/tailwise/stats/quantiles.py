@@ -71,7 +71,7 @@ import numpy as np
 from scipy.stats import binom
 
 from tailwise.stats.independence import Independence, independence
-from tailwise.workload import DEFAULT_PERCENTILES  # the percentiles a summary reports by default
+from tailwise.spec.workload import DEFAULT_PERCENTILES  # the percentiles a summary reports by default
 
 
 @dataclass(frozen=True)

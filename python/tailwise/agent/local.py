@@ -16,8 +16,8 @@ import numpy as np
 
 from tailwise import _core, signals
 from tailwise.errors import InputError, TargetError
-from tailwise.host import steal_ticks
-from tailwise.workload import Workload
+from tailwise.agent.host import steal_ticks
+from tailwise.spec.workload import Workload
 
 #: One row per kept request, as the engine writes it (recorder.rs, `Sample`; the layout is the
 #: engine's own, ``_core.SAMPLE_FIELDS``): times in ns since the engine's start; sent_ns/rx_user_ns

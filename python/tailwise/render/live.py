@@ -17,7 +17,7 @@ from rich.console import Console
 from rich.live import Live
 from rich.text import Text
 
-from tailwise.output import fmt_ns
+from tailwise.render.output import fmt_ns
 
 #: Seconds between redraws (the issue's "a live line per second").
 REDRAW_S = 1.0

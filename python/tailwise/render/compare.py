@@ -16,8 +16,8 @@ from pathlib import Path
 
 from tailwise import __version__
 from tailwise.errors import InputError
-from tailwise.files import write_json
-from tailwise.report import (RUN_SCHEMA, SWEEP_SCHEMA, ccdf_overlay_figure, e, figure_html, fmt_ns, load_summary,
+from tailwise.results.files import write_json
+from tailwise.render.report import (RUN_SCHEMA, SWEEP_SCHEMA, ccdf_overlay_figure, e, figure_html, fmt_ns, load_summary,
                              page, prepare_out, read_histogram, save_figure, table, value_text)
 
 SCHEMA = "tailwise.compare/1"
@@ -153,7 +153,7 @@ def table_rows(doc: dict) -> list[list[list[str]]]:
 
 def print_compare(doc: dict) -> None:
     """The runs and the table, as a person reads them (rich; no wrapping off a terminal)."""
-    from tailwise.output import stdout_console
+    from tailwise.render.output import stdout_console
     from rich.markup import escape
     from rich.table import Table
 

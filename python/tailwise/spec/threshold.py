@@ -15,8 +15,8 @@ import re
 from dataclasses import dataclass
 
 from tailwise.errors import InputError
-from tailwise.output import fmt_ns
-from tailwise.units import parse_time_ns
+from tailwise.render.output import fmt_ns
+from tailwise.spec.units import parse_time_ns
 
 PASS, FAIL, INCONCLUSIVE = "pass", "fail", "inconclusive"
 _OPS = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge}

@@ -22,12 +22,12 @@ from typer._click.exceptions import NoArgsIsHelpError, UsageError
 
 from tailwise import __version__
 from tailwise.errors import InputError, TailwiseError, TargetError
-from tailwise.output import err_console, print_summary, set_quiet, warn
+from tailwise.render.output import err_console, print_summary, set_quiet, warn
 from tailwise.signals import Interrupted
-from tailwise.server import builtin_server
-from tailwise.target import parse_target
-from tailwise.spec import TIME_CAP_ENV, RunSpec, positive as _positive
-from tailwise.units import parse_time_ns
+from tailwise.measure.server import builtin_server
+from tailwise.spec.target import parse_target
+from tailwise.spec.runspec import TIME_CAP_ENV, RunSpec, positive as _positive
+from tailwise.spec.units import parse_time_ns
 
 app = typer.Typer(
     add_completion=False,
@@ -112,11 +112,11 @@ def run(
 def _run(kw: dict) -> int:
     from tailwise import signals
     # The statistics stack (scipy, statsmodels) loads in ~1 s: only the commands that use it pay.
-    from tailwise.measurement import measure, prepare, round_line
-    from tailwise.files import check_out_dir, dumps, new_dirs, refuse_results, remove_new_dirs
-    from tailwise.results import SAMPLE_FORMATS, write_out
-    from tailwise.threshold import Threshold, parse_all as parse_thresholds
-    from tailwise.workload import command_setting, load_file
+    from tailwise.measure.point import measure, prepare, round_line
+    from tailwise.results.files import check_out_dir, dumps, new_dirs, refuse_results, remove_new_dirs
+    from tailwise.results.summary import SAMPLE_FORMATS, write_out
+    from tailwise.spec.threshold import Threshold, parse_all as parse_thresholds
+    from tailwise.spec.workload import command_setting, load_file
 
     set_quiet(kw["quiet"])
     file = load_file(kw["workload"])
@@ -207,11 +207,11 @@ def sweep(**kw) -> int:
     from pathlib import Path
 
     from tailwise import signals
-    from tailwise.files import check_out_dir, dumps, new_dirs, refuse_results
-    from tailwise.results import SAMPLE_FORMATS
-    from tailwise.sweep import Plan, Sweep, parse_rates, size_window
-    from tailwise.threshold import Threshold, parse_all as parse_thresholds
-    from tailwise.workload import COMMAND_DEFAULTS, command_setting, load_file
+    from tailwise.results.files import check_out_dir, dumps, new_dirs, refuse_results
+    from tailwise.results.summary import SAMPLE_FORMATS
+    from tailwise.sweep.run import Plan, Sweep, parse_rates, size_window
+    from tailwise.spec.threshold import Threshold, parse_all as parse_thresholds
+    from tailwise.spec.workload import COMMAND_DEFAULTS, command_setting, load_file
 
     set_quiet(kw["quiet"])
     resume = kw["resume"]
@@ -315,8 +315,8 @@ def _execute_into(out, made: list | None, force: bool, execute):
     with --force putting aside what tailwise wrote there before. If no point gets measured (a
     target refused, a signal before the first point), the directory is left as it was found: the
     old results put back, or the directories created removed."""
-    from tailwise.files import remove_new_dirs, stash_results, unstash_results
-    from tailwise.sweep import completed_points
+    from tailwise.results.files import remove_new_dirs, stash_results, unstash_results
+    from tailwise.sweep.run import completed_points
 
     stash = stash_results(out) if force else None
     measured = False
@@ -337,8 +337,8 @@ def _execute_into(out, made: list | None, force: bool, execute):
 def print_sweep(doc: dict) -> None:
     from rich.table import Table
 
-    from tailwise.output import fmt_ns, stdout_console
-    from tailwise.sweep import capacity_text, knee_text, saturation_text
+    from tailwise.render.output import fmt_ns, stdout_console
+    from tailwise.sweep.run import capacity_text, knee_text, saturation_text
 
     console = stdout_console()
     console.print(f"tailwise sweep · {doc['target']} · p{doc['percentile']:g} with its CI", markup=False)
@@ -417,8 +417,8 @@ def model(
     json_out: bool = typer.Option(False, "--json", help="print JSON on stdout instead of the table"),
 ) -> int:
     """Queueing-model ground truth: sojourn-time percentiles of a FIFO M/G/k queue (simulated)."""
-    from tailwise.model import model_percentiles, print_model
-    from tailwise.files import dumps
+    from tailwise.stats.model import model_percentiles, print_model
+    from tailwise.results.files import dumps
 
     result = model_percentiles(service, load, workers=workers, n=customers, seed=seed)
     if json_out:
@@ -441,8 +441,8 @@ def load(
 ) -> int:
     """Store every key of a workload once, so that the gets of a later `tailwise run` hit."""
     from tailwise import _core
-    from tailwise.files import dumps
-    from tailwise.workload import Workload, load_file, resolve
+    from tailwise.results.files import dumps
+    from tailwise.spec.workload import Workload, load_file, resolve
 
     st = resolve({"keys": keys, "key_size": key_size, "value_size": value}, load_file(workload))
     tgt = parse_target(target)
@@ -488,8 +488,8 @@ def calibrate(
     """
     from pathlib import Path
 
-    from tailwise.calibrate import calibrate as run_calibration, print_calibration
-    from tailwise.files import check_out_dir, dumps, write_json
+    from tailwise.measure.calibrate import calibrate as run_calibration, print_calibration
+    from tailwise.results.files import check_out_dir, dumps, write_json
 
     seconds = parse_time_ns(duration, what="--duration") / 1e9
     if seconds < 0.5:
@@ -554,7 +554,7 @@ def _signals_handled(fn):
 
 _sweep_signature()
 
-from tailwise import cli_report  # noqa: E402  (report and compare: their own module)
+from tailwise.cli import report as cli_report  # noqa: E402  (report and compare: their own module)
 
 cli_report.register(app)
 

@@ -35,10 +35,10 @@ from dataclasses import replace
 import numpy as np
 
 from tailwise import _core
-from tailwise.agent import Flag, LoadSpec, LocalAgent
+from tailwise.agent.local import Flag, LoadSpec, LocalAgent
 from tailwise.errors import TailwiseError
-from tailwise.host import host_info
-from tailwise.spec import hardware_stamping
+from tailwise.agent.host import host_info
+from tailwise.spec.runspec import hardware_stamping
 
 SCHEMA = "tailwise.calibrate/1"
 #: Ping-pong at a low rate: the path's own latency, no queueing behind earlier requests.
@@ -142,7 +142,7 @@ def _cores() -> int:
 
 
 def loopback_path(seconds: float) -> dict:
-    from tailwise.server import builtin_server
+    from tailwise.measure.server import builtin_server
 
     with builtin_server(service="fixed:0", busy_poll=_cores() >= 2) as srv:
         return {"path": "loopback", "tried": True} | ping(srv.addr, seconds=seconds)
@@ -151,7 +151,7 @@ def loopback_path(seconds: float) -> dict:
 def veth_path(seconds: float) -> dict:
     """The same measurement across a veth pair: the reflector (`tailwise serve`) in one namespace,
     this command (against it) in the other."""
-    from tailwise import netns
+    from tailwise.measure import netns
 
     if (why := netns.can_create()) is not None:
         return {"path": "veth", "tried": False, "reason": why}
@@ -195,8 +195,8 @@ def model_bias(seconds: float = MODEL_SECONDS) -> dict:
     source, minus the M/D/1 sojourn percentiles."""
     from tailwise.methodology.analysis import Precision
     from tailwise.methodology.controller import fixed_methodology
-    from tailwise.model import model_percentiles
-    from tailwise.server import builtin_server
+    from tailwise.stats.model import model_percentiles
+    from tailwise.measure.server import builtin_server
 
     model = model_percentiles(MODEL_SERVICE, MODEL_LOAD, ps=PERCENTILES)
     want = {p["p"]: p["value_ns"] for p in model["percentiles"]}
@@ -250,7 +250,7 @@ def calibrate(target: str | None = None, seconds: float = PING_SECONDS, with_mod
     mono, real = _core.clock_cost_ns()
     out = {"schema": SCHEMA, "host": host_info(), "clock": {"monotonic_read_ns": mono, "realtime_read_ns": real}}
     if target is not None:
-        from tailwise.target import parse_target
+        from tailwise.spec.target import parse_target
 
         t = parse_target(target)
         if t.scheme not in ("synthetic", "udp"):
@@ -271,7 +271,7 @@ def print_calibration(result: dict, console=None) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    from tailwise.output import fmt_ns
+    from tailwise.render.output import fmt_ns
 
     console = console or Console()
     c = result["clock"]
@@ -317,7 +317,7 @@ def print_calibration(result: dict, console=None) -> None:
 
 
 def _signed(v: float | None) -> str:
-    from tailwise.output import fmt_ns
+    from tailwise.render.output import fmt_ns
 
     if v is None:
         return "—"

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from tailwise.files import SAMPLE_COLUMN_DTYPES
+from tailwise.results.files import SAMPLE_COLUMN_DTYPES
 
 
 @dataclass
@@ -31,7 +31,7 @@ class Results:
     @property
     def kind(self) -> str:
         """"run" or "sweep"."""
-        return "sweep" if self.summary.get("schema", "").startswith("tailwise.sweep/") else "run"
+        return "sweep" if self.summary.get("schema", "").startswith("tailwise.sweep.run/") else "run"
 
     @property
     def samples(self) -> pd.DataFrame:
@@ -82,7 +82,7 @@ def load_results(path: str | Path) -> Results:
     """Read a results directory written by `tailwise run --out` or `tailwise sweep`; InputError (one
     line, naming the directory and what to give instead) for anything else — a `tailwise compare`
     or `calibrate` output, a directory without a summary.json."""
-    from tailwise.report import SWEEP_SCHEMA, load_summary
+    from tailwise.render.report import SWEEP_SCHEMA, load_summary
 
     root = Path(path)
     summary = load_summary(root)

@@ -75,7 +75,7 @@ def load_summary(directory: str | Path) -> dict:
 def read_histogram(path: Path):
     """An HdrHistogram written by `tailwise run` (base64 of V2 compressed), or None if absent or empty.
 
-    Decoded with hdrh directly, as tailwise.results.decode_histogram does: importing results
+    Decoded with hdrh directly, as tailwise.results.summary.decode_histogram does: importing results
     would load the statistics stack (~1 s) for nothing."""
     from hdrh.histogram import HdrHistogram
 
@@ -129,8 +129,8 @@ def thin(x: np.ndarray, y: np.ndarray, log_y: bool = True) -> tuple[np.ndarray, 
 
 def read_used_latencies(directory: Path) -> np.ndarray | None:
     """Latencies (ns) of the samples that went into the statistics (``used`` = 1, answered), or None."""
-    from tailwise.agent import Flag
-    from tailwise.dataset import read_samples
+    from tailwise.agent.local import Flag
+    from tailwise.results.dataset import read_samples
 
     if not any((directory / f"samples.{ext}").is_file() for ext in ("parquet", "csv")):
         return None
@@ -217,11 +217,11 @@ def model_for(summary: dict, ps: Iterable[float]) -> dict:
 
     Returns {"model": result of model_percentiles | None, "note": one line saying which model
     at which load, or why there is none}. The load is the server's measured utilisation (its
-    own overhead stretches short services, tailwise.server.server_stats), else rate × mean
+    own overhead stretches short services, tailwise.measure.server.server_stats), else rate × mean
     service. Several workers are separate queues (each connection belongs to one worker), so
     each is an M/G/1 at the per-worker utilisation — not an M/G/k."""
     from tailwise import _core
-    from tailwise.model import model_percentiles
+    from tailwise.stats.model import model_percentiles
 
     cfg = summary.get("config") or {}
     server = cfg.get("builtin_server")
@@ -562,14 +562,14 @@ def e(value: Any) -> str:
 
 
 def fmt_ns(v: float | None) -> str:
-    from tailwise.output import fmt_ns as _fmt
+    from tailwise.render.output import fmt_ns as _fmt
 
     return _fmt(v)
 
 
 def value_text(p: dict) -> str:
     """A percentile as a figure, or what it would need: never a number the sample cannot support."""
-    from tailwise.output import percentile_text
+    from tailwise.render.output import percentile_text
 
     return percentile_text(p)
 
@@ -810,7 +810,7 @@ def points_table(doc: dict) -> str:
 
 
 def sweep_facts(doc: dict) -> str:
-    from tailwise.sweep import capacity_text, knee_text
+    from tailwise.sweep.run import capacity_text, knee_text
 
     bits = [f"mode {e(doc.get('mode'))}, stopped: {e(doc.get('stopped'))}, complete: {e(doc.get('complete'))}"]
     knee, sat, slo = doc.get("knee"), doc.get("saturation"), doc.get("slo")
@@ -867,7 +867,7 @@ def sweep_report(directory: Path, out_dir: Path, doc: dict, with_model: bool = T
 
 
 def prepare_out(out_dir: Path) -> Path:
-    from tailwise.files import check_out_dir
+    from tailwise.results.files import check_out_dir
 
     return check_out_dir(out_dir, "write the report into", "give --out a writable directory")
 

@@ -31,7 +31,7 @@ import numpy as np
 
 from tailwise import _core
 from tailwise.errors import InputError
-from tailwise.workload import DEFAULT_PERCENTILES  # those of every `tailwise run` summary, by default
+from tailwise.spec.workload import DEFAULT_PERCENTILES  # those of every `tailwise run` summary, by default
 
 #: Customers simulated by default, after a warm-up of DEFAULT_WARMUP discarded ones: p99.99 has
 #: 200 customers beyond it; the simulation takes ~0.05 s.
@@ -221,7 +221,7 @@ def print_model(result: dict, console=None) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    from tailwise.output import fmt_ns
+    from tailwise.render.output import fmt_ns
 
     console = console or Console()
     k = result["workers"]

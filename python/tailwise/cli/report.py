@@ -27,7 +27,7 @@ def register(app: typer.Typer) -> None:
         percentiles over time. A sweep: latency vs load with CI bars, the CCDFs of its points,
         and the run plots of its highest unsaturated point. Example: tailwise report results1
         """
-        from tailwise.report import write_report
+        from tailwise.render.report import write_report
 
         paths = write_report(directory, out, with_model=model)
         if not quiet:
@@ -46,9 +46,9 @@ def register(app: typer.Typer) -> None:
 
         Example: tailwise compare base/ new/ --label before --label after --out cmp
         """
-        from tailwise.compare import compare_doc, load_runs, print_compare, write_compare
-        from tailwise.files import dumps
-        from tailwise.output import err_console
+        from tailwise.render.compare import compare_doc, load_runs, print_compare, write_compare
+        from tailwise.results.files import dumps
+        from tailwise.render.output import err_console
 
         entries = load_runs(directories, label)
         doc = compare_doc(entries)

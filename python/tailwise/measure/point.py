@@ -18,15 +18,15 @@ from dataclasses import dataclass
 from typing import Callable
 
 from tailwise import signals
-from tailwise.agent import AgentResult, LocalAgent
+from tailwise.agent.local import AgentResult, LocalAgent
 from tailwise.errors import InputError
-from tailwise.host import host_info, isolated_cpus, listener_cpus
-from tailwise.live import LiveLine
+from tailwise.agent.host import host_info, isolated_cpus, listener_cpus
+from tailwise.render.live import LiveLine
 from tailwise.methodology.checks import Setting
-from tailwise.output import err_console, fmt_ns, warn
-from tailwise.server import builtin_server, server_stats
-from tailwise.spec import RunSpec, timestamp_source
-from tailwise.units import parse_dist, parse_time_ns
+from tailwise.render.output import err_console, fmt_ns, warn
+from tailwise.measure.server import builtin_server, server_stats
+from tailwise.spec.runspec import RunSpec, timestamp_source
+from tailwise.spec.units import parse_dist, parse_time_ns
 
 #: CPU seconds one analysis takes per million samples kept, with room for a busy machine
 #: (BENCHMARKS.md: ~2 s per million on this machine kind), for the stated time budget.
@@ -118,10 +118,10 @@ def measure(rs: RunSpec, setup: Setup, command: str, *, quiet: bool = False, bar
     """Measure ``rs`` once. ``quiet``: no 'measuring' line, no round lines, no live line;
     ``bar``: the live line on a terminal (live.py; it stands for the round lines there);
     ``on_round``: called with each methodology round (adaptive mode) off a terminal."""
-    from tailwise import serverstats
+    from tailwise.measure import serverstats
     from tailwise.methodology import Controller
     from tailwise.methodology.controller import fixed_methodology
-    from tailwise.results import build_summary
+    from tailwise.results.summary import build_summary
 
     signals.check()  # a stop signal between measurements (a sweep's points) ends here
     config = rs.config(command)

@@ -20,8 +20,8 @@ from hdrh.histogram import HdrHistogram
 from hdrh.iterators import PercentileIterator
 
 from tailwise import __version__, _core
-from tailwise.agent import AgentResult, Flag
-from tailwise.files import SAMPLE_COLUMN_DTYPES, STAGE, check_out_dir, install, write_json
+from tailwise.agent.local import AgentResult, Flag
+from tailwise.results.files import SAMPLE_COLUMN_DTYPES, STAGE, check_out_dir, install, write_json
 from tailwise.stats.quantiles import DEFAULT_PERCENTILES
 
 if TYPE_CHECKING:

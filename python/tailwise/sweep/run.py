@@ -54,8 +54,8 @@ from pathlib import Path
 import numpy as np
 
 from tailwise.errors import InputError
-from tailwise.threshold import FAIL, PASS, Threshold
-from tailwise.units import parse_rate
+from tailwise.spec.threshold import FAIL, PASS, Threshold
+from tailwise.spec.units import parse_rate
 
 SCHEMA = "tailwise.sweep/1"
 STEPS = ("linear", "log")
@@ -612,9 +612,9 @@ class Sweep:
     next point the search asks for, and the summary rewritten after each."""
 
     def __init__(self, base, plan: Plan, out: Path, command: str, *, quiet: bool, resumed: bool):
-        from tailwise.files import write_json
-        from tailwise.measurement import prepare
-        from tailwise.threshold import Threshold as T
+        from tailwise.results.files import write_json
+        from tailwise.measure.point import prepare
+        from tailwise.spec.threshold import Threshold as T
 
         self.base, self.plan, self.out, self.command, self.quiet = base, plan, out, command, quiet
         self.points_dir = out / "points"
@@ -706,7 +706,7 @@ class Sweep:
         }
 
     def save(self) -> dict:
-        from tailwise.files import write_json
+        from tailwise.results.files import write_json
 
         doc = self.summary()
         write_json(self.out / "summary.json", doc)
@@ -731,9 +731,9 @@ class Sweep:
     def point(self, index: int) -> bool:
         """Measure one point (or a load again) and write it whole (a hidden temporary directory,
         then renamed); False when the sweep must stop (interrupted, or the target failed)."""
-        from tailwise.measurement import longest_s, measure
-        from tailwise.results import write_out
-        from tailwise.spec import RunSpec
+        from tailwise.measure.point import longest_s, measure
+        from tailwise.results.summary import write_out
+        from tailwise.spec.runspec import RunSpec
 
         rate = self.grid[index]
         attempt = 1 + len(next((r["attempts"] for r in self.rows if r["index"] == index), []))
@@ -792,7 +792,7 @@ def _fmt_s(s: float) -> str:
 
 def point_line(row: dict, n_done: int, elapsed_s: float) -> str:
     """One line per completed point."""
-    from tailwise.output import fmt_ns
+    from tailwise.render.output import fmt_ns
 
     t = row["target"] or {}
     fig = (f"p{t['p']:g} {fmt_ns(t['value_ns'])} [{fmt_ns(t['low_ns'])}, {fmt_ns(t['high_ns'])}]"

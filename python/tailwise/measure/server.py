@@ -6,7 +6,7 @@ from contextlib import contextmanager
 
 from tailwise import _core
 from tailwise.errors import InputError, TargetError
-from tailwise.units import parse_dist
+from tailwise.spec.units import parse_dist
 
 
 @contextmanager

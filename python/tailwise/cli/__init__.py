@@ -1,0 +1,1 @@
+"""The typer commands: options parsed, domain code called, exit codes."""

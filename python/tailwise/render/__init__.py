@@ -1,0 +1,1 @@
+"""The only code that prints or draws: terminal output, the live line, plots and HTML reports."""

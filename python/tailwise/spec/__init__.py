@@ -1,0 +1,1 @@
+"""What to measure: every setting parsed once (flags over a workload file over defaults) and validated."""

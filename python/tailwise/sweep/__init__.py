@@ -1,0 +1,1 @@
+"""`tailwise sweep`: loads searched, points measured, the capacity, knee and SLO answers."""
