@@ -178,7 +178,7 @@ def test_unanswered_datagrams_are_named_as_what_held_the_slots():
     """Lost datagrams hold their slot until --timeout: with 2 % lost at 2,000 req/s and a 1 s
     timeout, 40 slots of 32 are held on average: the rate and arrivals checks say so, with the
     figure, instead of blaming the server's speed or the client."""
-    from tailwise.agent.local import LoadSpec
+    from tailwise.spec.load import LoadSpec
     from tailwise.methodology.checks import Check
     from tailwise.methodology.controller import adjust_remedies, held_slots
 

@@ -12,7 +12,7 @@ import pytest
 from support.cli import run_cli
 
 from tailwise.stats.model import mm1_quantile_ns
-from tailwise.spec.workload import DEFAULT_PERCENTILES
+from tailwise.stats import DEFAULT_PERCENTILES
 
 #: The percentiles `tailwise model` reports.
 PS = list(DEFAULT_PERCENTILES)

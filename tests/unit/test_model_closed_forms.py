@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from tailwise.errors import InputError
-from tailwise.spec.workload import DEFAULT_PERCENTILES
+from tailwise.stats import DEFAULT_PERCENTILES
 from tailwise.stats.model import (
     erlang_c_mean_ns,
     model_percentiles,

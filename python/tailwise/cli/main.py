@@ -417,7 +417,8 @@ def model(
     json_out: bool = typer.Option(False, "--json", help="print JSON on stdout instead of the table"),
 ) -> int:
     """Queueing-model ground truth: sojourn-time percentiles of a FIFO M/G/k queue (simulated)."""
-    from tailwise.stats.model import model_percentiles, print_model
+    from tailwise.render.tables import print_model
+    from tailwise.stats.model import model_percentiles
     from tailwise.results.files import dumps
 
     result = model_percentiles(service, load, workers=workers, n=customers, seed=seed)
@@ -488,7 +489,8 @@ def calibrate(
     """
     from pathlib import Path
 
-    from tailwise.measure.calibrate import calibrate as run_calibration, print_calibration
+    from tailwise.measure.calibrate import calibrate as run_calibration
+    from tailwise.render.tables import print_calibration
     from tailwise.results.files import check_out_dir, dumps, write_json
 
     seconds = parse_time_ns(duration, what="--duration") / 1e9

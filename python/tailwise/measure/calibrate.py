@@ -35,12 +35,14 @@ from dataclasses import replace
 import numpy as np
 
 from tailwise import _core
-from tailwise.agent.local import Flag, LoadSpec, LocalAgent
+from tailwise.agent.local import Flag, LocalAgent
+from tailwise.spec.load import LoadSpec
 from tailwise.errors import TailwiseError
+from tailwise.results.files import CALIBRATE_SCHEMA
 from tailwise.agent.host import host_info
 from tailwise.spec.runspec import hardware_stamping
 
-SCHEMA = "tailwise.calibrate/1"
+SCHEMA = CALIBRATE_SCHEMA
 #: Ping-pong at a low rate: the path's own latency, no queueing behind earlier requests.
 PING_RATE_RPS = 2_000
 PING_SECONDS = 2.0
@@ -265,60 +267,3 @@ def calibrate(target: str | None = None, seconds: float = PING_SECONDS, with_mod
                         for p in out["paths"] if p["tried"] and not p["nic"]["available"]]
     out["not_tried"] += [{"what": p["path"], "why": p["reason"]} for p in out["paths"] if not p["tried"]]
     return out
-
-
-def print_calibration(result: dict, console=None) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
-    from tailwise.render.output import fmt_ns
-
-    console = console or Console()
-    c = result["clock"]
-    console.print(f"[bold]tailwise calibrate[/] — timestamp sources on this machine "
-                  f"(a clock read costs {c['monotonic_read_ns']:.0f} ns)")
-    t = Table(title="round trip per source, same requests (ping-pong)")
-    for col in ("path", "source", "min", "p50", "p99", "p99.9", "bias p50/p99"):
-        t.add_column(col, justify="left" if col in ("path", "source") else "right", overflow="fold")
-    for p in result["paths"]:
-        if not p["tried"]:
-            continue
-        if p["nic"]["available"]:
-            r = p["nic"]["rtt"]
-            t.add_row(p["path"], "nic (own run)", fmt_ns(r.get("min_ns")), fmt_ns(r.get("p50_ns")),
-                      fmt_ns(r.get("p99_ns")), fmt_ns(r.get("p99.9_ns")), "best")
-        for name in ("kernel", "user"):
-            r = p[name]["rtt"]
-            b = p[name].get("bias") or p[name].get("bias_vs_nic")
-            bias = (f"{_signed(b['p50_ns'])}/{_signed(b['p99_ns'])}" if b and b.get("p50_ns") is not None
-                    else "best")
-            t.add_row(p["path"], name, fmt_ns(r.get("min_ns")), fmt_ns(r.get("p50_ns")), fmt_ns(r.get("p99_ns")),
-                      fmt_ns(r.get("p99.9_ns")), bias)
-    console.print(t)
-    for p in result["paths"]:
-        if p["tried"] and p["user"]["send_side"].get("n"):
-            console.print(f"{p['path']}: user stamps add {fmt_ns(p['user']['send_side']['p50_ns'])} before the send "
-                          f"and {fmt_ns(p['user']['receive_side']['p50_ns'])} after the arrival (medians)")
-    m = result.get("model_bias")
-    if m:
-        t = Table(title=f"whole tool vs the model: tailwise serve {m['service']} at {m['load']:.0%} load")
-        for col in ("source", "p50 − model", "p99 − model", "server stalls out: p50/p99"):
-            t.add_column(col, justify="left" if col == "source" else "right", overflow="fold")
-        for name, s in m["sources"].items():
-            d, cl = s["minus_model"], s["server_stalls_left_out"]["minus_model"]
-            t.add_row(name, _signed(d["p50_ns"]), _signed(d["p99_ns"]), f"{_signed(cl['p50_ns'])}/{_signed(cl['p99_ns'])}")
-        console.print(t)
-        g = m["goal"]
-        console.print(f"goal with kernel stamps: p50 within {fmt_ns(g['within_ns']['p50_ns'])}, p99 within "
-                      f"{fmt_ns(g['within_ns']['p99_ns'])} of the model: {'[green]met[/]' if g['met'] else '[red]missed[/]'}")
-        console.print(f"[dim]{m['note']}[/]")
-    for n in result["not_tried"]:
-        console.print(f"[yellow]not tried[/]: {n['what']}" + (f" on {n['path']}" if n.get("path") else "") + f" — {n['why']}")
-
-
-def _signed(v: float | None) -> str:
-    from tailwise.render.output import fmt_ns
-
-    if v is None:
-        return "—"
-    return ("+" if v >= 0 else "−") + fmt_ns(abs(v))

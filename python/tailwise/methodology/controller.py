@@ -45,7 +45,8 @@ from typing import Callable
 import numpy as np
 
 from tailwise import signals
-from tailwise.agent.local import AgentResult, LoadSpec, Session, Taken
+from tailwise.agent.local import AgentResult, Session, Taken
+from tailwise.spec.load import LoadSpec
 from tailwise.methodology.analysis import STEPS, Analysis, Precision, analyse
 from tailwise.methodology.checks import Check, Setting, target_width_ns
 from tailwise.stats.histogram import Buckets, decode

@@ -16,11 +16,11 @@ from pathlib import Path
 
 from tailwise import __version__
 from tailwise.errors import InputError
-from tailwise.results.files import write_json
-from tailwise.render.report import (RUN_SCHEMA, SWEEP_SCHEMA, ccdf_overlay_figure, e, figure_html, fmt_ns, load_summary,
-                             page, prepare_out, read_histogram, save_figure, table, value_text)
+from tailwise.render.report import (ccdf_overlay_figure, e, figure_html, fmt_ns, page, prepare_out, read_histogram,
+                                    save_figure, table, value_text)
+from tailwise.results.files import COMPARE_SCHEMA, RUN_SCHEMA, SWEEP_SCHEMA, load_summary, write_json
 
-SCHEMA = "tailwise.compare/1"
+SCHEMA = COMPARE_SCHEMA
 NOTE = ("CIs overlap = no: the two intervals are disjoint, so the difference is significant at the intervals' "
         "confidence level; yes: not shown to differ (overlapping intervals do not prove the runs equal); "
         "— : a value or a bound is missing (the sample does not support that percentile).")

@@ -7,6 +7,8 @@ import sys
 from rich.console import Console
 from rich.table import Table
 
+from tailwise.spec.units import fmt_ns  # noqa: F401  (the printers format times with it)
+
 err_console = Console(stderr=True, soft_wrap=not sys.stderr.isatty())
 
 
@@ -16,18 +18,6 @@ def stdout_console() -> Console:
     whole sentences and a table's rows stay whole."""
     tty = sys.stdout.isatty()
     return Console(soft_wrap=not tty, width=None if tty else 10_000)
-
-
-def fmt_ns(v: float | None) -> str:
-    if v is None:
-        return "—"
-    if v < 1_000:
-        return f"{v:.0f} ns"
-    if v < 1_000_000:
-        return f"{v / 1e3:.1f} µs"
-    if v < 1_000_000_000:
-        return f"{v / 1e6:.2f} ms"
-    return f"{v / 1e9:.2f} s"
 
 
 def percentile_text(p: dict) -> str:

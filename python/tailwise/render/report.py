@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import base64
 import html
-import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,12 +24,8 @@ import numpy as np
 
 from tailwise import __version__, _core
 from tailwise.errors import InputError
+from tailwise.results.files import SWEEP_SCHEMA, load_summary
 
-RUN_SCHEMA = "tailwise.summary/1"
-SWEEP_SCHEMA = "tailwise.sweep/1"
-#: Other commands' --out directories, refused by name (load_summary).
-COMPARE_SCHEMA = "tailwise.compare/1"
-CALIBRATE_SCHEMA = "tailwise.calibrate/1"
 #: Customers simulated for the model curve: enough for p99.99 (20 beyond it), ~10 ms of work.
 MODEL_CUSTOMERS = 200_000
 #: The model's curve is drawn down to 1 − F = this at the least (20 customers beyond it).
@@ -46,31 +41,6 @@ PNG_DPI = 110
 
 
 # ----------------------------------------------------------------------------------- loading
-
-def load_summary(directory: str | Path) -> dict:
-    """summary.json of a run or sweep directory; InputError (one line) when there is none."""
-    d = Path(directory)
-    path = d / "summary.json"
-    if not path.is_file():
-        raise InputError(f"{d} has no summary.json", "give the --out directory of a tailwise run or sweep")
-    try:
-        doc = json.loads(path.read_text())
-    except (OSError, ValueError) as e:
-        raise InputError(f"{path} cannot be read ({e})", "give the --out directory of a complete tailwise run or sweep") from None
-    if not isinstance(doc, dict) or doc.get("schema") not in (RUN_SCHEMA, SWEEP_SCHEMA):
-        schema = doc.get("schema") if isinstance(doc, dict) else None
-        if schema == COMPARE_SCHEMA:
-            runs = [str(r.get("dir")) for r in doc.get("runs") or [] if isinstance(r, dict) and r.get("dir")]
-            raise InputError(f"{d} is the output of tailwise compare ({COMPARE_SCHEMA}), not a run or sweep",
-                             "give one of the run directories it compares"
-                             + (f" ({', '.join(runs)})" if runs else ""))
-        if schema == CALIBRATE_SCHEMA:
-            raise InputError(f"{d} is the output of tailwise calibrate ({CALIBRATE_SCHEMA}), not a run or sweep",
-                             "give the --out directory of a tailwise run or sweep")
-        raise InputError(f"{path} is not a tailwise run or sweep summary (schema {schema!r})",
-                         f"give the --out directory of a tailwise run ({RUN_SCHEMA}) or sweep ({SWEEP_SCHEMA})")
-    return doc
-
 
 def read_histogram(path: Path):
     """An HdrHistogram written by `tailwise run` (base64 of V2 compressed), or None if absent or empty.

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from tailwise.results.files import SAMPLE_COLUMN_DTYPES
+from tailwise.results.files import SAMPLE_COLUMN_DTYPES, SWEEP_SCHEMA, load_summary
 
 
 @dataclass
@@ -82,8 +82,6 @@ def load_results(path: str | Path) -> Results:
     """Read a results directory written by `tailwise run --out` or `tailwise sweep`; InputError (one
     line, naming the directory and what to give instead) for anything else — a `tailwise compare`
     or `calibrate` output, a directory without a summary.json."""
-    from tailwise.render.report import SWEEP_SCHEMA, load_summary
-
     root = Path(path)
     summary = load_summary(root)
     if summary["schema"] == SWEEP_SCHEMA:

@@ -17,6 +17,12 @@ import numpy as np
 
 from tailwise.errors import InputError
 
+# Each document's schema id, defined once (docs/schema/ holds the schemas).
+RUN_SCHEMA = "tailwise.summary/1"
+SWEEP_SCHEMA = "tailwise.sweep/1"
+COMPARE_SCHEMA = "tailwise.compare/1"
+CALIBRATE_SCHEMA = "tailwise.calibrate/1"
+
 
 def _clean(v):
     """JSON-safe: NaN/inf → null, numpy scalars → Python."""
@@ -160,3 +166,28 @@ def unstash_results(out_dir: Path, stash: Path | None) -> None:
         for p in stash.iterdir():
             p.replace(out_dir / p.name)
         stash.rmdir()
+
+
+def load_summary(directory: str | Path) -> dict:
+    """summary.json of a run or sweep directory; InputError (one line) when there is none."""
+    d = Path(directory)
+    path = d / "summary.json"
+    if not path.is_file():
+        raise InputError(f"{d} has no summary.json", "give the --out directory of a tailwise run or sweep")
+    try:
+        doc = json.loads(path.read_text())
+    except (OSError, ValueError) as e:
+        raise InputError(f"{path} cannot be read ({e})", "give the --out directory of a complete tailwise run or sweep") from None
+    if not isinstance(doc, dict) or doc.get("schema") not in (RUN_SCHEMA, SWEEP_SCHEMA):
+        schema = doc.get("schema") if isinstance(doc, dict) else None
+        if schema == COMPARE_SCHEMA:
+            runs = [str(r.get("dir")) for r in doc.get("runs") or [] if isinstance(r, dict) and r.get("dir")]
+            raise InputError(f"{d} is the output of tailwise compare ({COMPARE_SCHEMA}), not a run or sweep",
+                             "give one of the run directories it compares"
+                             + (f" ({', '.join(runs)})" if runs else ""))
+        if schema == CALIBRATE_SCHEMA:
+            raise InputError(f"{d} is the output of tailwise calibrate ({CALIBRATE_SCHEMA}), not a run or sweep",
+                             "give the --out directory of a tailwise run or sweep")
+        raise InputError(f"{path} is not a tailwise run or sweep summary (schema {schema!r})",
+                         f"give the --out directory of a tailwise run ({RUN_SCHEMA}) or sweep ({SWEEP_SCHEMA})")
+    return doc

@@ -21,13 +21,13 @@ from hdrh.iterators import PercentileIterator
 
 from tailwise import __version__, _core
 from tailwise.agent.local import AgentResult, Flag
-from tailwise.results.files import SAMPLE_COLUMN_DTYPES, STAGE, check_out_dir, install, write_json
+from tailwise.results.files import RUN_SCHEMA, SAMPLE_COLUMN_DTYPES, STAGE, check_out_dir, install, write_json
 from tailwise.stats.quantiles import DEFAULT_PERCENTILES
 
 if TYPE_CHECKING:
     from tailwise.methodology.analysis import Analysis
 
-SCHEMA = "tailwise.summary/1"
+SCHEMA = RUN_SCHEMA
 #: A timing-loop iteration longer than this counts as a stall (the engine's own: engine/thread.rs).
 STALL_NS: int = _core.STALL_NS
 SAMPLE_FORMATS = ("csv", "parquet")

@@ -16,11 +16,12 @@ import random
 from dataclasses import dataclass
 from typing import Any
 
-from tailwise.agent.local import LoadSpec
+from tailwise.spec.load import LoadSpec
 from tailwise.errors import InputError
 from tailwise.spec.target import KEYED, UDP_SIZE, Target, parse_targets
 from tailwise.spec.units import parse_arrival, parse_dist, parse_rate, parse_time_ns
-from tailwise.spec.workload import DEFAULT_PERCENTILES, Workload, load_file, resolve
+from tailwise.spec.workload import Workload, load_file, resolve
+from tailwise.stats import DEFAULT_PERCENTILES
 
 #: An upper bound on --duration and --max-time from the environment (the README test sets it).
 TIME_CAP_ENV = "TAILWISE_TIME_CAP"

@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass
 
 from tailwise.errors import InputError
-from tailwise.render.output import fmt_ns
+from tailwise.spec.units import fmt_ns
 from tailwise.spec.units import parse_time_ns
 
 PASS, FAIL, INCONCLUSIVE = "pass", "fail", "inconclusive"

@@ -77,3 +77,16 @@ def parse_arrival(text: str) -> str:
     except ValueError as e:
         problem, _, remedy = str(e).partition(": use ")
         raise InputError(f"--arrival {text}: {problem}", f"use {remedy}" if remedy else "") from None
+
+
+def fmt_ns(v: float | None) -> str:
+    """A time in ns as people read it: ns, µs, ms or s, with the digits that matter."""
+    if v is None:
+        return "—"
+    if v < 1_000:
+        return f"{v:.0f} ns"
+    if v < 1_000_000:
+        return f"{v / 1e3:.1f} µs"
+    if v < 1_000_000_000:
+        return f"{v / 1e6:.2f} ms"
+    return f"{v / 1e9:.2f} s"

@@ -18,9 +18,6 @@ from typing import Any
 
 from tailwise.errors import InputError
 
-#: The percentiles a summary reports unless ``percentiles`` (--percentiles) says otherwise.
-DEFAULT_PERCENTILES: tuple[float, ...] = (50.0, 90.0, 95.0, 99.0, 99.9, 99.99)
-
 #: Every setting of a measurement a workload file may hold, with its default (None: no default,
 #: or computed).
 DEFAULTS: dict[str, Any] = {

@@ -8,31 +8,11 @@ hand-written formulas (see shared/notes/statistics.md for the references and the
 * independence: the integrated autocorrelation time of a percentile's indicator.
 * arrivals: the schedule, the sends against it, the late sends.
 * stationarity: the level, and transients holding the tail.
+* histogram: HDR histograms as bucket arrays; model: the queueing model's ground truth.
+
+Import the modules themselves: this package loads nothing, so that `tailwise model`, `report` and
+`compare` do not pay for scipy (~1 s).
 """
 
-from tailwise.stats.arrivals import ArrivalFit, arrival_fit
-from tailwise.stats.independence import Independence, independence
-from tailwise.stats.quantiles import (
-    Percentile,
-    estimate_percentile,
-    order_statistic_ranks,
-    percentile_ci,
-    percentiles,
-    samples_needed,
-)
-from tailwise.stats.stationarity import Stationarity, stationarity
-
-__all__ = [
-    "ArrivalFit",
-    "Independence",
-    "Percentile",
-    "Stationarity",
-    "arrival_fit",
-    "estimate_percentile",
-    "independence",
-    "order_statistic_ranks",
-    "percentile_ci",
-    "percentiles",
-    "samples_needed",
-    "stationarity",
-]
+#: The percentiles a summary reports unless ``percentiles`` (--percentiles) says otherwise.
+DEFAULT_PERCENTILES: tuple[float, ...] = (50.0, 90.0, 95.0, 99.0, 99.9, 99.99)

@@ -31,7 +31,7 @@ import numpy as np
 
 from tailwise import _core
 from tailwise.errors import InputError
-from tailwise.spec.workload import DEFAULT_PERCENTILES  # those of every `tailwise run` summary, by default
+from tailwise.stats import DEFAULT_PERCENTILES  # those of every `tailwise run` summary, by default
 
 #: Customers simulated by default, after a warm-up of DEFAULT_WARMUP discarded ones: p99.99 has
 #: 200 customers beyond it; the simulation takes ~0.05 s.
@@ -214,27 +214,3 @@ def erlang_c(k: int, load: float) -> float:
 def erlang_c_mean_ns(mean_service_ns: float, load: float, k: int) -> float:
     """Mean M/M/k sojourn time: E[S] + C(k, kρ)·E[S]/(k(1 − ρ))."""
     return mean_service_ns + erlang_c(k, load) * mean_service_ns / (k * (1.0 - load))
-
-
-def print_model(result: dict, console=None) -> None:
-    """The model's percentiles as a small rich table."""
-    from rich.console import Console
-    from rich.table import Table
-
-    from tailwise.render.output import fmt_ns
-
-    console = console or Console()
-    k = result["workers"]
-    console.print(f"[bold]{result['model']}[/]: service {result['service']}, load {result['load']:g} = "
-                  f"{result['rate_rps']:,.0f} req/s on {k} worker{'s' if k != 1 else ''} sharing one FIFO queue; "
-                  f"{result['customers']:,} customers after {result['warmup']:,} warm-up, seed {result['seed']}")
-    t = Table()
-    t.add_column("percentile", justify="right")
-    t.add_column("sojourn (wait + service)", justify="right")
-    for p in result["percentiles"]:
-        t.add_row(f"p{p['p']:g}", fmt_ns(p["value_ns"]))
-    console.print(t)
-    line = f"mean {fmt_ns(result['mean_ns'])}"
-    if result["analytic"]:
-        line += f" ({result['analytic']['formula']}: {fmt_ns(result['analytic']['mean_ns'])})"
-    console.print(line + f"; mean service time {fmt_ns(result['mean_service_ns'])}")

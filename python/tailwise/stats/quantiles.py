@@ -70,8 +70,8 @@ from fractions import Fraction
 import numpy as np
 from scipy.stats import binom
 
+from tailwise.stats import DEFAULT_PERCENTILES
 from tailwise.stats.independence import Independence, independence
-from tailwise.spec.workload import DEFAULT_PERCENTILES  # the percentiles a summary reports by default
 
 
 @dataclass(frozen=True)

@@ -54,10 +54,11 @@ from pathlib import Path
 import numpy as np
 
 from tailwise.errors import InputError
+from tailwise.results.files import SWEEP_SCHEMA
 from tailwise.spec.threshold import FAIL, PASS, Threshold
-from tailwise.spec.units import parse_rate
+from tailwise.spec.units import fmt_ns, parse_rate
 
-SCHEMA = "tailwise.sweep/1"
+SCHEMA = SWEEP_SCHEMA
 STEPS = ("linear", "log")
 #: Latency diverges when the median exceeds this multiple of the lowest load's median.
 DIVERGE = 20.0
@@ -792,8 +793,6 @@ def _fmt_s(s: float) -> str:
 
 def point_line(row: dict, n_done: int, elapsed_s: float) -> str:
     """One line per completed point."""
-    from tailwise.render.output import fmt_ns
-
     t = row["target"] or {}
     fig = (f"p{t['p']:g} {fmt_ns(t['value_ns'])} [{fmt_ns(t['low_ns'])}, {fmt_ns(t['high_ns'])}]"
            if t else "—")
