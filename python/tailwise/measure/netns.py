@@ -17,6 +17,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 
 from tailwise.errors import TailwiseError
 
@@ -24,6 +25,8 @@ from tailwise.errors import TailwiseError
 IP_TIMEOUT_S = 10
 #: How long to wait for both veth ends to come up.
 UP_TIMEOUT_S = 2.0
+#: Where iproute2 keeps the named network namespaces (`ip netns add` mounts one file each).
+NETNS_DIR = Path("/run/netns")
 #: Pairs take /30s out of this range: .1 is the client, .2 the server.
 SUBNET = ipaddress.IPv4Network("10.201.0.0/16")
 
@@ -135,11 +138,12 @@ def _delete(*namespaces: str) -> None:
     """Delete every namespace, ignoring ones already gone; report other failures after trying all."""
     failures = []
     for ns in namespaces:
+        if not (NETNS_DIR / ns).exists():  # gone already (or never made)
+            continue
         try:
             _ip("netns", "delete", ns)
         except TailwiseError as e:
-            if "No such file" not in e.problem:
-                failures.append(e)
+            failures.append(e)
     if failures:
         raise failures[0]
 
