@@ -2,6 +2,7 @@
 //! releases the interpreter (`py.detach`) around every call that waits, and hands results back as
 //! plain dicts and bytes. Engine and server threads are native threads that never touch Python.
 
+mod hist;
 mod model;
 
 use pyo3::exceptions::{PyConnectionError, PyRuntimeError, PyValueError};
@@ -578,6 +579,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyServer>()?;
     m.add_class::<PyEngine>()?;
     m.add_class::<PyIntervals>()?;
+    hist::add_to(m)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

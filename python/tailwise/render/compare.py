@@ -16,8 +16,8 @@ from pathlib import Path
 
 from tailwise import __version__
 from tailwise.errors import InputError
-from tailwise.render.report import (ccdf_overlay_figure, e, figure_html, fmt_ns, page, prepare_out, read_histogram,
-                                    save_figure, table, value_text)
+from tailwise.render.report import (ccdf_overlay_figure, figure, fmt_ns, prepare_out, read_histogram, render, save_figure,
+                                    table, value_text)
 from tailwise.results.files import COMPARE_SCHEMA, RUN_SCHEMA, SWEEP_SCHEMA, load_summary, write_json
 
 SCHEMA = COMPARE_SCHEMA
@@ -182,30 +182,23 @@ def print_compare(doc: dict) -> None:
 
 def compare_html(doc: dict, png: Path) -> str:
     """compare.html: the runs, the overlay plot inline and the table — self-contained."""
-    run_rows, classes = [], []
-    for i, r in enumerate(doc["runs"]):
-        run_rows.append([e(i), e(r["label"]), f"<code>{e(r['dir'])}</code>", e(r["target"]), e(r["verdict"]),
-                         e("—" if r["target_rps"] is None else f"{r['target_rps']:,.0f} req/s"),
-                         e("—" if r["achieved_rps"] is None else f"{r['achieved_rps']:,.0f} req/s"),
-                         e(r.get("service") or "—")])
-        classes.append("" if r["verdict"] == "ok" else "fail")
+    runs = [[i, r["label"], [{"code": r["dir"]}], r["target"], r["verdict"], _rate(r["target_rps"]), _rate(r["achieved_rps"]),
+             r.get("service") or "—"] for i, r in enumerate(doc["runs"])]
     rows = [r for group in table_rows(doc) for r in group]
-    bad = [r["label"] for r in doc["runs"] if r["verdict"] != "ok"]
-    warn = (f'<div class="verdict bad" id="verdict">not measurable: {e(", ".join(bad))} — their numbers cannot '
-            "be trusted; their checks failed (see each with tailwise report)</div>" if bad else "")
-    body = [f"<h1>tailwise compare: {e(', '.join(r['label'] for r in doc['runs']))}</h1>",
-            f"<p class=\"meta\">tailwise {e(doc['tool']['version'])}</p>", warn,
-            "<h2>Runs</h2>",
-            table(["#", "label", "directory", "target", "verdict", "offered", "sent", "service"], run_rows,
-                  text_cols=(1, 2, 3, 4, 7), row_classes=classes, table_id="runs"),
-            "<h2>Percentiles</h2>",
-            table([e(h) for h in HEADERS], [[e(c) for c in r] for r in rows], text_cols=(1,),
-                  row_classes=["first" if r[0] else "" for r in rows], table_id="compare"),
-            f"<p class=\"note\" id=\"note\">{e(doc['note'])}</p>",
-            "<h2>Plot</h2>",
-            figure_html(png, "compare", "Latency CCDF of each run (every request, down to 1/count) with its reported "
-                                        "percentiles and their confidence intervals.")]
-    return page("tailwise compare", body)
+    return render("compare.html.j2", "tailwise compare", labels=[r["label"] for r in doc["runs"]],
+                  tool_version=doc["tool"]["version"], note=doc["note"],
+                  not_measurable=[r["label"] for r in doc["runs"] if r["verdict"] != "ok"],
+                  runs=table(["#", "label", "directory", "target", "verdict", "offered", "sent", "service"], runs,
+                             text_cols=(1, 2, 3, 4, 7), row_classes=["" if r["verdict"] == "ok" else "fail" for r in doc["runs"]],
+                             table_id="runs"),
+                  percentiles=table(HEADERS, rows, text_cols=(1,), row_classes=["first" if r[0] else "" for r in rows],
+                                    table_id="compare"),
+                  figure_=figure(png, "compare", "Latency CCDF of each run (every request, down to 1/count) with its "
+                                                 "reported percentiles and their confidence intervals."))
+
+
+def _rate(v) -> str:
+    return "—" if v is None else f"{v:,.0f} req/s"
 
 
 def overlay_figure(entries: list[Entry]):

@@ -103,6 +103,6 @@ class LiveLine:
         interval_ns, _ = _core.interval_params()
         last = int(self._session.elapsed_ns() // interval_ns) + 1
         h = decode(intervals.window(0, last, False))
-        if h.get_total_count() == 0:
+        if h.total == 0:
             return None
-        return f"p50 {fmt_ns(h.get_value_at_percentile(50))}, p99 {fmt_ns(h.get_value_at_percentile(99))} so far"
+        return f"p50 {fmt_ns(h.value_at_percentile(50))}, p99 {fmt_ns(h.value_at_percentile(99))} so far"

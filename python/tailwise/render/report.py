@@ -14,9 +14,9 @@ the Agg backend: the CLI starts fast and no display is needed.
 from __future__ import annotations
 
 import base64
-import html
 import math
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
@@ -42,28 +42,20 @@ PNG_DPI = 110
 
 # ----------------------------------------------------------------------------------- loading
 
-def read_histogram(path: Path):
-    """An HdrHistogram written by `tailwise run` (base64 of V2 compressed), or None if absent or empty.
-
-    Decoded with hdrh directly, as tailwise.results.summary.decode_histogram does: importing results
-    would load the statistics stack (~1 s) for nothing."""
-    from hdrh.histogram import HdrHistogram
-
+def read_histogram(path: Path) -> _core.Histogram | None:
+    """An HdrHistogram written by `tailwise run` (base64 of V2 compressed), or None if absent, corrupt or empty."""
     try:
-        h = HdrHistogram.decode(path.read_bytes().strip())
-    except Exception:  # missing, or hdrh's own errors on a corrupt file: the report goes out without it
+        h = _core.Histogram.decode(base64.b64decode(path.read_bytes().strip(), validate=True))
+    except (OSError, ValueError):  # missing, or not a histogram: the report goes out without it
         return None
-    return h if h.get_total_count() > 0 else None
+    return h if h.total > 0 else None
 
 
-def histogram_buckets(h) -> tuple[np.ndarray, np.ndarray]:
+def histogram_buckets(h: _core.Histogram) -> tuple[np.ndarray, np.ndarray]:
     """(value_ns, count) of each recorded bucket, ascending; the value is the bucket's highest
     equivalent value, so a percentile read off the curve is the one HdrHistogram reports."""
-    values, counts = [], []
-    for item in h.get_recorded_iterator():  # the iterator reuses one object: copy as we go
-        values.append(item.value_iterated_to)
-        counts.append(item.count_at_value_iterated_to)
-    return np.asarray(values, dtype=float), np.asarray(counts, dtype=float)
+    buckets = np.asarray(h.recorded(), dtype=float).reshape(-1, 2)
+    return buckets[:, 0], buckets[:, 1]
 
 
 def ccdf(h) -> tuple[np.ndarray, np.ndarray]:
@@ -155,7 +147,7 @@ class Run:
 
     directory: Path
     summary: dict
-    latency: Any = None  # HdrHistogram of every request, or None
+    latency: Any = None  # _core.Histogram of every request, or None
     send_lag: Any = None
     _used: Any = field(default=False, repr=False)
 
@@ -327,7 +319,7 @@ def draw_percentile_marks(ax, percentiles: list[dict], colour, label: str | None
 
 
 def _ccdf_floor(hists: Iterable) -> float:
-    return min((1.0 / h.get_total_count() for h in hists if h is not None), default=1e-4)
+    return min((1.0 / h.total for h in hists if h is not None), default=1e-4)
 
 
 def ccdf_figure(run: Run, model: dict | None):
@@ -337,7 +329,7 @@ def ccdf_figure(run: Run, model: dict | None):
         _no_data(ax, "no every-request histogram (latency.hdr) in this directory")
         return fig
     x, y = thin(*ccdf(run.latency))
-    n = run.latency.get_total_count()
+    n = run.latency.total
     ax.plot(_us(x), y, drawstyle="steps-pre", lw=1.6, color="C0", label=f"every request ({n:,})", gid="ccdf-every-request")
     draw_percentile_marks(ax, run.percentiles, "C3",
                           f"reported percentiles, {run.confidence:.0%} CI (samples used)")
@@ -363,7 +355,7 @@ def cdf_figure(run: Run):
         _no_data(ax, "no every-request histogram (latency.hdr) in this directory")
         return fig
     x, y = thin(*cdf(run.latency), log_y=False)
-    ax.plot(_us(x), y, drawstyle="steps-post", lw=1.6, color="C0", label=f"every request ({run.latency.get_total_count():,})")
+    ax.plot(_us(x), y, drawstyle="steps-post", lw=1.6, color="C0", label=f"every request ({run.latency.total:,})")
     used = run.used_latencies
     if used is not None and len(used):
         idx = np.unique(np.linspace(0, len(used) - 1, min(len(used), 4000)).astype(int))
@@ -389,17 +381,17 @@ def send_lag_figure(run: Run):
         _no_data(ax, "no send-lag histogram (send_lag.hdr) in this directory")
         return fig
     x, y = thin(*ccdf(h))
-    ax.plot(_us(x), y, drawstyle="steps-pre", lw=1.6, color="C4", label=f"every request ({h.get_total_count():,})")
+    ax.plot(_us(x), y, drawstyle="steps-pre", lw=1.6, color="C4", label=f"every request ({h.total:,})")
     sl = run.summary.get("send_lag") or {}
     late_ns = sl.get("late_threshold_ns")
     if late_ns:
         counters = run.summary.get("counters") or {}
-        late, sent = counters.get("late"), counters.get("sent") or h.get_total_count()
+        late, sent = counters.get("late"), counters.get("sent") or h.total
         share = f": {late / sent:.2%} of requests later" if late is not None and sent else ""
         ax.axvline(late_ns / 1e3, color="C3", ls="--", lw=1, label=f"late threshold {late_ns / 1e3:g} µs{share}")
     ax.set_xscale("log")
     ax.set_xlabel("send lag: actual − intended send time (µs)")
-    _tail_axis(ax, 1.0 / h.get_total_count())
+    _tail_axis(ax, 1.0 / h.total)
     ax.set_ylabel("1 − F(send lag)")
     ax.set_title("send lag (open-loop schedule kept?)", fontsize=10)
     ax.legend(fontsize=8, loc="lower left")
@@ -526,11 +518,6 @@ def ccdf_overlay_figure(curves: list[tuple[str, Any, dict]], title: str, percent
 
 # ------------------------------------------------------------------------------------- HTML
 
-def e(value: Any) -> str:
-    """HTML-escaped text of any value (everything from the JSON goes through here)."""
-    return html.escape("" if value is None else str(value), quote=True)
-
-
 def fmt_ns(v: float | None) -> str:
     from tailwise.render.output import fmt_ns as _fmt
 
@@ -544,75 +531,43 @@ def value_text(p: dict) -> str:
     return percentile_text(p)
 
 
-CSS = """
-body{font-family:system-ui,-apple-system,"Segoe UI",sans-serif;margin:1.5em auto;max-width:1100px;color:#222;padding:0 1em}
-h1{font-size:1.5em;margin-bottom:.2em} h2{font-size:1.2em;margin-top:1.6em;border-bottom:1px solid #ddd}
-.meta{color:#555;font-size:.9em} code{background:#f4f4f4;padding:0 .25em}
-table{border-collapse:collapse;margin:.6em 0;font-size:.9em} th,td{border:1px solid #ccc;padding:.25em .6em;text-align:right;vertical-align:top}
-th{background:#f0f0f0} td.text,th.text{text-align:left} td:not(.text){white-space:nowrap}
-tr.fail td{background:#fff0f0} .ok{color:#17731d;font-weight:600} .bad{color:#b00020;font-weight:600}
-.verdict{padding:.8em 1em;border-radius:6px;margin:1em 0;font-size:1.05em}
-.verdict.ok{background:#e9f7ea;border:1px solid #7cc287} .verdict.bad{background:#fde8ea;border:2px solid #b00020;color:#600}
-figure.plot{margin:1.2em 0;border:1px solid #e3e3e3;padding:.6em;border-radius:4px}
-figure.plot img{max-width:100%;height:auto;display:block} figcaption{font-size:.88em;color:#444;margin-top:.4em}
-.note{font-size:.9em;color:#444}
-"""
+@lru_cache(maxsize=1)
+def _templates():
+    """The pages' Jinja2 templates (render/templates): autoescaped, so every value from the JSON is
+    text; None renders empty."""
+    import jinja2
+
+    return jinja2.Environment(loader=jinja2.FileSystemLoader(Path(__file__).with_name("templates")),
+                              autoescape=True, undefined=jinja2.StrictUndefined, trim_blocks=True,
+                              finalize=lambda v: "" if v is None else v)
 
 
-def page(title: str, body: list[str]) -> str:
-    """A complete HTML document: inline CSS, no script, nothing fetched."""
-    return ("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
-            "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
-            f"<meta name=\"generator\" content=\"tailwise {e(__version__)}\">\n"
-            f"<title>{e(title)}</title>\n<style>{CSS}</style>\n</head>\n<body>\n"
-            + "\n".join(body) + "\n</body>\n</html>\n")
+def render(template: str, title: str, **context) -> str:
+    """A complete HTML document from its template: inline CSS, no script, nothing fetched."""
+    return _templates().get_template(template).render(version=__version__, title=title, **context)
 
 
-def table(headers: list[str], rows: list[list[str]], text_cols: Iterable[int] = (), row_classes: list[str] | None = None,
-          table_id: str | None = None) -> str:
-    """An HTML table; cells are already escaped HTML."""
-    text_cols = set(text_cols)
-
-    def cls(i):
-        return ' class="text"' if i in text_cols else ""
-
-    head = "".join(f"<th{cls(i)}>{h}</th>" for i, h in enumerate(headers))
-    body = []
-    for r, row in enumerate(rows):
-        rc = f' class="{row_classes[r]}"' if row_classes and row_classes[r] else ""
-        body.append(f"<tr{rc}>" + "".join(f"<td{cls(i)}>{c}</td>" for i, c in enumerate(row)) + "</tr>")
-    tid = f' id="{e(table_id)}"' if table_id else ""
-    return f"<table{tid}><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+def table(headers: list[str], rows: list[list], text_cols: Iterable[int] = (), row_classes: list[str] | None = None,
+          table_id: str | None = None) -> dict:
+    """An HTML table for the templates (macros.html.j2): each cell text, or a list of parts."""
+    return {"headers": headers, "rows": rows, "text_cols": set(text_cols), "row_classes": row_classes, "id": table_id}
 
 
-def figure_html(png: Path, name: str, caption: str) -> str:
+def figure(png: Path, name: str, caption: str) -> dict:
     """A plot inlined as a PNG data: URI (so the page is self-contained), with a link to its SVG."""
-    data = base64.b64encode(png.read_bytes()).decode("ascii")
-    return (f'<figure class="plot" id="plot-{e(name)}"><img src="data:image/png;base64,{data}" '
-            f'alt="{e(caption)}"><figcaption>{e(caption)} '
-            f'<a href="{e(png.with_suffix(".svg").name)}">SVG</a></figcaption></figure>')
+    return {"name": name, "caption": caption, "data": base64.b64encode(png.read_bytes()).decode("ascii"),
+            "svg": png.with_suffix(".svg").name}
 
 
-def verdict_html(summary: dict) -> str:
-    """The verdict, prominent; a not-measurable run or an error says so before anything else."""
-    verdict = summary.get("verdict") or "unknown"
-    failed = [c for c in summary.get("checks") or [] if not c.get("ok")]
-    if verdict == "ok" and not summary.get("error"):
-        return f'<div class="verdict ok" id="verdict">verdict: <span class="ok">{e(verdict)}</span> — every check passed</div>'
-    parts = [f'<div class="verdict bad" id="verdict"><strong>verdict: {e(verdict.upper())}</strong>']
-    if verdict == "not-measurable":
-        parts.append(" — the checks below failed, so these numbers cannot be trusted as a measurement of the target; "
-                     "they are shown to diagnose why.")
-    if failed:
-        parts.append("<br>failed: " + ", ".join(f"<code>{e(c.get('name'))}</code>" for c in failed))
-    if summary.get("error"):
-        parts.append(f"<br>error: {e(summary['error'])}")
-    if summary.get("interrupted"):
-        parts.append("<br>the run was interrupted: the results are partial")
-    return "".join(parts) + "</div>"
+def verdict(summary: dict) -> dict:
+    """The verdict and what to say first when the run is not measurable."""
+    name = summary.get("verdict") or "unknown"
+    return {"verdict": name, "ok": name == "ok" and not summary.get("error"), "not_measurable": name == "not-measurable",
+            "failed": [c.get("name") for c in summary.get("checks") or [] if not c.get("ok")],
+            "error": summary.get("error"), "interrupted": summary.get("interrupted")}
 
 
-def percentile_table(summary: dict, model: dict | None) -> str:
+def percentile_table(summary: dict, model: dict | None) -> dict:
     lat = summary.get("latency") or {}
     window = {p["p"]: p.get("value_ns") for p in (lat.get("window") or {}).get("percentiles") or []}
     mvals = {q["p"]: q["value_ns"] for q in ((model or {}).get("model") or {}).get("percentiles") or []}
@@ -622,52 +577,48 @@ def percentile_table(summary: dict, model: dict | None) -> str:
     rows = []
     for p in lat.get("percentiles") or []:
         n_eff = p.get("n_effective")
-        row = [f"p{p['p']:g}", e(value_text(p)), e(fmt_ns(p.get("low_ns"))), e(fmt_ns(p.get("high_ns"))),
-               e("—" if n_eff is None else f"{n_eff:,.0f}"), e(fmt_ns(window.get(p["p"])))]
+        row = [f"p{p['p']:g}", value_text(p), fmt_ns(p.get("low_ns")), fmt_ns(p.get("high_ns")),
+               "—" if n_eff is None else f"{n_eff:,.0f}", fmt_ns(window.get(p["p"]))]
         if mvals:
-            mv = next((v for q, v in mvals.items() if abs(q - p["p"]) < 1e-9), None)
-            row.append(e(fmt_ns(mv)))
+            row.append(fmt_ns(next((v for q, v in mvals.items() if abs(q - p["p"]) < 1e-9), None)))
         rows.append(row)
     conf, used = lat.get("confidence") or 0.95, lat.get("samples") or 0
-    return (f"<p class=\"note\">Latency from the intended send time ({e(lat.get('source'))} timestamps, "
-            f"{used:,} samples used, {conf:.0%} confidence intervals). "
-            "A percentile the sample cannot support is not given a number.</p>"
-            + table(headers, rows, table_id="percentiles"))
+    return {"source": lat.get("source"), "used": f"{used:,}", "confidence": f"{conf:.0%}",
+            "table": table(headers, rows, table_id="percentiles")}
 
 
-def checks_table(summary: dict) -> str:
+def checks_table(summary: dict) -> dict:
     checks = summary.get("checks") or []
-    if not checks:
-        return "<p class=\"note\">no checks recorded</p>"
-    rows, classes = [], []
-    for c in checks:
-        ok = c.get("ok")
-        rows.append([e(c.get("name")), '<span class="ok">ok</span>' if ok else '<span class="bad">FAILED</span>',
-                     e(c.get("detail")), e(c.get("remedy") or "")])
-        classes.append("" if ok else "fail")
-    return table(["check", "result", "detail", "remedy"], rows, text_cols=(0, 1, 2, 3), row_classes=classes,
-                 table_id="checks")
+    rows = [[c.get("name"), [{"ok": "ok"}] if c.get("ok") else [{"bad": "FAILED"}], c.get("detail"), c.get("remedy") or ""]
+            for c in checks]
+    return table(["check", "result", "detail", "remedy"], rows, text_cols=(0, 1, 2, 3),
+                 row_classes=["" if c.get("ok") else "fail" for c in checks], table_id="checks")
 
 
-def thresholds_table(summary: dict) -> str:
-    rows = [[e(t.get("threshold")), e(t.get("status")), e(t.get("detail"))] for t in summary.get("thresholds") or []]
-    return table(["threshold", "status", "detail"], rows, text_cols=(0, 1, 2), table_id="thresholds") if rows else ""
+def thresholds_table(summary: dict) -> dict:
+    rows = [[t.get("threshold"), t.get("status"), t.get("detail")] for t in summary.get("thresholds") or []]
+    return table(["threshold", "status", "detail"], rows, text_cols=(0, 1, 2), table_id="thresholds")
 
 
-def run_facts(summary: dict) -> str:
+def run_facts(summary: dict) -> list:
+    """The run's load and target, one line each."""
     r = summary.get("rate") or {}
     cfg = summary.get("config") or {}
-    bits = [f"offered {e(_rps(r.get('target_rps')))}, sent {e(_rps(r.get('achieved_rps')))}, "
-            f"completed {e(_rps(r.get('completed_rps')))} over {e(_num(r.get('duration_s'), '{:.2f} s'))}"]
+    lines: list = [f"offered {_rps(r.get('target_rps'))}, sent {_rps(r.get('achieved_rps'))}, "
+                   f"completed {_rps(r.get('completed_rps'))} over {_num(r.get('duration_s'), '{:.2f} s')}"]
     if cfg.get("builtin_server"):
         b = cfg["builtin_server"]
-        bits.append(f"built-in server: service <code>{e(b.get('service'))}</code>, {e(b.get('workers'))} worker(s)")
+        lines.append(["built-in server: service ", {"code": b.get("service")}, f", {_text(b.get('workers'))} worker(s)"])
     ts = summary.get("target_stats") or {}
     if ts.get("utilisation") is not None:
-        bits.append(f"server utilisation {ts['utilisation']:.3f}, effective service {e(fmt_ns(ts.get('effective_service_ns')))}")
+        lines.append(f"server utilisation {ts['utilisation']:.3f}, effective service {fmt_ns(ts.get('effective_service_ns'))}")
     if cfg.get("command"):
-        bits.append(f"command: <code>{e(cfg['command'])}</code>")
-    return "<p class=\"meta\">" + "<br>".join(bits) + "</p>"
+        lines.append(["command: ", {"code": cfg["command"]}])
+    return lines
+
+
+def _text(v) -> str:
+    return "" if v is None else str(v)
 
 
 def _rps(v) -> str:
@@ -676,6 +627,13 @@ def _rps(v) -> str:
 
 def _num(v, fmt: str) -> str:
     return "—" if v is None else fmt.format(v)
+
+
+def run_page(run: Run, model: dict) -> dict:
+    """What a run's section of a page shows: verdict, facts, percentiles, checks, thresholds."""
+    return {"verdict": verdict(run.summary), "facts": run_facts(run.summary),
+            "percentiles": percentile_table(run.summary, model), "model_note": model["note"],
+            "checks": checks_table(run.summary), "thresholds": thresholds_table(run.summary)}
 
 
 # --------------------------------------------------------------------------------- the report
@@ -699,7 +657,7 @@ def run_plots(run: Run, out_dir: Path, prefix: str = "", with_model: bool = True
     """Write a run's plots; returns ([(name, png path)], model dict)."""
     model = {"model": None, "note": "model not asked for"}
     if with_model:
-        floor = 1.0 / run.latency.get_total_count() if run.latency is not None else 1e-4
+        floor = 1.0 / run.latency.total if run.latency is not None else 1e-4
         # The curve's percentiles and the reported ones (for the table), in one simulation.
         ps = set(model_curve_ps(floor)) | {p["p"] for p in run.percentiles if 0 < p["p"] < 100}
         model = model_for(run.summary, sorted(ps))
@@ -720,16 +678,10 @@ def run_report(directory: Path, out_dir: Path, summary: dict, with_model: bool =
     """Plots and report.html for one run directory."""
     run = Run.read(directory, summary)
     plots, model = run_plots(run, out_dir, with_model=with_model)
-    body = [f"<h1>tailwise report: {e(summary.get('target'))}</h1>",
-            f"<p class=\"meta\">run started {e(summary.get('started_at'))}, tailwise "
-            f"{e((summary.get('tool') or {}).get('version'))}; directory <code>{e(directory)}</code></p>",
-            verdict_html(summary), run_facts(summary),
-            "<h2>Percentiles</h2>", percentile_table(summary, model),
-            f"<p class=\"note\" id=\"model-note\">{e(model['note'])}</p>",
-            "<h2>Checks</h2>", checks_table(summary), thresholds_table(summary), "<h2>Plots</h2>"]
-    body += [figure_html(png, name, CAPTIONS[name]) for name, png in plots]
     html_path = out_dir / "report.html"
-    html_path.write_text(page(f"tailwise report: {summary.get('target', '')}", body))
+    html_path.write_text(render("run.html.j2", f"tailwise report: {summary.get('target', '')}", summary=summary,
+                                tool_version=(summary.get("tool") or {}).get("version"), directory=directory,
+                                run=run_page(run, model), figures=[figure(png, name, CAPTIONS[name]) for name, png in plots]))
     return [p for _, png in plots for p in (png, png.with_suffix(".svg"))] + [html_path]
 
 
@@ -762,42 +714,43 @@ def highest_unsaturated(directory: Path, doc: dict) -> dict | None:
     return max(ok, key=lambda p: p["rate_rps"], default=None)
 
 
-def points_table(doc: dict) -> str:
+def points_table(doc: dict) -> dict:
     pct = doc.get("percentile") or 99.0
     rows, classes = [], []
     for p in sorted(doc.get("points") or [], key=lambda p: p["rate_rps"]):
         t = p.get("target") or {}
         p50 = next((q for q in p.get("percentiles") or [] if q["p"] == 50.0), {})
         slo = {True: "yes", False: "no", None: "—"}[p.get("meets_slo")]
-        rows.append([e(p.get("index")), e(_rps(p.get("rate_rps"))), e(_rps(p.get("achieved_rps"))),
-                     e(p.get("verdict")), e(value_text(t)),
-                     e(f"[{fmt_ns(t.get('low_ns'))}, {fmt_ns(t.get('high_ns'))}]"), e(value_text(p50)),
-                     e(p.get("saturation_reason") or "no"), e(slo), e(", ".join(p.get("failed_checks") or []) or "—"),
-                     f"<code>{e(p.get('dir'))}</code>"])
+        rows.append([p.get("index"), _rps(p.get("rate_rps")), _rps(p.get("achieved_rps")), p.get("verdict"),
+                     value_text(t), f"[{fmt_ns(t.get('low_ns'))}, {fmt_ns(t.get('high_ns'))}]", value_text(p50),
+                     p.get("saturation_reason") or "no", slo, ", ".join(p.get("failed_checks") or []) or "—",
+                     [{"code": p.get("dir")}]])
         classes.append("fail" if p.get("saturated") or p.get("verdict") != "ok" else "")
     return table(["#", "offered", "sent", "verdict", f"p{pct:g}", "CI", "p50", "saturated", "meets SLO",
                   "failed checks", "directory"], rows, text_cols=(3, 7, 9, 10), row_classes=classes, table_id="points")
 
 
-def sweep_facts(doc: dict) -> str:
+def sweep_facts(doc: dict) -> list:
+    """The sweep's mode, knee, saturation, capacity and SLO, one line each."""
     from tailwise.sweep.run import capacity_text, knee_text
 
-    bits = [f"mode {e(doc.get('mode'))}, stopped: {e(doc.get('stopped'))}, complete: {e(doc.get('complete'))}"]
+    lines: list = [f"mode {_text(doc.get('mode'))}, stopped: {_text(doc.get('stopped'))}, "
+                   f"complete: {_text(doc.get('complete'))}"]
     knee, sat, slo = doc.get("knee"), doc.get("saturation"), doc.get("slo")
-    bits.append(e(knee_text(doc)) if knee else "knee: none found")
-    bits.append(f"saturated at {e(_rps(sat.get('rate_rps')))}: {e(sat.get('reason'))}" if sat else "saturation: not reached")
+    lines.append(knee_text(doc) if knee else "knee: none found")
+    lines.append(f"saturated at {_rps(sat.get('rate_rps'))}: {_text(sat.get('reason'))}" if sat else "saturation: not reached")
     if (capacity := capacity_text(doc)) is not None:
-        bits.append(e(capacity))
+        lines.append(capacity)
     if slo:
-        bits.append(f"SLO {e(slo.get('threshold'))}: {e(slo.get('detail'))}")
+        lines.append(f"SLO {_text(slo.get('threshold'))}: {_text(slo.get('detail'))}")
     if doc.get("error"):
-        bits.append(f'<span class="bad">error: {e(doc["error"])}</span>')
+        lines.append([{"bad": f"error: {doc['error']}"}])
     if doc.get("interrupted"):
-        bits.append('<span class="bad">the sweep was interrupted: the points are partial</span>')
+        lines.append([{"bad": "the sweep was interrupted: the points are partial"}])
     cmd = (doc.get("config") or {}).get("command")
     if cmd:
-        bits.append(f"command: <code>{e(cmd)}</code>")
-    return "<p class=\"meta\" id=\"sweep-facts\">" + "<br>".join(bits) + "</p>"
+        lines.append(["command: ", {"code": cmd}])
+    return lines
 
 
 def sweep_report(directory: Path, out_dir: Path, doc: dict, with_model: bool = True) -> list[Path]:
@@ -815,24 +768,19 @@ def sweep_report(directory: Path, out_dir: Path, doc: dict, with_model: bool = T
         label = f"{p['rate_rps']:,.0f} req/s" + (" (saturated)" if p.get("saturated") else "")
         curves.append((label, h, {"color": cmap(i / max(len(points) - 1, 1) * 0.9), "ls": "--" if p.get("saturated") else "-"}))
     written.append(("ccdf_points", save_figure(ccdf_overlay_figure(curves, "latency CCDF at each load"), out_dir, "ccdf_points")[0]))
-
-    body = [f"<h1>tailwise sweep report: {e(doc.get('target'))}</h1>",
-            f"<p class=\"meta\">sweep started {e(doc.get('started_at'))}, tailwise "
-            f"{e((doc.get('tool') or {}).get('version'))}; directory <code>{e(directory)}</code></p>",
-            sweep_facts(doc), "<h2>Points</h2>", points_table(doc), "<h2>Plots</h2>"]
-    body += [figure_html(png, name, CAPTIONS[name]) for name, png in written]
-    best = highest_unsaturated(directory, doc)
+    figures = [figure(png, name, CAPTIONS[name]) for name, png in written]
+    best, point = highest_unsaturated(directory, doc), None
     if best is not None:
         run = Run.read(_point_dir(directory, best))
         plots, model = run_plots(run, out_dir, prefix=POINT_PREFIX, with_model=with_model)
-        body += [f"<h2>Highest unsaturated load: {e(_rps(best['rate_rps']))} (<code>{e(best.get('dir'))}</code>)</h2>",
-                 verdict_html(run.summary), percentile_table(run.summary, model),
-                 f"<p class=\"note\">{e(model['note'])}. Every point can be reported alone: "
-                 f"<code>tailwise report {e(_point_dir(directory, best))}</code></p>"]
-        body += [figure_html(png, POINT_PREFIX + name, CAPTIONS[name]) for name, png in plots]
+        point = run_page(run, model) | {
+            "rate": _rps(best["rate_rps"]), "dir": best.get("dir"), "directory": _point_dir(directory, best),
+            "figures": [figure(png, POINT_PREFIX + name, CAPTIONS[name]) for name, png in plots]}
         written += [(POINT_PREFIX + name, png) for name, png in plots]
     html_path = out_dir / "report.html"
-    html_path.write_text(page(f"tailwise sweep report: {doc.get('target', '')}", body))
+    html_path.write_text(render("sweep.html.j2", f"tailwise sweep report: {doc.get('target', '')}", doc=doc,
+                                tool_version=(doc.get("tool") or {}).get("version"), directory=directory,
+                                sweep_facts=sweep_facts(doc), points=points_table(doc), figures=figures, best=point))
     return [p for _, png in written for p in (png, png.with_suffix(".svg"))] + [html_path]
 
 

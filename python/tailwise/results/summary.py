@@ -22,6 +22,7 @@ from hdrh.iterators import PercentileIterator
 from tailwise import __version__, _core
 from tailwise.agent.local import AgentResult, Flag
 from tailwise.results.files import RUN_SCHEMA, SAMPLE_COLUMN_DTYPES, STAGE, check_out_dir, install, write_json
+from tailwise.stats.histogram import decode
 from tailwise.stats.quantiles import DEFAULT_PERCENTILES
 
 if TYPE_CHECKING:
@@ -48,35 +49,39 @@ HLOG_MAX_UNIT_RATIO = 1_000_000
 HLOG_FORMAT_VERSION = "1.3"
 
 
-def interval_histograms(intervals) -> list[tuple[int, HdrHistogram]]:
+def interval_histograms(intervals) -> list[tuple[int, _core.Histogram]]:
     """An agent's every-request histograms (``Intervals.log()``: one per 100 ms of *intended*
     send time that has any request) as (interval index, histogram), in index order."""
     rows = intervals.log() if intervals is not None else []
-    return sorted(((index, decode_histogram(raw)) for index, raw in rows), key=lambda row: row[0])
+    return sorted(((index, decode(raw)) for index, raw in rows), key=lambda row: row[0])
 
 
-def merge_interval_histograms(*per_agent: list[tuple[int, HdrHistogram]]) -> list[tuple[int, HdrHistogram]]:
+def merge_interval_histograms(*per_agent: list[tuple[int, _core.Histogram]]) -> list[tuple[int, _core.Histogram]]:
     """Several agents' interval histograms added interval by interval (the same index is the same
     100 ms of intended send time after the run's start): the whole run's."""
     _, digits = _core.interval_params()
     lowest, highest, _ = _core.histogram_params()
-    merged: dict[int, HdrHistogram] = {}
+    merged: dict[int, _core.Histogram] = {}
     for rows in per_agent:
         for index, h in rows:
             if index not in merged:
-                merged[index] = HdrHistogram(lowest, highest, digits)
+                merged[index] = _core.Histogram(lowest, highest, digits)
             merged[index].add(h)
     return sorted(merged.items())
 
 
-def write_interval_log(path: Path, rows: list[tuple[int, HdrHistogram]], wall_start_s: float,
+def write_interval_log(path: Path, rows: list[tuple[int, _core.Histogram]], wall_start_s: float,
                        tag: str | None = None) -> int:
     """Interval histograms as an HdrHistogram interval log (log format 1.3, as Java's
     ``HistogramLogWriter`` writes it): one line per 100 ms of *intended* send time, ``start,length,
     max,histogram`` with start and length in s after ``#[BaseTime]`` (= ``#[StartTime]``, the
     engine's start) and max in ms; untagged, or every line ``Tag=TAG,`` (Java's
     ``HistogramLogProcessor`` reads only untagged lines unless given ``-tag``). Returns the number of
-    intervals written."""
+    intervals written.
+
+    The lines are formatted here, the histograms encoded by the crate: the crate's
+    ``IntervalLogWriter`` writes Interval_Max to 3 decimals (docs/results.md: 6, to the ns), no
+    legend line, and a ``#[MaxValueDivisor]`` line Java's writer does not."""
     if tag is not None and not AGENT_TAG.fullmatch(tag):
         raise ValueError(f"interval log tag {tag!r}: letters, digits, '_', '.' and '-' only")
     interval_ns, _ = _core.interval_params()
@@ -86,8 +91,6 @@ def write_interval_log(path: Path, rows: list[tuple[int, HdrHistogram]], wall_st
         f.write(f"#[tailwise {__version__}: every request's latency (ns) from its intended send time, "
                 f"one histogram per {interval_ns / 1e9:g} s of intended send time"
                 f"{'' if tag is None else ', agent ' + tag}]\n")
-        # The header lines written here: hdrh 0.10's output_start_time takes the epoch in ms for
-        # seconds, and its interval writer drops tags and takes a start of 0 for "unset".
         f.write(f"#[Histogram log format version {HLOG_FORMAT_VERSION}]\n")
         f.write(f"#[StartTime: {wall_start_s:.3f} (seconds since epoch), {when}]\n")
         f.write(f"#[BaseTime: {wall_start_s:.3f} (seconds since epoch)]\n")
@@ -95,7 +98,7 @@ def write_interval_log(path: Path, rows: list[tuple[int, HdrHistogram]], wall_st
         for index, h in rows:
             # Max to the ns (6 decimals of ms): readers skip it, people read it.
             f.write(f"{prefix}{index * interval_ns / 1e9:.3f},{interval_ns / 1e9:.3f},"
-                    f"{h.get_max_value() / HLOG_MAX_UNIT_RATIO:.6f},{h.encode().decode()}\n")
+                    f"{h.max / HLOG_MAX_UNIT_RATIO:.6f},{base64.b64encode(h.encode()).decode()}\n")
     return len(rows)
 
 
@@ -162,6 +165,21 @@ def _hist_params() -> dict:
     return {"unit": "ns", "lowest_ns": lowest, "highest_ns": highest, "significant_digits": digits}
 
 
+def _engine_json(result: AgentResult) -> dict:
+    """The engine's own costs: pinned CPUs, CPU time, preemptions, stalls, the host's steal."""
+    sent = result.counters["sent"]
+    return {
+        "pinned_cpus": result.pinned_cpus,
+        "cpu_s": result.cpu_ns / 1e9,
+        "cpu_ns_per_request": result.cpu_ns / max(sent, 1) if sent else None,
+        "preemptions": result.preemptions,
+        "stalls": result.stalls,
+        "stalled_s": result.stalled_ns / 1e9,
+        "stall_threshold_ns": STALL_NS,
+        "host_steal_s": result.steal_s,
+    }
+
+
 def build_summary(*, target: str, config: dict, host: dict, result: AgentResult, analysis: Analysis,
                   methodology: dict) -> dict:
     c = result.counters
@@ -174,7 +192,6 @@ def build_summary(*, target: str, config: dict, host: dict, result: AgentResult,
     lat_hist = decode_histogram(result.latency_hist)
     lag_hist = decode_histogram(result.send_lag_hist)
     ok = analysis.ok and not result.error and not result.interrupted
-    requests = max(c["sent"], 1)
     return {
         "schema": SCHEMA,
         "tool": {"name": "tailwise", "version": __version__},
@@ -231,16 +248,7 @@ def build_summary(*, target: str, config: dict, host: dict, result: AgentResult,
         "error_reasons": [{"reason": r, "count": n} for r, n in result.error_reasons],
         "checks": [ch.as_json() for ch in analysis.checks],
         "methodology": methodology,
-        "engine": {
-            "pinned_cpus": result.pinned_cpus,
-            "cpu_s": result.cpu_ns / 1e9,
-            "cpu_ns_per_request": result.cpu_ns / requests if c["sent"] else None,
-            "preemptions": result.preemptions,
-            "stalls": result.stalls,
-            "stalled_s": result.stalled_ns / 1e9,
-            "stall_threshold_ns": STALL_NS,
-            "host_steal_s": result.steal_s,
-        },
+        "engine": _engine_json(result),
         "config": config,
         "host": host,
     }

@@ -1,80 +1,56 @@
-"""HDR histograms as numpy arrays: bucket counts that can be added, subtracted and read.
+"""HDR histograms for the statistics: the ``hdrhistogram`` crate's, through ``_core.Histogram``.
 
-The engine's every-request histograms (HdrHistogram V2, decoded with ``hdrh``) are turned into
-``Buckets`` — each bucket's lowest and highest equivalent value and its count — so that the
-coordinator can take the sampled excluded requests out of the every-request distribution
-bucket by bucket (``hdrh`` has no subtraction) and read percentiles as HdrHistogram does: the
-highest equivalent value of the bucket in which the cumulative count first reaches
-⌈p/100 · N⌉ (Tene, HdrHistogram, ``getValueAtPercentile``).
+The engine's every-request histograms (HdrHistogram V2 compressed bytes) are decoded, added,
+subtracted and read by the crate, so that nothing here re-implements HdrHistogram's buckets.
+Percentiles are read as Java HdrHistogram's ``getValueAtPercentile`` reads them (the highest
+value equivalent to the ⌈p/100 · N⌉-th smallest, Tene, HdrHistogram): ``_core`` walks the
+crate's buckets with Java's rank, since the crate's own ``value_at_quantile`` can land one
+request higher (crates/tailwise-py/src/hist.rs, ``java_rank``).
 """
 
 from __future__ import annotations
 
-import base64
-import math
 from dataclasses import dataclass
-from functools import lru_cache
 
 import numpy as np
-from hdrh.histogram import HdrHistogram
 
 from tailwise import _core
 
 
-def decode(raw: bytes) -> HdrHistogram:
-    """HdrHistogram V2 compressed bytes (from the engine) → an hdrh histogram."""
-    return HdrHistogram.decode(base64.b64encode(raw))
-
-
-@lru_cache(maxsize=8)
-def _bounds(lowest: int, highest: int, digits: int) -> tuple[np.ndarray, np.ndarray]:
-    h = HdrHistogram(lowest, highest, digits)
-    values = [h.get_value_from_index(i) for i in range(h.counts_len)]
-    low = np.array([h.get_lowest_equivalent_value(v) for v in values], dtype=np.int64)
-    high = np.array([h.get_highest_equivalent_value(v) for v in values], dtype=np.int64)
-    return low, high
+def decode(raw: bytes) -> _core.Histogram:
+    """HdrHistogram V2 compressed bytes (from the engine) → the crate's histogram."""
+    return _core.Histogram.decode(raw)
 
 
 @dataclass
 class Buckets:
-    low: np.ndarray  # lowest equivalent value of each bucket (ns), increasing
-    high: np.ndarray  # highest equivalent value of each bucket (ns)
-    counts: np.ndarray  # float: subtraction of estimated counts may leave fractions
+    """The every-request distribution of a window, as the statistics read it."""
+
+    hist: _core.Histogram
 
     @classmethod
-    def of(cls, h: HdrHistogram) -> Buckets:
-        low, high = _bounds(h.lowest_trackable_value, h.highest_trackable_value, h.significant_figures)
-        counts = np.array([h.get_count_at_index(i) for i in range(h.counts_len)], dtype=float)
-        return cls(low, high, counts)
+    def of(cls, h: _core.Histogram) -> Buckets:
+        return cls(h)
 
     @classmethod
     def of_values(cls, values_ns: np.ndarray, lowest: int = _core.HIST_LOWEST_NS, highest: int = _core.HIST_MAX_NS,
                   digits: int = _core.INTERVAL_SIGFIG) -> Buckets:
         """The interval histogram the engine would have recorded for these values (tests, replays)."""
-        low, high = _bounds(lowest, highest, digits)
-        b = cls(low, high, np.zeros(len(low)))
-        b.counts = np.bincount(b.index(values_ns), minlength=len(low)).astype(float)
-        return b
+        h = _core.Histogram(lowest, highest, digits)
+        h.record_values(np.clip(np.asarray(values_ns, dtype=np.int64), 0, None).tolist())
+        return cls(h)
 
     @property
-    def total(self) -> float:
-        return float(self.counts.sum())
+    def total(self) -> int:
+        return self.hist.total
 
-    def index(self, values_ns: np.ndarray) -> np.ndarray:
-        """The bucket of each value."""
-        v = np.clip(np.asarray(values_ns, dtype=np.int64), self.low[0], self.high[-1])
-        return np.searchsorted(self.low, v, side="right") - 1
+    def minus(self, other: Buckets) -> Buckets:
+        """These counts less another histogram's (the crate's subtraction: ValueError when a bucket
+        of ``other`` holds more than this one's)."""
+        h = self.hist.copy()
+        h.subtract(other.hist)
+        return Buckets(h)
 
-    def minus(self, values_ns: np.ndarray, weight: float) -> Buckets:
-        """These buckets less ``weight`` counts per value (clipped at zero)."""
-        take = np.bincount(self.index(values_ns), minlength=len(self.counts)) * float(weight)
-        return Buckets(self.low, self.high, np.clip(self.counts - take, 0.0, None))
-
-    def value_at(self, p: float) -> float | None:
+    def value_at(self, p: float) -> int | None:
         """The p-th percentile (0–100), as HdrHistogram reads it; None when empty."""
-        total = self.total
-        if total <= 0:
-            return None
-        target = max(1.0, math.ceil(min(max(p, 0.0), 100.0) / 100.0 * total - 1e-9))
-        i = int(np.searchsorted(np.cumsum(self.counts), target - 1e-9))
-        return float(self.high[min(i, len(self.high) - 1)])
+        return self.hist.value_at_percentile(p) if self.hist.total > 0 else None
