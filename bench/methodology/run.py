@@ -28,7 +28,7 @@ import numpy as np
 
 from tailwise.agent.local import SAMPLE_DTYPE
 from tailwise.agent.host import host_info
-from tailwise.methodology.analysis import Precision, analyse
+from tailwise.methodology.analysis import AnalysisInput, Precision, RunPlan, analyse
 from tailwise.stats.histogram import Buckets
 
 
@@ -40,9 +40,10 @@ def round_cost(n: int, rng: np.random.Generator) -> float:
     c = {"intended": n, "sent": n, "received": n, "late": 0, "never_sent": 0, "errors": 0, "timeouts": 0}
     every = Buckets.of_values(s["latency_ns"].astype(np.int64))
     t = time.process_time()
-    analyse(s, counters=c, elapsed_s=n / 50_000, received_in_window=n, reasons=[], rate_rps=50_000, arrival="exp",
-            conns=8, outstanding=4, sample_every=1, precision=Precision(ci_rel=0.1), rng=rng, late_ns=50_000,
-            every_request=lambda _a, _b: every)
+    plan = RunPlan(Precision(ci_rel=0.1), rate_rps=50_000, arrival="exp", conns=8, outstanding=4, sample_every=1,
+                   late_ns=50_000)
+    analyse(AnalysisInput(plan, s, c, elapsed_s=n / 50_000, received_in_window=n, rng=rng,
+                          every_request=lambda _a, _b: every))
     return time.process_time() - t
 
 

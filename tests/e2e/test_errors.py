@@ -180,19 +180,24 @@ def test_unanswered_datagrams_are_named_as_what_held_the_slots():
     figure, instead of blaming the server's speed or the client."""
     from tailwise.spec.load import LoadSpec
     from tailwise.methodology.checks import Check
-    from tailwise.methodology.controller import adjust_remedies, held_slots
+    from tailwise.methodology.controller import Ending, adjust_remedies, held_slots
+    from tailwise.methodology.remedies import Advice, FreeHeldSlots
+    from tailwise.methodology.words import held_words, remedy_words
 
     udp = LoadSpec(targets=["127.0.0.1:9"], rate_rps=2000, duration_ns=3_000_000_000, scheme="udp")
     counters = {"timeouts": 120, "sent": 6000}
     held = held_slots(udp, counters, 3.0)
-    assert held and "held by unanswered datagrams" in held and "120" in held and "40 of the 32 slots" in held
+    said = held_words(held)
+    assert held and "held by unanswered datagrams" in said and "120" in said and "40 of the 32 slots" in said
     assert held_slots(LoadSpec(targets=["127.0.0.1:9"], rate_rps=2000, duration_ns=1, scheme="synthetic"),
                       counters, 3.0) is None
     assert held_slots(udp, {"timeouts": 10}, 3.0) is None  # 3 slots of 32: not what limited the rate
-    checks = [Check("rate", False, "sent …", "the server did not keep up with the rate: lower --rate"),
-              Check("arrivals", False, "late …", "the client fell behind its schedule: add --threads"),
-              Check("errors", False, "120 timeouts", "fix the server")]
-    out = adjust_remedies(checks, "duration", 3.0, 60.0, held)
-    assert all("held by unanswered datagrams" in c.remedy for c in out[:2])
-    assert not any("did not keep up" in c.remedy or "add --threads" in c.remedy for c in out[:2])
-    assert out[2].remedy == "fix the server"
+    checks = [Check("rate", False, "sent …", Advice.SERVER_BEHIND),
+              Check("arrivals", False, "late …", Advice.CLIENT_BEHIND_SCHEDULE),
+              Check("errors", False, "120 timeouts", Advice.FIX_SERVER)]
+    out = adjust_remedies(checks, Ending.DURATION, 3.0, 60.0, held)
+    assert all(c.remedy == FreeHeldSlots(held) for c in out[:2])
+    assert all("held by unanswered datagrams" in remedy_words(c.remedy) for c in out[:2])
+    assert not any("did not keep up" in remedy_words(c.remedy) or "add --threads" in remedy_words(c.remedy)
+                   for c in out[:2])
+    assert out[2].remedy == Advice.FIX_SERVER

@@ -16,13 +16,16 @@ from hypothesis import strategies as st
 from tailwise.agent.local import SAMPLE_DTYPE, Flag
 from tailwise.methodology.analysis import (
     INTERVAL_NS,
+    AnalysisInput,
     Precision,
+    RunPlan,
     analyse,
     host_pauses,
     probe_correlation,
     warmup_end_ns,
 )
-from tailwise.methodology.checks import Setting, client_remedy
+from tailwise.methodology.checks import Setting
+from tailwise.methodology.words import client_words, remedy_words
 from tailwise.stats.bounds import bounded_percentile, floor_ns, lower_bounds
 from tailwise.stats.histogram import Buckets
 from tailwise.stats.quantiles import estimate_percentile, percentile_ci
@@ -85,11 +88,11 @@ def run_analysis(s, *, stalls=(), pauses=(), precision=None, bound=True, target_
         return Buckets.of_values(s["latency_ns"][keep].astype(np.int64))
 
     assert every.total == n
-    return analyse(s, counters=c, elapsed_s=end / 1e9, received_in_window=n, reasons=[], rate_rps=RATE, arrival="exp",
-                   conns=16, outstanding=4, sample_every=1, precision=precision or Precision(ci_rel=0.5),
-                   rng=np.random.default_rng(1), end_ns=end, pauses=pauses, engine_stalls=list(stalls),
-                   target_stalls=list(target_stalls), bound_delays=bound, every_request=window, late_ns=50_000,
-                   setting=setting)
+    plan = RunPlan(precision or Precision(ci_rel=0.5), rate_rps=RATE, arrival="exp", conns=16, outstanding=4,
+                   sample_every=1, late_ns=50_000, bound_delays=bound, setting=setting)
+    return analyse(AnalysisInput(plan, s, c, elapsed_s=end / 1e9, received_in_window=n, rng=np.random.default_rng(1),
+                                 end_ns=end, pauses=pauses, engine_stalls=list(stalls),
+                                 target_stalls=list(target_stalls), every_request=window))
 
 
 def check(a, name):
@@ -138,7 +141,7 @@ def test_a_clean_run_keeps_everything_after_the_warmup_with_todays_intervals(rng
     w0, _ = a.window
     assert w0 == 100_000_000
     used = s["intended_ns"] >= w0
-    assert a.details["samples_used"] == int(used.sum()) and a.details["delayed"]["samples"] == 0
+    assert a.samples_used == int(used.sum()) and a.delayed.samples == 0
     assert check(a, "consistency").ok and "agree with every request" in check(a, "consistency").detail
     # Nothing delayed: each interval is exactly the order-statistic CI of before (issue 18).
     lat = s["latency_ns"][used].astype(np.int64)
@@ -197,12 +200,12 @@ def test_analyse_gives_the_same_bounds_from_the_engines_flags():
     by_p = {pc.p: pc for pc in a.percentiles}
     for p, (lo, hi) in HAND.items():
         assert (by_p[p].value_low, by_p[p].value) == (lo, hi) and by_p[p].low <= lo and hi <= by_p[p].high
-    d = a.details["delayed"]
+    d = a.to_dict()["delayed"]
     assert d["samples"] == DELAYED_HAND and d["causes"] == {"sent_late": DELAYED_HAND, "outstanding_across": 0}
     assert d["share"] == pytest.approx(0.005) and d["floor_ns"] == 20_000
     # No width asked: the stalls check reports, it cannot fail.
     assert check(a, "stalls").ok and "0.50% of the 200,000" in check(a, "stalls").detail
-    assert check(a, "exclusions").ok and a.details["exclusions"]["samples"] == 0
+    assert check(a, "exclusions").ok and a.to_dict()["exclusions"]["samples"] == 0
 
 
 def test_outstanding_across_a_stall_is_bounded_by_the_stall_it_spans():
@@ -239,7 +242,7 @@ def test_delays_that_come_with_the_targets_slow_moments_put_the_every_request_fi
         assert pc.value == pytest.approx(truth, rel=0.01) and pc.high >= truth * 0.99, (pc, truth)
     p99 = next(pc for pc in an.percentiles if pc.p == 99)
     assert p99.value > 2_000_000 and p99.low < 100_000  # the interval spans both readings
-    hp = an.details["host_pauses"]
+    hp = an.host_pauses
     assert hp["paused_both"] and hp["with_target_stall"] == 13 and "paused the client and the target" in hp["note"]
     assert hp["note"] in check(an, "stalls").detail and check(an, "stalls").ok
 
@@ -265,7 +268,8 @@ def test_the_stalls_check_fails_only_when_the_widening_alone_misses_the_ci(rng):
     c = check(between, "stalls")
     assert not c.ok and between.state == "load" and check(between, "confidence").ok
     assert c.detail.startswith("p99 lies in [") and "delayed by the client's own stalls" in c.detail
-    assert "--poll spin" in c.remedy and "CPUs of their own" not in c.remedy and "(1)" in c.remedy
+    remedy = remedy_words(c.remedy)
+    assert "--poll spin" in remedy and "CPUs of their own" not in remedy and "(1)" in remedy
     # Narrower than sampling alone and the widening small: the confidence check's (run longer).
     tight = run_analysis(s, stalls=stalls, precision=Precision(ci_ns=sampling / 2))
     assert pc.widening < sampling / 2  # (seeded: 13 µs against 788 µs)
@@ -277,12 +281,12 @@ def test_the_stalls_check_fails_only_when_the_widening_alone_misses_the_ci(rng):
 
 
 def test_a_remedy_never_recommends_what_is_already_so():
-    done = client_remedy(Setting(poll="spin", own_cpus=True, isolated=True, engine_cpus=(1,), local_target=False), 99)
+    done = client_words(Setting(poll="spin", own_cpus=True, isolated=True, engine_cpus=(1,), local_target=False), 99)
     assert "--poll spin" not in done and "CPUs of their own" not in done and "isolate" not in done
     assert "another machine" not in done and "lower --percentile than p99" in done
-    todo = client_remedy(Setting(poll="block", own_cpus=False, isolated=False, local_target=True), 99.9)
+    todo = client_words(Setting(poll="block", own_cpus=False, isolated=False, local_target=True), 99.9)
     assert "--poll spin" in todo and "CPUs of their own" in todo and "isolcpus" in todo and "another machine" in todo
-    assert "another machine" not in client_remedy(Setting(builtin=True, local_target=True), 99)
+    assert "another machine" not in client_words(Setting(builtin=True, local_target=True), 99)
 
 
 def test_host_pauses_are_counted_by_overlap():
@@ -312,12 +316,13 @@ def test_consistency_fails_when_the_samples_lose_the_tail(rng):
     t = s["intended_ns"].astype(np.int64)
     every_lat = s["latency_ns"].astype(np.int64).copy()
     every_lat[rng.random(len(s)) < 0.02] += 5_000_000  # 2 % slow in every request …
-    a = analyse(s, counters={"intended": len(s), "sent": len(s), "received": len(s), "late": 0, "never_sent": 0,
-                             "errors": 0, "timeouts": 0},
-                elapsed_s=t[-1] / 1e9, received_in_window=len(s), reasons=[], rate_rps=RATE, arrival="exp", conns=16,
-                outstanding=4, sample_every=1, precision=Precision(ci_rel=0.5), rng=np.random.default_rng(1),
-                end_ns=int(t[-1]) + 1, late_ns=50_000,
-                every_request=lambda f, l: Buckets.of_values(every_lat[(t >= f * INTERVAL_NS) & (t < l * INTERVAL_NS)]))
+    plan = RunPlan(Precision(ci_rel=0.5), rate_rps=RATE, arrival="exp", conns=16, outstanding=4, sample_every=1,
+                   late_ns=50_000)
+    a = analyse(AnalysisInput(
+        plan, s, {"intended": len(s), "sent": len(s), "received": len(s), "late": 0, "never_sent": 0, "errors": 0,
+                  "timeouts": 0},
+        elapsed_s=t[-1] / 1e9, received_in_window=len(s), rng=np.random.default_rng(1), end_ns=int(t[-1]) + 1,
+        every_request=lambda f, l: Buckets.of_values(every_lat[(t >= f * INTERVAL_NS) & (t < l * INTERVAL_NS)])))
     c = check(a, "consistency")  # … but none of them among the samples
     assert not c.ok and "every request" in c.detail, c
 
@@ -352,10 +357,10 @@ def test_the_interval_never_misses_the_targets_own_percentile(burst_at, burst_ms
     flags = s["flags"][inside]
     lat = s["latency_ns"][inside].astype(np.int64)
     lower = lower_bounds(lat, (flags & Flag.ENGINE_STALL) != 0, (flags & Flag.INFLATED) != 0,
-                         s["inflation_ns"][inside], an.details["delayed"]["floor_ns"])
+                         s["inflation_ns"][inside], an.delayed.floor_ns)
     # The floor is the least latency of the requests not delayed: a delayed one's own draw can lie
     # below it (chance 1/n each, a fraction of a ns here), which moves no percentile.
-    floor = an.details["delayed"]["floor_ns"]
+    floor = an.delayed.floor_ns
     assert (lower <= lat).all() and (lower <= np.maximum(true[inside], floor)).all(), "a lower bound above the truth"
     for pc in an.percentiles:
         if not pc.supported:

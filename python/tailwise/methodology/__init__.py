@@ -2,8 +2,9 @@
 warm-up, duration, sampling and sample count, and answers with percentiles and their confidence
 intervals or with "not measurable" and every failed check."""
 
-from tailwise.methodology.analysis import Analysis, Precision, analyse
+from tailwise.methodology.analysis import AnalysisInput, Precision, RunPlan, analyse
 from tailwise.methodology.checks import Check
 from tailwise.methodology.controller import Controller
+from tailwise.methodology.result import Analysis
 
-__all__ = ["Analysis", "Check", "Controller", "Precision", "analyse"]
+__all__ = ["Analysis", "AnalysisInput", "Check", "Controller", "Precision", "RunPlan", "analyse"]

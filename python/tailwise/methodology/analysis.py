@@ -35,8 +35,9 @@ like the samples' upper series) must agree with each reported percentile's sampl
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Callable
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Callable, Sequence
 
 import numpy as np
 from scipy.stats import binom
@@ -57,22 +58,13 @@ from tailwise.methodology.checks import (
     stationarity_check,
     target_width_ns,
 )
-from tailwise.stats.arrivals import arrival_fit
+from tailwise.methodology.result import Analysis, Delayed, StallCounts, Warmup
+from tailwise.stats.arrivals import ArrivalFit, arrival_fit
 from tailwise.stats.bounds import bounded_percentile, floor_ns, lower_bounds
 from tailwise.stats.histogram import Buckets
+from tailwise.stats.independence import Independence
 from tailwise.stats.quantiles import DEFAULT_PERCENTILES, Percentile, percentile_ci
-from tailwise.stats.stationarity import stationarity
-
-#: The methodology's steps in order, each with its checks; ``Analysis.state`` is the first that fails.
-STEPS: dict[str, tuple[str, ...]] = {
-    "load": ("rate", "errors", "stalls", "exclusions"),
-    "arrivals": ("arrivals",),
-    "stationarity": ("stationarity",),
-    "independence": ("independence",),
-    "confidence": ("confidence",),
-    "consistency": ("consistency",),
-}
-STATES = tuple(STEPS)
+from tailwise.stats.stationarity import Stationarity, stationarity
 
 #: Width of the engine's every-request interval histograms (the engine's own: recorder.rs).
 INTERVAL_NS: int = _core.INTERVAL_NS
@@ -111,23 +103,50 @@ class Precision:
         return sorted({*self.percentiles, self.percentile})
 
 
-@dataclass
-class Analysis:
-    checks: list[Check]
-    state: str  # first failing step, or "done"
-    percentiles: list[Percentile]
-    target: Percentile | None
-    used_mask: np.ndarray  # over the samples given: True where a sample went into the statistics
-    window: tuple[int, int]  # intended times [start, end) the statistics used (ns since the start)
-    samples_needed: int | None
-    details: dict = field(default_factory=dict)
+@dataclass(frozen=True)
+class RunPlan:
+    """What a run asks for and how it runs: the same for every analysis of it."""
 
-    @property
-    def ok(self) -> bool:
-        return self.state == "done"
+    precision: Precision
+    rate_rps: float
+    #: The schedule's process (``exp``, ``fixed``, …): what the arrivals check tests.
+    arrival: str
+    conns: int
+    outstanding: int
+    #: The engine's sampling: one request in ``sample_every``.
+    sample_every: int
+    #: --late: a send later than this after its intended time is late (None: the engine's count).
+    late_ns: int | None = None
+    #: False (--keep-stalls): the requests the client delayed are taken as measured.
+    bound_delays: bool = True
+    #: How the client ran, for remedies that never recommend what is already so.
+    setting: Setting | None = None
 
-    def failed(self) -> list[Check]:
-        return [c for c in self.checks if not c.ok]
+
+@dataclass(frozen=True)
+class AnalysisInput:
+    """A consistent snapshot of a run, and its plan: everything ``analyse`` reads.
+
+    ``samples``: SAMPLE_DTYPE records sorted by intended send time — every sampled request,
+    finished or censored (outstanding ones at ``end_ns``, the snapshot time; None: after the last
+    intended time). ``elapsed_s``: the time the schedule ran, pauses left out. ``pauses``: the
+    coordinator's pauses of the schedule (ns since the start; no request is intended in them);
+    ``engine_stalls`` and ``target_stalls``: the stalls of the engine threads and of an in-process
+    server (their effect on requests is in the samples' flags). ``every_request(first, last)``: the
+    every-request histogram of intervals first … last − 1."""
+
+    plan: RunPlan
+    samples: np.ndarray
+    counters: dict
+    elapsed_s: float
+    received_in_window: int
+    rng: np.random.Generator
+    reasons: Sequence[tuple[str, int]] = ()
+    end_ns: int | None = None
+    pauses: Sequence[tuple[int, int]] = ()
+    engine_stalls: Sequence[tuple[int, int]] = ()
+    target_stalls: Sequence[tuple[int, int]] = ()
+    every_request: Callable[[int, int], Buckets | None] | None = None
 
 
 def warmup_end_ns(span_ns: int, warmup_ns: int) -> int:
@@ -218,164 +237,287 @@ def consistency(every: Buckets | None, sample_every: int, used_sorted: np.ndarra
     return rows
 
 
-def analyse(samples: np.ndarray, *, counters: dict, elapsed_s: float, received_in_window: int, reasons,
-            rate_rps: float, arrival: str, conns: int, outstanding: int, sample_every: int,
-            precision: Precision, rng: np.random.Generator, end_ns: int | None = None,
-            pauses=(), engine_stalls=(), target_stalls=(), bound_delays: bool = True,
-            every_request: Callable[[int, int], Buckets | None] | None = None,
-            late_ns: int | None = None, setting: Setting | None = None) -> Analysis:
-    """``samples``: SAMPLE_DTYPE records sorted by intended send time — every sampled request,
-    finished or censored (outstanding ones at ``end_ns``, the snapshot time). ``pauses``: the
-    coordinator's pauses of the schedule (ns since the start; no request is intended in them);
-    ``engine_stalls`` and ``target_stalls``: the stalls of the engine threads and of an
-    in-process server (their effect on requests is in the samples' flags); ``bound_delays`` false
-    takes the requests the client delayed as measured (--keep-stalls). ``every_request(first,
-    last)``: the every-request histogram of intervals first … last − 1. ``elapsed_s`` is the time
-    the schedule ran, pauses left out. ``setting``: how the client ran (for remedies that never
-    recommend what is already the case)."""
-    t = samples["intended_ns"].astype(np.int64)
+@dataclass(frozen=True)
+class Exclusion:
+    """The exclusion rule's result: the window [``start_ns``, ``end_ns``) of intended times that
+    the statistics use; the warm-up before it is what leaves them (``warm``)."""
+
+    start_ns: int
+    end_ns: int
+    #: Over the samples: intended in the window.
+    used: np.ndarray
+    #: Over the samples: intended in the warm-up.
+    warm: np.ndarray
+
+    @property
+    def window_samples(self) -> int:
+        return int(self.used.sum())
+
+
+def exclude_warmup(intended: np.ndarray, end_ns: int | None, warmup_ns: int) -> Exclusion:
+    """The exclusion rule, the one step that leaves samples out: the warm-up, decided by the clock
+    (``warmup_end_ns``); the window ends at the snapshot (``end_ns``; None: after the last sample)."""
+    end = int(end_ns) if end_ns is not None else (int(intended[-1]) + 1 if len(intended) else 0)
+    w0 = warmup_end_ns(end, warmup_ns)
+    return Exclusion(w0, end, (intended >= w0) & (intended < end), intended < w0)
+
+
+@dataclass(frozen=True)
+class Delays:
+    """The requests the client delayed, by the engine's flags (never from a latency): sent late
+    (``ENGINE_STALL``) or outstanding across a stall (``INFLATED``); those in the window are
+    bounded (``delayed``) unless --keep-stalls."""
+
+    censored: np.ndarray
+    sent_late: np.ndarray
+    across: np.ndarray
+    #: In the window and bounded: between a lower bound and the measured value.
+    delayed: np.ndarray
+    #: The least latency of a request the client did not delay, anywhere in the run.
+    floor: float
+    #: The lower bounds of the window's samples (None: none delayed).
+    lower_used: np.ndarray | None
+
+
+def bound_delays(samples: np.ndarray, used: np.ndarray, bounded: bool) -> Delays:
+    """Each delayed request between its lower bound and its measured value (stats/bounds.py)."""
     lat = samples["latency_ns"].astype(np.int64)
-    sent = samples["sent_ns"].astype(np.int64)
     flags = samples["flags"].astype(np.int64)
-    n = len(samples)
-    end = int(end_ns) if end_ns is not None else (int(t[-1]) + 1 if n else 0)
-    w0 = warmup_end_ns(end, precision.warmup_ns)
-    used = (t >= w0) & (t < end)
     censored = (flags & Flag.CENSORED) != 0
     sent_late = (flags & Flag.ENGINE_STALL) != 0
     across = ((flags & Flag.INFLATED) != 0) & ~sent_late
-    delayed = used & (sent_late | across) if bound_delays else np.zeros(n, bool)
-    window_n = int(used.sum())
-
-    lat_used, cens_used = lat[used], censored[used]
-    answered = used & ~censored & (sent > 0)
-    response_ns = float(np.mean(lat[answered] - (sent[answered] - t[answered]))) if answered.any() else None
-
-    achieved = counters["sent"] / elapsed_s if elapsed_s > 0 else None
-    completed = received_in_window / elapsed_s if elapsed_s > 0 else None
-    checks = [rate_check(rate_rps, achieved, completed, elapsed_s, conns=conns, outstanding=outstanding,
-                         response_ns=response_ns),
-              errors_check(counters, reasons)]
-
-    # Each delayed request between its lower bound and its measured value (stats/bounds.py); the
-    # floor is the least latency of a request the client did not delay, anywhere in the run.
-    floor = floor_ns(lat, ~censored & ~sent_late & ~across & (sent > 0))
+    delayed = used & (sent_late | across) if bounded else np.zeros(len(samples), bool)
+    floor = floor_ns(lat, ~censored & ~sent_late & ~across & (samples["sent_ns"] > 0))
     lower_used = None
     if delayed.any():
         lower = lower_bounds(lat, sent_late & delayed, across & delayed, samples["inflation_ns"], floor)
         lower_used = lower[used]
+    return Delays(censored, sent_late, across, delayed, floor, lower_used)
 
-    # Percentiles on every sample in the window, with the indicator's autocorrelation in the variance.
-    ps = precision.reported
+
+@dataclass(frozen=True)
+class Estimates:
+    """Every reported percentile on every sample of the window, with its indicator's
+    autocorrelation in the variance (bounded where the client delayed requests)."""
+
+    by_p: dict[float, tuple[Percentile, Independence]]
+    #: The window's latencies, sorted (the consistency step reuses them).
+    used_sorted: np.ndarray
+    #: The asked percentile's allowed CI width (None: none asked).
+    width_target_ns: float | None
+
+    @property
+    def percentiles(self) -> list[Percentile]:
+        return [pc for pc, _ in self.by_p.values()]
+
+
+def estimate(lat_used: np.ndarray, cens_used: np.ndarray, lower_used: np.ndarray | None,
+             precision: Precision) -> Estimates:
     used_sorted = np.sort(lat_used)
     lower_sorted = None if lower_used is None else np.sort(lower_used)
-    est = {p: bounded_percentile(lat_used, lower_used, p, precision.confidence, censored=cens_used,
-                                 sorted_upper=used_sorted, sorted_lower=lower_sorted) for p in ps}
-    pcts = [est[p][0] for p in ps]
-    target, ind = est[precision.percentile]
-    width_target = target_width_ns(target.value, precision.ci_ns, precision.ci_rel)
+    by_p = {p: bounded_percentile(lat_used, lower_used, p, precision.confidence, censored=cens_used,
+                                  sorted_upper=used_sorted, sorted_lower=lower_sorted) for p in precision.reported}
+    target = by_p[precision.percentile][0]
+    return Estimates(by_p, used_sorted, target_width_ns(target.value, precision.ci_ns, precision.ci_rel))
 
-    # Did the host pause the client and the target together? (information)
-    share = 1.0 - precision.percentile / 100.0
-    stall_starts = [a for a, _ in engine_stalls if w0 <= a < end]
-    probe = (probe_correlation(t, lat, used & ~delayed, stall_starts, target.value, share)
-             if target.value is not None else None)
-    pauses_both = host_pauses(engine_stalls, target_stalls, probe, w0, end, precision.percentile)
 
-    n_late, n_across = int((delayed & sent_late).sum()), int((delayed & across).sum())
-    checks.append(stalls_check(engine_stalls, target_stalls, sent_late=n_late, across=n_across, window=window_n,
-                               target=target, width_target_ns=width_target, setting=setting,
-                               host_pause=pauses_both["note"], bounded=bound_delays,
-                               flagged=int((used & (sent_late | across)).sum())))
-    warm = t < w0
-    checks.append(exclusions_check(warmup_samples=int(warm.sum()), warmup_s=w0 / 1e9, window=window_n,
-                                   delayed=n_late + n_across))
+class Facts:
+    """What the checks read: the input, the exclusion rule's window, the delays' bounds and the
+    estimates; and, each computed once when a check first reads it, the figures of later steps."""
 
-    # What the server saw: every request sent in the window.
-    was_sent = used & (sent > 0)
-    late_fraction = (float(np.mean((sent[was_sent] - t[was_sent]) > late_ns)) if late_ns is not None and was_sent.any()
-                     else counters["late"] / max(counters["sent"], 1))
-    # Gaps across a pause are the coordinator's, not the process's. Segments end where a pause
-    # ends: an engine thread that noticed the pause late (a stall) still sent, at their own times,
-    # requests due after the pause began, and its schedule resumes only after the pause's end.
-    pause_ends = np.sort(np.array([b for _, b in pauses], dtype=np.int64))
-    segments = np.searchsorted(pause_ends, t[was_sent], side="right") if len(pause_ends) else None
-    fit = arrival_fit(sent[was_sent], t[was_sent], process=arrival, rate_rps=rate_rps, late_fraction=late_fraction,
-                      rng=rng, segments=segments)
-    checks.append(arrivals_check(fit))
+    def __init__(self, inp: AnalysisInput):
+        self.inp = inp
+        self.plan = inp.plan
+        s = inp.samples
+        self.t = s["intended_ns"].astype(np.int64)
+        self.lat = s["latency_ns"].astype(np.int64)
+        self.sent = s["sent_ns"].astype(np.int64)
+        self.cut = exclude_warmup(self.t, inp.end_ns, self.plan.precision.warmup_ns)
+        self.delays = bound_delays(s, self.cut.used, self.plan.bound_delays)
+        used = self.cut.used
+        self.est = estimate(self.lat[used], self.delays.censored[used], self.delays.lower_used, self.plan.precision)
+        self.target, self.independence = self.est.by_p[self.plan.precision.percentile]
 
-    # Steady state is judged on the measured values: a request the backlog rule marks delayed may
-    # be the target's (an engine stall inside a freeze of the target marks the freeze's backlog),
-    # and at its lower bound the freeze would vanish from the test. A client's own transient fails
-    # it too, and the remedy names both.
-    st = stationarity(t[used], lat_used, precision.percentile)
-    checks.append(stationarity_check(st))
-    checks.append(independence_check(ind, sample_every))
-    paused_ns = sum(max(0, min(b, end) - max(a, w0)) for a, b in pauses)
-    span_s = (end - w0 - paused_ns) / 1e9
-    rate_used = used.sum() / span_s if span_s > 0 else None
-    conf, needed = confidence_check(target, window_n, precision.confidence, width_target, rate_used)
-    checks.append(conf)
+    @cached_property
+    def answered(self) -> np.ndarray:
+        return self.cut.used & ~self.delays.censored & (self.sent > 0)
 
-    every = every_request(w0 // INTERVAL_NS, -(-end // INTERVAL_NS)) if every_request is not None else None
-    rows = consistency(every, sample_every, used_sorted, est)
-    checks.append(consistency_check(rows, sample_every, every is not None))
+    @cached_property
+    def response_ns(self) -> float | None:
+        """The mean response time (reply − send) of the window's answered requests."""
+        a, t, sent = self.answered, self.t, self.sent
+        return float(np.mean(self.lat[a] - (sent[a] - t[a]))) if a.any() else None
 
-    by_name = {c.name: c for c in checks}
-    state = "done"
-    for step_name, names in STEPS.items():
-        if not all(by_name[nm].ok for nm in names):
-            state = step_name
-            break
+    @cached_property
+    def delayed_counts(self) -> tuple[int, int]:
+        """The window's bounded requests: sent late, outstanding across a stall."""
+        d = self.delays
+        return int((d.delayed & d.sent_late).sum()), int((d.delayed & d.across).sum())
 
-    warm_p99 = float(np.percentile(lat[warm], 99, method="inverted_cdf")) if warm.any() else None
-    n_delayed = n_late + n_across
-    details = {
-        "window_ns": [w0, end],
-        "window_every_request": {} if every is None else {
-            "count": int(every.total),
-            "percentiles": [{"p": p, "value_ns": every.value_at(p)} for p in ps]},
-        "warmup": {"span_s": w0 / 1e9, "bound_s": precision.warmup_ns / 1e9, "max_share": WARMUP_MAX_SHARE,
-                   "samples": int(warm.sum()), "p99_ns": warm_p99},
-        "pauses": {"count": len(pauses), "total_s": sum(b - a for a, b in pauses) / 1e9},
-        # Nothing but the warm-up leaves the statistics; the old fields stay, at their new values.
-        "exclusions": {"budget": 0.0, "samples": 0, "window_samples": window_n, "share": 0.0,
-                       "causes": {"engine_stall": 0}, "correlation": {"engine_stall": probe} if probe else {}},
-        "delayed": {
-            "bounded": bool(bound_delays),
-            "samples": n_delayed, "window_samples": window_n, "share": n_delayed / window_n if window_n else 0.0,
-            "causes": {"sent_late": n_late, "outstanding_across": n_across},
-            "floor_ns": floor,
-            "percentiles": [{"p": pc.p, "value_ns": pc.value, "value_low_ns": pc.value_low,
-                             "low_ns": pc.low, "sampling_low_ns": pc.sampling_low, "widening_ns": pc.widening}
-                            for pc in pcts],
-        },
-        "host_pauses": pauses_both,
-        "consistency": rows,
-        # Fields kept from earlier summaries (ARCHITECTURE.md, "Summary JSON").
-        "warmup_trimmed_s": w0 / 1e9,
-        "warmup_trimmed_samples": int(warm.sum()),
-        "masked_samples": 0,
-        "delayed_samples": n_delayed,
-        "stalls": len(engine_stalls),
-        "stalls_longest_ns": max((b - a for a, b in engine_stalls), default=0),
-        "stall_masked_samples": 0,
-        "target_stalls": len(target_stalls),
-        "target_stalls_longest_ns": max((b - a for a, b in target_stalls), default=0),
-        "inflated_samples": int((used & across).sum()),
-        "censored_samples": int((used & censored).sum()),
-        "thinning": ind.step,
-        "samples_collected": int(n),
-        "samples_used": window_n,
-        "n_effective": ind.n_effective,
-        "percentile_samples": {f"{p:g}": window_n for p in ps},
-        "percentile_n_effective": {f"{p:g}": est[p][1].n_effective for p in ps},
-        "percentile_thinning": {f"{p:g}": est[p][1].step for p in ps},
-        "response_mean_ns": response_ns,
-        "arrival_distance": fit.distance,
-        "arrival_pvalue": fit.pvalue,
-        "kpss_p": st.kpss_p,
-        "adf_p": st.adf_p,
-        "tail_concentration": st.concentration,
-    }
-    return Analysis(checks, state, pcts, target, used, (w0, end), needed, details)
+    @cached_property
+    def probe(self) -> dict | None:
+        """The requests just before each engine stall against the asked percentile (information)."""
+        c, target = self.cut, self.target
+        share = 1.0 - self.plan.precision.percentile / 100.0
+        starts = [a for a, _ in self.inp.engine_stalls if c.start_ns <= a < c.end_ns]
+        if target.value is None:
+            return None
+        return probe_correlation(self.t, self.lat, c.used & ~self.delays.delayed, starts, target.value, share)
+
+    @cached_property
+    def host_pauses(self) -> dict:
+        return host_pauses(self.inp.engine_stalls, self.inp.target_stalls, self.probe, self.cut.start_ns,
+                           self.cut.end_ns, self.plan.precision.percentile)
+
+    @cached_property
+    def arrivals(self) -> ArrivalFit:
+        """What the server saw: every request sent in the window, against the schedule's process."""
+        inp, t, sent = self.inp, self.t, self.sent
+        was_sent = self.cut.used & (sent > 0)
+        late_ns = self.plan.late_ns
+        late_fraction = (float(np.mean((sent[was_sent] - t[was_sent]) > late_ns))
+                         if late_ns is not None and was_sent.any()
+                         else inp.counters["late"] / max(inp.counters["sent"], 1))
+        # Gaps across a pause are the coordinator's, not the process's. Segments end where a pause
+        # ends: an engine thread that noticed the pause late (a stall) still sent, at their own times,
+        # requests due after the pause began, and its schedule resumes only after the pause's end.
+        pause_ends = np.sort(np.array([b for _, b in inp.pauses], dtype=np.int64))
+        segments = np.searchsorted(pause_ends, t[was_sent], side="right") if len(pause_ends) else None
+        return arrival_fit(sent[was_sent], t[was_sent], process=self.plan.arrival, rate_rps=self.plan.rate_rps,
+                           late_fraction=late_fraction, rng=inp.rng, segments=segments)
+
+    @cached_property
+    def stationarity(self) -> Stationarity:
+        # Steady state is judged on the measured values: a request the backlog rule marks delayed may
+        # be the target's (an engine stall inside a freeze of the target marks the freeze's backlog),
+        # and at its lower bound the freeze would vanish from the test. A client's own transient fails
+        # it too, and the remedy names both.
+        used = self.cut.used
+        return stationarity(self.t[used], self.lat[used], self.plan.precision.percentile)
+
+    @cached_property
+    def confidence(self) -> tuple[Check, int | None]:
+        """The confidence check and the samples the asked percentile's CI needs."""
+        c = self.cut
+        paused_ns = sum(max(0, min(b, c.end_ns) - max(a, c.start_ns)) for a, b in self.inp.pauses)
+        span_s = (c.end_ns - c.start_ns - paused_ns) / 1e9
+        rate_used = c.used.sum() / span_s if span_s > 0 else None
+        return confidence_check(self.target, c.window_samples, self.plan.precision.confidence,
+                                self.est.width_target_ns, rate_used)
+
+    @cached_property
+    def every(self) -> Buckets | None:
+        """Every request of the window (the engine's interval histograms)."""
+        if self.inp.every_request is None:
+            return None
+        return self.inp.every_request(self.cut.start_ns // INTERVAL_NS, -(-self.cut.end_ns // INTERVAL_NS))
+
+    @cached_property
+    def consistency(self) -> list[dict]:
+        return consistency(self.every, self.plan.sample_every, self.est.used_sorted, self.est.by_p)
+
+
+# --- the checks, each a step of the methodology -------------------------------------------------
+
+def _rate(f: Facts) -> Check:
+    inp = f.inp
+    achieved = inp.counters["sent"] / inp.elapsed_s if inp.elapsed_s > 0 else None
+    completed = inp.received_in_window / inp.elapsed_s if inp.elapsed_s > 0 else None
+    return rate_check(f.plan.rate_rps, achieved, completed, inp.elapsed_s, conns=f.plan.conns,
+                      outstanding=f.plan.outstanding, response_ns=f.response_ns)
+
+
+def _errors(f: Facts) -> Check:
+    return errors_check(f.inp.counters, list(f.inp.reasons))
+
+
+def _stalls(f: Facts) -> Check:
+    n_late, n_across = f.delayed_counts
+    d, used = f.delays, f.cut.used
+    return stalls_check(f.inp.engine_stalls, f.inp.target_stalls, sent_late=n_late, across=n_across,
+                        window=f.cut.window_samples, target=f.target, width_target_ns=f.est.width_target_ns,
+                        setting=f.plan.setting, host_pause=f.host_pauses["note"], bounded=f.plan.bound_delays,
+                        flagged=int((used & (d.sent_late | d.across)).sum()))
+
+
+def _exclusions(f: Facts) -> Check:
+    return exclusions_check(warmup_samples=int(f.cut.warm.sum()), warmup_s=f.cut.start_ns / 1e9,
+                            window=f.cut.window_samples, delayed=sum(f.delayed_counts))
+
+
+def _arrivals(f: Facts) -> Check:
+    return arrivals_check(f.arrivals)
+
+
+def _stationarity(f: Facts) -> Check:
+    return stationarity_check(f.stationarity)
+
+
+def _independence(f: Facts) -> Check:
+    return independence_check(f.independence, f.plan.sample_every)
+
+
+def _confidence(f: Facts) -> Check:
+    return f.confidence[0]
+
+
+def _consistency(f: Facts) -> Check:
+    return consistency_check(f.consistency, f.plan.sample_every, f.every is not None)
+
+
+#: The methodology's checks in step order (Lancet Fig. 4, completed): (step, check, the check).
+CHECKS: tuple[tuple[str, str, Callable[[Facts], Check]], ...] = (
+    ("load", "rate", _rate),
+    ("load", "errors", _errors),
+    ("load", "stalls", _stalls),
+    ("load", "exclusions", _exclusions),
+    ("arrivals", "arrivals", _arrivals),
+    ("stationarity", "stationarity", _stationarity),
+    ("independence", "independence", _independence),
+    ("confidence", "confidence", _confidence),
+    ("consistency", "consistency", _consistency),
+)
+#: Each step with its checks; ``Analysis.state`` is the first that fails.
+STEPS: dict[str, tuple[str, ...]] = {}
+for _step, _name, _ in CHECKS:
+    STEPS[_step] = (*STEPS.get(_step, ()), _name)
+STATES = tuple(STEPS)
+
+
+def first_failing(checks: list[Check]) -> str:
+    """The first step with a failed check, or ``done``."""
+    failed = {c.name for c in checks if not c.ok}
+    return next((step for step, names in STEPS.items() if failed.intersection(names)), "done")
+
+
+def analyse(inp: AnalysisInput) -> Analysis:
+    """Every check, in step order, on one snapshot: a pure function of ``inp``."""
+    f = Facts(inp)
+    checks = [check(f) for _, _, check in CHECKS]
+    return _result(f, checks)
+
+
+def _result(f: Facts, checks: list[Check]) -> Analysis:
+    """The analysis' typed result, from the facts the checks read."""
+    c, d, inp = f.cut, f.delays, f.inp
+    warm = c.warm
+    warm_p99 = float(np.percentile(f.lat[warm], 99, method="inverted_cdf")) if warm.any() else None
+    every = f.every
+    ps = list(f.est.by_p)
+    n_late, n_across = f.delayed_counts
+    pauses = inp.pauses
+    return Analysis(
+        checks=checks, state=first_failing(checks), percentiles=f.est.percentiles, target=f.target,
+        used_mask=c.used, window=(c.start_ns, c.end_ns), samples_needed=f.confidence[1],
+        warmup=Warmup(c.start_ns / 1e9, f.plan.precision.warmup_ns / 1e9, WARMUP_MAX_SHARE, int(warm.sum()),
+                      warm_p99),
+        delayed=Delayed(bool(f.plan.bound_delays), n_late, n_across, c.window_samples, d.floor,
+                        tuple(f.est.percentiles)),
+        host_pauses=f.host_pauses, probe=f.probe, consistency=f.consistency,
+        every_request=None if every is None else (int(every.total), [(p, every.value_at(p)) for p in ps]),
+        pauses=(len(pauses), sum(b - a for a, b in pauses) / 1e9),
+        stalls=StallCounts.of(inp.engine_stalls, inp.target_stalls),
+        samples_collected=int(len(inp.samples)), samples_used=c.window_samples,
+        inflated_samples=int((c.used & d.across).sum()), censored_samples=int((c.used & d.censored).sum()),
+        independence={p: ind for p, (_, ind) in f.est.by_p.items()},
+        response_mean_ns=f.response_ns, arrivals=f.arrivals, stationarity=f.stationarity)

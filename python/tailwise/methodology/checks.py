@@ -1,5 +1,6 @@
 """The checks of the methodology, each a pure function returning a ``Check``: its figure, whether
-it passed and, when it did not, the remedy. The statistics behind them live in ``tailwise.stats``.
+it passed and, when it did not, the remedy — a value (remedies.py), put in words only where the
+check is shown (``Check.as_json``, words.py). The statistics behind them live in ``tailwise.stats``.
 """
 
 from __future__ import annotations
@@ -8,6 +9,16 @@ import math
 from dataclasses import dataclass
 
 from tailwise import _core
+from tailwise.methodology.remedies import (
+    AddConnections,
+    Advice,
+    Longer,
+    QuieterClient,
+    Remedy,
+    RunLonger,
+    Setting,
+)
+from tailwise.methodology.words import remedy_words
 from tailwise.stats.arrivals import ArrivalFit
 from tailwise.stats.independence import Independence
 from tailwise.stats.quantiles import Percentile, samples_needed
@@ -29,14 +40,15 @@ class Check:
     name: str
     ok: bool
     detail: str
-    remedy: str | None = None
+    remedy: Remedy | None = None
     statistic: float | None = None
 
     def as_json(self) -> dict:
         stat = self.statistic
         if stat is not None and not math.isfinite(stat):
             stat = None
-        return {"name": self.name, "ok": self.ok, "detail": self.detail, "remedy": self.remedy, "statistic": stat}
+        remedy = None if self.remedy is None else remedy_words(self.remedy)
+        return {"name": self.name, "ok": self.ok, "detail": self.detail, "remedy": remedy, "statistic": stat}
 
 
 def rate_tolerance(target_rps: float, duration_s: float) -> float:
@@ -59,7 +71,7 @@ def rate_figures(target_rps: float, achieved_rps: float, completed_rps: float, d
 def rate_check(target_rps: float, achieved_rps: float | None, completed_rps: float | None, duration_s: float, *,
                conns: int, outstanding: int, response_ns: float | None) -> Check:
     if not achieved_rps or completed_rps is None:
-        return Check("rate", False, "no request was sent", "check that the target answers and that the run lasted")
+        return Check("rate", False, "no request was sent", Advice.NOTHING_SENT)
     tol = rate_tolerance(target_rps, duration_s)
     sent_dev = achieved_rps / target_rps - 1.0
     done_dev = completed_rps / target_rps - 1.0
@@ -74,16 +86,14 @@ def rate_check(target_rps: float, achieved_rps: float | None, completed_rps: flo
                 f"closed loop: too few connections: {target_rps:,.0f} req/s × {response_ns / 1e3:.1f} µs response time "
                 f"needs {need:,.1f} requests in flight (Little's law), but {conns} conns × {outstanding} outstanding "
                 f"allow {capacity}; {detail}",
-                f"use --conns {conns_needed} or more (at --outstanding {outstanding}), or raise --outstanding",
+                AddConnections(conns_needed, outstanding),
                 sent_dev,
             )
     if abs(sent_dev) > tol:
-        remedy = ("the client could not send on time: add --threads, --conns or --outstanding, or lower --rate"
-                  if sent_dev < 0 else "the schedule overshot: report this as a bug")
+        remedy = Advice.CLIENT_COULD_NOT_SEND if sent_dev < 0 else Advice.REPORT_OVERSHOOT
         return Check("rate", False, detail, remedy, sent_dev)
     if abs(done_dev) > tol:
-        return Check("rate", False, detail,
-                     "the server did not keep up with the rate: lower --rate or give the server more capacity", done_dev)
+        return Check("rate", False, detail, Advice.SERVER_BEHIND, done_dev)
     return Check("rate", True, detail, None, sent_dev)
 
 
@@ -109,45 +119,9 @@ def errors_check(counters: dict, reasons: list[tuple[str, int]]) -> Check:
     return Check(
         "errors", False,
         f"{errors:,} errors and {timeouts:,} timeouts among {sent:,} sent requests ({why}){tail}",
-        "the target failed requests: they are in the tail at the time they waited, but a failing server is not "
-        "measured — fix the server or lower the rate",
+        Advice.FIX_SERVER,
         (errors + timeouts) / max(sent, 1),
     )
-
-
-@dataclass(frozen=True)
-class Setting:
-    """How the client ran, for remedies that never recommend what is already the case."""
-
-    #: "spin" (busy-poll) or "block" (sleep until just before each send).
-    poll: str = "spin"
-    #: The CPUs the engine threads are pinned to (None: not pinned).
-    engine_cpus: tuple[int, ...] | None = None
-    #: Every spinning thread of tailwise (engine, built-in server) has a CPU of its own.
-    own_cpus: bool = False
-    #: The kernel isolates CPUs from the scheduler (isolcpus), and the engine's are among them.
-    isolated: bool = False
-    #: The target is on this host (loopback or the built-in server).
-    local_target: bool = True
-    builtin: bool = False
-
-
-def client_remedy(setting: Setting | None, p: float) -> str:
-    """What helps when the client's own stalls widen an interval, leaving out what is already so."""
-    st = setting or Setting()
-    steps = []
-    if st.poll == "block":
-        steps.append("use --poll spin (a sleeping engine thread is woken late)")
-    if not st.own_cpus:
-        steps.append("give the engine threads CPUs of their own (fewer --threads or --workers, no other load)")
-    if not st.isolated:
-        cpus = f" ({','.join(map(str, st.engine_cpus))})" if st.engine_cpus else ""
-        steps.append(f"a quieter core for the engine{cpus}: isolate it (isolcpus) or use a host with less other load")
-    else:
-        steps.append("a host with less other load (the kernel keeps other tasks off the engine's CPUs already)")
-    if st.local_target and not st.builtin:
-        steps.append("the target on another machine")
-    return "; ".join(steps) + f"; or a wider --ci or a lower --percentile than p{p:g}"
 
 
 def stalls_check(engine_stalls, target_stalls, *, sent_late: int, across: int, window: int, target: Percentile,
@@ -196,7 +170,7 @@ def stalls_check(engine_stalls, target_stalls, *, sent_late: int, across: int, w
                 f"p{p:g} lies in [{_us(target.low)}, {_us(target.high)}], wider than the {_us(width_target_ns)} asked: "
                 f"{share:.2%} of requests were delayed by the client's own stalls (sampling alone gives "
                 f"[{_us(target.sampling_low)}, {_us(target.sampling_high)}]); {detail}",
-                client_remedy(setting, p), share)
+                QuieterClient(setting or Setting(), p), share)
     return Check("stalls", True, detail, None, share)
 
 
@@ -214,7 +188,7 @@ def consistency_check(rows: list[dict], sample_every: int, have_every: bool) -> 
     """The reported percentiles against the every-request histogram of the same window."""
     if not have_every:
         return Check("consistency", False, "no every-request histogram of the window: the reported percentiles "
-                     "cannot be compared with every request", "report this as a bug", None)
+                     "cannot be compared with every request", Advice.REPORT_NO_WINDOW, None)
     if not rows:
         return Check("consistency", True, "no percentile supported yet to compare with every request", None, None)
     bad = [r for r in rows if not r["ok"]]
@@ -225,7 +199,7 @@ def consistency_check(rows: list[dict], sample_every: int, have_every: bool) -> 
             "consistency", False,
             f"p{r['p']:g} = {r['value_ns'] / 1e3:,.1f} µs (99.9 % interval {_us(r['low_ns'])}–{_us(r['high_ns'])}) but "
             f"every request in the same window gives {r['every_request_ns'] / 1e3:,.1f} µs{sampled}",
-            "the samples do not represent the requests: report this with the --out directory", None)
+            Advice.REPORT_SAMPLES, None)
     worst = max(rows, key=lambda r: r["p"])
     ps = "/".join(f"p{r['p']:g}" for r in rows)
     return Check("consistency", True,
@@ -246,29 +220,28 @@ def _us(v: float | None) -> str:
 def arrivals_check(fit: ArrivalFit) -> Check:
     if fit.ok:
         return Check("arrivals", True, fit.detail, None, fit.statistic)
+    remedy: Remedy
     if fit.late_fraction > 0.05:
-        remedy = "the client fell behind its schedule: add --threads or --conns, use --poll spin, or lower --rate"
+        remedy = Advice.CLIENT_BEHIND_SCHEDULE
     elif fit.statistic is None:
-        remedy = "run longer so that enough sends are kept"
+        remedy = RunLonger(Longer.SENDS)
     elif fit.distance is not None and fit.distance > 0.1:
-        remedy = ("the sends did not follow the schedule (bursts, or a closed loop): check for CPU contention on the "
-                  "client (other processes, --threads above the free cores), or add --conns / --outstanding")
+        remedy = Advice.CLIENT_CONTENTION
     else:
-        remedy = "the intended schedule did not fit the requested process: report this as a bug"
+        remedy = Advice.REPORT_SCHEDULE_MISFIT
     return Check("arrivals", False, fit.detail, remedy, fit.statistic)
 
 
 def stationarity_check(st: Stationarity) -> Check:
     if st.ok:
         return Check("stationarity", True, st.detail, None, st.kpss_stat)
+    remedy: Remedy
     if st.transient:
-        remedy = ("something paused the server or the client during the run (a stall, a GC, another process): "
-                  "find it (tailwise doctor) and measure again")
+        remedy = Advice.FIND_PAUSE
     elif st.kpss_stat is None and st.level_drift is None:
-        remedy = "run longer (--max-time or --duration)"
+        remedy = RunLonger(Longer.PLAIN)
     else:
-        remedy = ("the latency level changed during the run: let the server warm up longer (--warmup), or find what "
-                  "changed (other load on the server or client machine)")
+        remedy = Advice.WARM_UP_LONGER
     return Check("stationarity", False, st.detail, remedy, st.concentration if st.transient else st.kpss_stat)
 
 
@@ -277,9 +250,7 @@ def independence_check(ind: Independence, sample_every: int) -> Check:
     (τ, n_eff = n/τ) widens the interval instead of thinning the samples."""
     if ind.ok:
         return Check("independence", True, f"{ind.detail}; engine sampling 1 in {sample_every}", None, ind.tau)
-    return Check("independence", False, ind.detail,
-                 "run longer: the correlation of the samples must decay within the run (--max-time or --duration)",
-                 ind.tau)
+    return Check("independence", False, ind.detail, RunLonger(Longer.DECAY), ind.tau)
 
 
 def target_width_ns(value_ns: float | None, ci_ns: float | None, ci_rel: float | None) -> float | None:
@@ -312,14 +283,14 @@ def confidence_check(pc: Percentile, n: int, confidence: float, width_target_ns:
                      f"p{pc.p:g} = {pc.value / 1e3:,.1f} µs from {n:,} samples, no interval: whether a sample lies "
                      f"above it stays correlated beyond every lag tried, so its uncertainty cannot be estimated "
                      f"(the independence check says how far)",
-                     "run longer (--max-time or --duration), so that the correlation ends within the run",
+                     RunLonger(Longer.CORRELATION),
                      float("nan")), None
     if pc.value is not None and pc.low is not None and pc.high is None:
         return Check("confidence", False,
                      f"p{pc.p:g} ≥ {pc.value / 1e3:,.1f} µs (lower bound {pc.low / 1e3:,.1f} µs) from {n:,} samples "
                      f"(n_eff ≈ {n_eff:,.0f}): requests that timed out, were never sent or were still in flight "
                      f"reach it, so it has no upper bound",
-                     "find why requests went unanswered (the errors check), or raise --timeout", float("nan")), None
+                     Advice.FIND_UNANSWERED, float("nan")), None
     if pc.value is None or pc.low is None or pc.high is None:
         need_eff = pc.samples_needed or samples_needed(pc.p, confidence)
         need = int(math.ceil(max(need_eff * 1.2, need_eff + 1) * scale))
@@ -327,7 +298,7 @@ def confidence_check(pc: Percentile, n: int, confidence: float, width_target_ns:
         return Check("confidence", False,
                      f"{n:,} samples (n_eff ≈ {n_eff:,.0f}) cannot bound p{pc.p:g} at {confidence:.0%}: at least "
                      f"{need_eff:,} effective samples are needed{eta}",
-                     "run longer (--max-time or --duration) or at a higher --rate", float("nan")), need
+                     RunLonger(Longer.SAMPLES), float("nan")), need
     width = pc.high - pc.low
     at_least = "≥ " if getattr(pc, "at_least", False) else ""
     ci = (f"p{pc.p:g} = {at_least}{pc.value / 1e3:,.1f} µs, {confidence:.0%} CI [{pc.low / 1e3:,.1f}, "
@@ -354,5 +325,4 @@ def confidence_check(pc: Percentile, n: int, confidence: float, width_target_ns:
     needed = f"about {need:,}" if need <= 1_000 * n else f"over {1_000 * n:,}"
     return Check("confidence", False,
                  f"{ci} > target {width_target_ns / 1e3:,.1f} µs {from_n} ({needed} needed{eta})",
-                 "the tail is too variable for this precision in the time allowed: widen --ci, raise --max-time, "
-                 "or choose a lower --percentile", width), need
+                 Advice.LOOSEN_PRECISION, width), need

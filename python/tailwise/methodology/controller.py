@@ -40,6 +40,7 @@ from __future__ import annotations
 import os
 import time
 from dataclasses import dataclass, replace
+from enum import Enum
 from typing import Callable
 
 import numpy as np
@@ -47,8 +48,10 @@ import numpy as np
 from tailwise import signals
 from tailwise.agent.local import AgentResult, Session, Taken
 from tailwise.spec.load import LoadSpec
-from tailwise.methodology.analysis import STEPS, Analysis, Precision, analyse
+from tailwise.methodology.analysis import STEPS, Analysis, AnalysisInput, Precision, RunPlan, analyse
 from tailwise.methodology.checks import Check, Setting, target_width_ns
+from tailwise.methodology.remedies import Advice, FreeHeldSlots, HeldSlots, RaiseMaxTime, Remedy, RunLonger, RunToEnd
+from tailwise.methodology.words import held_words
 from tailwise.stats.histogram import Buckets, decode
 from tailwise.spec.target import DATAGRAM
 
@@ -117,11 +120,11 @@ def pin_coordinator(busy_cpus: set[int]) -> bool:
         return False
 
 
-def held_slots(spec: LoadSpec, counters: dict, elapsed_s: float) -> str | None:
+def held_slots(spec: LoadSpec, counters: dict, elapsed_s: float) -> HeldSlots | None:
     """Datagrams never answered keep their slot until --timeout: by Little's law they hold
     timeouts × timeout ÷ elapsed slots on average. When that is at least ``HELD_SHARE`` of the
-    slots (--conns × --outstanding), what limited the rate: the sentence that says so, with the
-    figures; None otherwise (and for stream protocols)."""
+    slots (--conns × --outstanding), what limited the rate, with the figures; None otherwise (and
+    for stream protocols)."""
     lost = counters.get("timeouts", 0)
     if spec.scheme not in DATAGRAM_SCHEMES or elapsed_s <= 0 or not lost:
         return None
@@ -130,9 +133,7 @@ def held_slots(spec: LoadSpec, counters: dict, elapsed_s: float) -> str | None:
     held = lost * min(timeout_s, elapsed_s) / elapsed_s
     if held < HELD_SHARE * slots:
         return None
-    return (f"the slots were held by unanswered datagrams: {lost:,} got no reply and each held its slot for "
-            f"--timeout {timeout_s:g} s, {held:,.0f} of the {slots} slots ({spec.conns} conns × {spec.outstanding} "
-            f"outstanding) on average")
+    return HeldSlots(lost, timeout_s, held, slots, spec.conns, spec.outstanding)
 
 
 @dataclass(frozen=True)
@@ -157,8 +158,8 @@ class RoundOutcome:
     samples_needed: int | None
     elapsed_s: float
     max_time_s: float
-    #: held_slots' sentence: unanswered datagrams held the slots.
-    held: str | None = None
+    #: held_slots: unanswered datagrams held the slots.
+    held: HeldSlots | None = None
 
 
 def next_streaks(streaks: dict[str, int], state: str) -> dict[str, int]:
@@ -186,7 +187,7 @@ def stop_policy(r: RoundOutcome) -> str | None:
         return f"{', '.join(r.failing)} failed in rounds {r.n - PATIENCE + 1}–{r.n}"
     if r.n > 1 and r.never_sent > BEHIND * max(r.intended, 1):
         what = f"{r.never_sent:,} of {r.intended:,} requests could not be sent within --timeout"
-        return f"{what}: {r.held}" if r.held else f"the client fell behind its schedule: {what}"
+        return f"{what}: {held_words(r.held)}" if r.held else f"the client fell behind its schedule: {what}"
     if r.state == "confidence" and r.samples_needed and r.n >= 3:
         used_rate = r.samples_used / max(r.elapsed_s, 1e-9)
         left_s = r.max_time_s - r.elapsed_s
@@ -195,32 +196,102 @@ def stop_policy(r: RoundOutcome) -> str | None:
     return None
 
 
-def adjust_remedies(checks: list[Check], stopped: str, measured_s: float, max_time_s: float,
-                    held: str | None = None, target_error: str | None = None) -> list[Check]:
-    """No remedy may contradict what happened: 'run longer' after a run that used its whole
-    --max-time says by how much to raise it; after an interrupt, it says the run was interrupted.
+class Ending(Enum):
+    """How a measurement ended, as far as its remedies care; the value is the summary's
+    ``methodology.stopped`` where no sentence says more."""
+
+    #: The stop policy concluded (its sentence is the stop reason).
+    CONCLUDED = "concluded"
+    #: The engine stopped with an error.
+    ERROR = "error"
+    #: The schedule ran to --max-time.
+    MAX_TIME = "max-time"
+    #: --duration mode: the schedule ran to its end.
+    DURATION = "duration"
+    INTERRUPTED = "interrupted"
+
+
+def adjust_remedies(checks: list[Check], ending: Ending, measured_s: float, max_time_s: float,
+                    held: HeldSlots | None = None, target_error: str | None = None) -> list[Check]:
+    """No remedy may contradict what happened: running longer, after a run that used its whole
+    --max-time, says by how much to raise it; after an interrupt, it says the run was interrupted.
     ``held`` (``held_slots``): lost datagrams, not the server's speed or the client's, limited the
     rate, and the rate and arrivals checks say so; ``target_error``: the target went away (the
     engine's error), which no client-side remedy can mend."""
-    out = []
-    for c in checks:
-        if target_error and not c.ok and c.name in ("rate", "arrivals"):
-            c = replace(c, remedy="the target stopped answering (the error above), not the client: run again once "
-                                  "it is back")
-            out.append(c)
-            continue
-        if held and not c.ok and c.name in ("rate", "arrivals"):
-            c = replace(c, remedy=f"{held}, not a slow server or client: find why datagrams go unanswered (the "
-                                  f"target or the network drops them), lower --timeout so that each frees its slot "
-                                  f"sooner, or raise --conns or --outstanding")
-        if not c.ok and c.remedy and "run longer" in c.remedy:
-            if stopped == "interrupted":
-                c = replace(c, remedy=f"the run was interrupted after {measured_s:.1f} s: run it to its end")
-            elif stopped == "max-time":
-                more = " or use a higher --rate" if "--rate" in c.remedy else ""
-                c = replace(c, remedy=f"raise --max-time above {max_time_s:g} s (this run used all of it){more}")
-        out.append(c)
-    return out
+    return [c if c.ok else replace(c, remedy=fitting_remedy(c, ending, measured_s, max_time_s, held, target_error))
+            for c in checks]
+
+
+def fitting_remedy(c: Check, ending: Ending, measured_s: float, max_time_s: float, held: HeldSlots | None,
+                   target_error: str | None) -> Remedy | None:
+    """A failed check's remedy in the light of how the run ended (adjust_remedies)."""
+    client_side = c.name in ("rate", "arrivals")
+    if target_error and client_side:
+        return Advice.TARGET_GONE
+    r = FreeHeldSlots(held) if held and client_side else c.remedy
+    if isinstance(r, RunLonger):
+        if ending is Ending.INTERRUPTED:
+            return RunToEnd(measured_s)
+        if ending is Ending.MAX_TIME:
+            return RaiseMaxTime(max_time_s, r.or_higher_rate)
+    return r
+
+
+def run_plan(spec: LoadSpec, precision: Precision, bound_delays: bool = True,
+             setting: Setting | None = None) -> RunPlan:
+    """What every analysis of a run reads from its spec."""
+    return RunPlan(precision, rate_rps=spec.offered_rps, arrival=spec.timed_arrival, conns=spec.conns,
+                   outstanding=spec.outstanding, sample_every=spec.timed_sample_every, late_ns=spec.late_ns,
+                   bound_delays=bound_delays, setting=setting)
+
+
+def run_input(plan: RunPlan, seed: int, result: AgentResult, elapsed_s: float, *, pauses=(),
+              samples: np.ndarray | None = None, end_ns: int | None = None,
+              every: Callable[[int, int], Buckets | None] | None = None) -> AnalysisInput:
+    """The final analysis of a run: its result's counters, error reasons and stalls, over
+    ``samples`` up to ``end_ns`` with ``every``'s every-request window (by default the whole run's)."""
+    return AnalysisInput(
+        plan, result.samples if samples is None else samples, result.counters, elapsed_s, result.received_in_window,
+        np.random.default_rng(seed), reasons=result.error_reasons,
+        end_ns=result.elapsed_ns if end_ns is None else end_ns, pauses=tuple(pauses),
+        engine_stalls=result.engine_stalls_ns, target_stalls=result.target_stalls_ns,
+        every_request=every_request(result.intervals, with_pending=False) if every is None else every)
+
+
+@dataclass(frozen=True)
+class Round:
+    """One round: the snapshot, its analysis, the schedule's time then (pauses left out) and the
+    every-request histogram of its window (what the final analysis reuses)."""
+
+    taken: Taken
+    analysis: Analysis
+    elapsed_s: float
+    every: Buckets | None
+
+
+@dataclass(frozen=True)
+class Stop:
+    """The stop policy's decision: its reason and, when every check passed, the deciding round."""
+
+    reason: str
+    deciding: Round | None
+
+
+class Silence:
+    """When the target last answered (a reply or an error reply): silent for ``silent_s`` is away."""
+
+    def __init__(self, silent_s: float):
+        self.silent_s = silent_s
+        self.answered, self.at = -1, time.monotonic()
+
+    def see(self, snap: dict) -> None:
+        answered = snap["received"] + snap["errors"]
+        if answered != self.answered:
+            self.answered, self.at = answered, time.monotonic()
+
+    @property
+    def silent(self) -> bool:
+        return time.monotonic() - self.at >= self.silent_s
 
 
 class Controller:
@@ -229,25 +300,15 @@ class Controller:
                  bound_delays: bool = True, busy_cpus: set[int] | None = None, setting: Setting | None = None):
         self.spec = replace(spec, duration_ns=int(precision.max_time_s * 1e9))
         self.precision = precision
+        self.plan = run_plan(self.spec, precision, bound_delays, setting)
         self.seed = seed
+        #: Called with each round's RoundInfo: the caller prints it or draws it.
         self.progress = progress
         self.round_s = round_s
         self.history: list[RoundInfo] = []
         self.pauses: list[tuple[int, int]] = []
-        self.bound_delays = bound_delays
-        self.setting = setting
         self.busy_cpus = busy_cpus
         self.own_core = False
-
-    def _analyse(self, samples, counters, elapsed_s, received_in_window, reasons, end_ns, every, session) -> Analysis:
-        return analyse(samples, counters=counters, elapsed_s=elapsed_s, received_in_window=received_in_window,
-                       reasons=reasons, rate_rps=self.spec.offered_rps, arrival=self.spec.timed_arrival,
-                       conns=self.spec.conns, outstanding=self.spec.outstanding,
-                       sample_every=self.spec.timed_sample_every, precision=self.precision,
-                       rng=np.random.default_rng(self.seed), end_ns=end_ns, pauses=self.pauses,
-                       engine_stalls=session.engine_stalls, target_stalls=session.target_stalls,
-                       bound_delays=self.bound_delays, every_request=every, late_ns=self.spec.late_ns,
-                       setting=self.setting)
 
     def _paused_ns(self, upto_ns: int) -> int:
         return sum(max(0, min(b, upto_ns) - a) for a, b in self.pauses)
@@ -255,71 +316,12 @@ class Controller:
     def run(self, session: Session) -> tuple[AgentResult, Analysis, dict]:
         """Drive a started session to a verdict. Returns the result, the final analysis and the
         ``methodology`` block of the summary."""
-        streaks = {"load": 0, "arrivals": 0}
-        interrupted = False
-        stop_reason = "max-time"
-        decided: tuple[Taken, Buckets | None, Analysis] | None = None
+        interrupted, stop = False, None
         saved_affinity = os.sched_getaffinity(0)
         if self.busy_cpus is not None:
             self.own_core = pin_coordinator(self.busy_cpus)
-        live_every = every_request(session.intervals, with_pending=True)
-        cached: dict = {}
-
-        def every_once(first: int, last: int):
-            # The deciding round's window is kept for the final analysis.
-            cached["every"] = live_every(first, last)
-            return cached["every"]
-
-        answered, answered_at = -1, time.monotonic()
-        silent_s = max(SILENT_S, 20.0 / max(self.spec.offered_rps, 1e-9))
         try:
-            round_s = self.round_s
-            next_round = time.monotonic() + round_s
-            while not session.is_finished():
-                time.sleep(max(0.0, min(0.05, next_round - time.monotonic())))
-                snap = session.snapshot()
-                if snap["received"] + snap["errors"] != answered:
-                    answered, answered_at = snap["received"] + snap["errors"], time.monotonic()
-                if time.monotonic() < next_round:
-                    continue
-                pause_from = session.elapsed_ns()
-                if not self.own_core:
-                    session.pause()
-                    drain_until = time.monotonic() + DRAIN_S
-                    while session.in_flight() and time.monotonic() < drain_until:
-                        time.sleep(0.001)
-                try:
-                    taken = session.take()
-                    snap_ns = taken.counters.get("elapsed_ns", 0)
-                    elapsed_s = (snap_ns - self._paused_ns(snap_ns)) / 1e9
-                    if elapsed_s > 0:
-                        cached.clear()
-                        a = self._analyse(taken.samples(), taken.counters, elapsed_s,
-                                          taken.counters["received_in_window"], [], taken.snap_ns, every_once, session)
-                finally:
-                    if not self.own_core:
-                        session.resume()
-                        self.pauses.append((pause_from, session.elapsed_ns()))
-                if elapsed_s <= 0:
-                    next_round = time.monotonic() + round_s
-                    continue
-                round_s *= ROUND_GROWTH
-                next_round = time.monotonic() + round_s
-                self._record(a, elapsed_s, len(taken.finished) + len(taken.pending))
-                streaks = next_streaks(streaks, a.state)
-                c = taken.counters
-                outcome = RoundOutcome(
-                    n=len(self.history), state=a.state,
-                    failing=tuple(ch.name for ch in a.failed() if ch.name in STEPS.get(a.state, ())),
-                    streaks=streaks, silent=time.monotonic() - answered_at >= silent_s,
-                    never_sent=c["never_sent"], intended=c["intended"], samples_used=a.details["samples_used"],
-                    samples_needed=a.samples_needed, elapsed_s=elapsed_s, max_time_s=self.precision.max_time_s,
-                    held=held_slots(self.spec, c, elapsed_s))
-                if (reason := stop_policy(outcome)) is not None:
-                    stop_reason = reason
-                    if a.ok:
-                        decided = (taken, cached.get("every"), a)
-                    break
+            stop = self._rounds(session)
         except KeyboardInterrupt:
             interrupted = True
         finally:
@@ -329,44 +331,109 @@ class Controller:
         # A stop signal stops the engine from its handler (signals.py): the loop ends, the run is
         # interrupted, and what was measured is analysed and written as usual.
         # (A signal after the coordinator concluded cuts nothing short.)
-        if signals.received() is not None and decided is None and stop_reason == "max-time":
+        if signals.received() is not None and stop is None:
             interrupted = True
-        if interrupted:
-            stop_reason = "interrupted"
+        return self._conclude(session, stop, interrupted)
+
+    def _rounds(self, session: Session) -> Stop | None:
+        """The rounds, until the stop policy stops (its decision) or the schedule ends (None)."""
+        streaks = {"load": 0, "arrivals": 0}
+        silence = Silence(max(SILENT_S, 20.0 / max(self.spec.offered_rps, 1e-9)))
+        live_every = every_request(session.intervals, with_pending=True)
+        round_s = self.round_s
+        next_round = time.monotonic() + round_s
+        while not session.is_finished():
+            time.sleep(max(0.0, min(0.05, next_round - time.monotonic())))
+            silence.see(session.snapshot())
+            if time.monotonic() < next_round:
+                continue
+            r = self._round(session, live_every)
+            if r is None:
+                next_round = time.monotonic() + round_s
+                continue
+            round_s *= ROUND_GROWTH
+            next_round = time.monotonic() + round_s
+            a = r.analysis
+            self._record(a, r.elapsed_s, len(r.taken.finished) + len(r.taken.pending))
+            streaks = next_streaks(streaks, a.state)
+            c = r.taken.counters
+            outcome = RoundOutcome(
+                n=len(self.history), state=a.state,
+                failing=tuple(ch.name for ch in a.failed() if ch.name in STEPS.get(a.state, ())),
+                streaks=streaks, silent=silence.silent, never_sent=c["never_sent"], intended=c["intended"],
+                samples_used=a.samples_used, samples_needed=a.samples_needed, elapsed_s=r.elapsed_s,
+                max_time_s=self.precision.max_time_s, held=held_slots(self.spec, c, r.elapsed_s))
+            if (reason := stop_policy(outcome)) is not None:
+                return Stop(reason, r if a.ok else None)
+        return None
+
+    def _round(self, session: Session, live_every) -> Round | None:
+        """A snapshot and its analysis — the schedule paused meanwhile unless the coordinator has a
+        CPU of its own. None before the schedule has run."""
+        pause_from = session.elapsed_ns()
+        if not self.own_core:
+            session.pause()
+            drain_until = time.monotonic() + DRAIN_S
+            while session.in_flight() and time.monotonic() < drain_until:
+                time.sleep(0.001)
+        cached: dict = {}
+
+        def every_once(first: int, last: int):
+            # The deciding round's window is kept for the final analysis.
+            cached["every"] = live_every(first, last)
+            return cached["every"]
+
+        try:
+            taken = session.take()
+            snap_ns = taken.counters.get("elapsed_ns", 0)
+            elapsed_s = (snap_ns - self._paused_ns(snap_ns)) / 1e9
+            if elapsed_s <= 0:
+                return None
+            a = analyse(AnalysisInput(
+                self.plan, taken.samples(), taken.counters, elapsed_s, taken.counters["received_in_window"],
+                np.random.default_rng(self.seed), end_ns=taken.snap_ns, pauses=tuple(self.pauses),
+                engine_stalls=session.engine_stalls, target_stalls=session.target_stalls, every_request=every_once))
+        finally:
+            if not self.own_core:
+                session.resume()
+                self.pauses.append((pause_from, session.elapsed_ns()))
+        return Round(taken, a, elapsed_s, cached.get("every"))
+
+    def _conclude(self, session: Session, stop: Stop | None, interrupted: bool) -> tuple[AgentResult, Analysis, dict]:
+        """The final analysis: the deciding round's samples and window with the final counters,
+        or, when no round decided, the whole run; its remedies fitted to how the run ended."""
         result = session.finish(interrupted)
-        if result.error:
-            stop_reason = "the engine stopped: " + result.error
-        counters = result.counters
+        ending = (Ending.INTERRUPTED if interrupted else Ending.ERROR if result.error else
+                  Ending.MAX_TIME if stop is None else Ending.CONCLUDED)
+        stopped = ("the engine stopped: " + result.error if result.error else
+                   stop.reason if ending is Ending.CONCLUDED else ending.value)
         elapsed_s = (result.elapsed_ns - self._paused_ns(result.elapsed_ns)) / 1e9
-        if decided is not None:
+        deciding = stop.deciding if stop is not None else None
+        if deciding is not None:
             # The verdict rests on exactly the deciding round's samples and window; its counters
             # are the final ones, so that each check's figures agree with the summary's.
-            taken, every, _ = decided
-            samples, end_ns = taken.samples(), taken.snap_ns
-            final = self._analyse(samples, counters, elapsed_s, result.received_in_window, result.error_reasons,
-                                  end_ns, lambda _a, _b: every, session)
-            final.used_mask = np.isin(result.samples["intended_ns"], samples["intended_ns"][final.used_mask])
+            samples, every = deciding.taken.samples(), deciding.every
+            final = analyse(run_input(self.plan, self.seed, result, elapsed_s, pauses=self.pauses, samples=samples,
+                                      end_ns=deciding.taken.snap_ns, every=lambda _a, _b: every))
+            final = replace(final, used_mask=np.isin(result.samples["intended_ns"],
+                                                     samples["intended_ns"][final.used_mask]))
         else:
-            final = self._analyse(result.samples, counters, elapsed_s, result.received_in_window,
-                                  result.error_reasons, result.elapsed_ns,
-                                  every_request(result.intervals, with_pending=False), session)
-        final.checks = adjust_remedies(final.checks, "interrupted" if interrupted else
-                                       ("max-time" if stop_reason == "max-time" else stop_reason), elapsed_s,
-                                       self.precision.max_time_s, held_slots(self.spec, counters, elapsed_s),
-                                       result.error)
+            final = analyse(run_input(self.plan, self.seed, result, elapsed_s, pauses=self.pauses))
+        final = replace(final, checks=adjust_remedies(final.checks, ending, elapsed_s, self.precision.max_time_s,
+                                                      held_slots(self.spec, result.counters, elapsed_s), result.error))
         methodology = {
             "mode": "adaptive",
             "rounds": len(self.history),
             "round_s": self.round_s,
-            "stopped": stop_reason,
+            "stopped": stopped,
             "coordinator": ("a CPU of its own" if self.own_core else
                             "shares the CPUs: each round paused the schedule while it computed"),
             "pauses_ns": self.pauses,
             "masked_s": 0.0,
             "sample_every": self.spec.timed_sample_every,
-            "effective_sample_every": self.spec.timed_sample_every * final.details["thinning"],
+            "effective_sample_every": self.spec.timed_sample_every * final.thinning,
             "history": [h.as_json() for h in self.history],
-        } | final.details
+        } | final.to_dict()
         return result, final, methodology
 
     def _eta_s(self, a: Analysis, elapsed_s: float) -> float | None:
@@ -391,7 +458,7 @@ class Controller:
         width = None
         if a.target is not None and a.target.low is not None and a.target.high is not None:
             width = a.target.high - a.target.low
-        info = RoundInfo(len(self.history) + 1, elapsed_s, a.state, n, a.details["samples_used"], width,
+        info = RoundInfo(len(self.history) + 1, elapsed_s, a.state, n, a.samples_used, width,
                          target_width_ns(a.target.value if a.target else None, self.precision.ci_ns, self.precision.ci_rel),
                          [c.name for c in a.failed()], self.precision.percentile,
                          self._eta_s(a, elapsed_s))
@@ -403,15 +470,10 @@ class Controller:
 def fixed_methodology(result: AgentResult, spec: LoadSpec, precision: Precision, seed: int,
                       bound_delays: bool = True, setting: Setting | None = None) -> tuple[Analysis, dict]:
     """--duration mode: one analysis of the whole run, every check still reported."""
-    a = analyse(result.samples, counters=result.counters, elapsed_s=result.elapsed_ns / 1e9,
-                received_in_window=result.received_in_window, reasons=result.error_reasons,
-                rate_rps=spec.offered_rps, arrival=spec.timed_arrival, conns=spec.conns, outstanding=spec.outstanding,
-                sample_every=spec.timed_sample_every, precision=precision, rng=np.random.default_rng(seed),
-                end_ns=result.elapsed_ns, engine_stalls=result.engine_stalls_ns,
-                target_stalls=result.target_stalls_ns, bound_delays=bound_delays, setting=setting,
-                every_request=every_request(result.intervals, with_pending=False), late_ns=spec.late_ns)
-    stopped = "interrupted" if result.interrupted else "duration"
-    a.checks = adjust_remedies(a.checks, stopped, result.elapsed_ns / 1e9, precision.max_time_s,
-                               held_slots(spec, result.counters, result.elapsed_ns / 1e9), result.error)
-    return a, {"mode": "fixed", "rounds": 1, "stopped": stopped, "sample_every": spec.timed_sample_every,
-               "effective_sample_every": spec.timed_sample_every * a.details["thinning"]} | a.details
+    elapsed_s = result.elapsed_ns / 1e9
+    a = analyse(run_input(run_plan(spec, precision, bound_delays, setting), seed, result, elapsed_s))
+    ending = Ending.INTERRUPTED if result.interrupted else Ending.DURATION
+    a = replace(a, checks=adjust_remedies(a.checks, ending, elapsed_s, precision.max_time_s,
+                                          held_slots(spec, result.counters, elapsed_s), result.error))
+    return a, {"mode": "fixed", "rounds": 1, "stopped": ending.value, "sample_every": spec.timed_sample_every,
+               "effective_sample_every": spec.timed_sample_every * a.thinning} | a.to_dict()

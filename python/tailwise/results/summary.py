@@ -183,7 +183,7 @@ def _engine_json(result: AgentResult) -> dict:
 def build_summary(*, target: str, config: dict, host: dict, result: AgentResult, analysis: Analysis,
                   methodology: dict) -> dict:
     c = result.counters
-    d = analysis.details
+    d = analysis.to_dict()
     # The schedule's own time: the coordinator's pauses (no request due) left out.
     paused_s = (d.get("pauses") or {}).get("total_s", 0.0)
     elapsed_s = result.elapsed_ns / 1e9 - paused_s
@@ -216,7 +216,7 @@ def build_summary(*, target: str, config: dict, host: dict, result: AgentResult,
             # Replies whose request carries the kernel's transmit stamp (samples: sent_ns).
             "kernel_stamped_sends": result.counters.get("tx_kernel", 0),
             # Samples behind the percentiles: every one after the warm-up.
-            "samples": analysis.details["samples_used"],
+            "samples": analysis.samples_used,
             "sample_every": methodology["effective_sample_every"],
             "confidence": config["confidence"],
             "percentiles": [p.as_json() for p in analysis.percentiles],
