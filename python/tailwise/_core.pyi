@@ -9,7 +9,7 @@ from typing import Final, TypedDict, final
 __all__ = [
     "SAMPLE_FLAGS", "SAMPLE_FIELDS", "SAMPLE_BYTES", "HIST_LOWEST_NS", "HIST_MAX_NS", "HIST_SIGFIG", "INTERVAL_NS",
     "INTERVAL_SIGFIG", "STALL_NS", "MASK_STALL_NS", "ECHO_MIN_DATAGRAM", "ECHO_MAX_DATAGRAM", "PROTOCOLS",
-    "MODEL_MAX_CUSTOMERS", "MODEL_MAX_WORKERS", "parse_dist", "route_interface", "hardware_timestamping", "now_ns",
+    "MODEL_MAX_CUSTOMERS", "MODEL_MAX_WORKERS", "TEST_HOOKS", "parse_dist", "route_interface", "hardware_timestamping", "now_ns",
     "clock_cost_ns", "histogram_params", "interval_params", "measure_stalls", "check_workload", "parse_arrival",
     "preload", "model_sojourn", "model_summary", "Server", "Engine", "Intervals", "Histogram",
     "__version__",
@@ -46,6 +46,9 @@ PROTOCOLS: Final[dict[str, _ProtocolTraits]]
 #: The queueing model's bounds.
 MODEL_MAX_CUSTOMERS: Final[int]
 MODEL_MAX_WORKERS: Final[int]
+#: Whether the engine's test hook is built in (cargo feature ``test-hooks``): without it
+#: ``Engine(test_stall_ns=…)`` raises ``InputError``.
+TEST_HOOKS: Final[bool]
 
 class _ProtocolTraits(TypedDict):
     keys: bool
@@ -123,7 +126,9 @@ class _Joined(TypedDict):
     stalled_ns: int
     stall_intervals: list[tuple[int, int]]
     samples: bytes
+    #: Why the run ended early (the problem), and what to do about it ("" when nothing).
     error: str | None
+    error_remedy: str | None
     error_reasons: list[tuple[str, int]]
     pinned_cpus: list[int | None]
     cpu_ns: int

@@ -70,7 +70,7 @@ def test_stub_constants_have_the_runtime_types():
     for name, node in STUBBED.items():
         if isinstance(node, ast.AnnAssign) and public(name):
             text = ast.unparse(node.annotation)
-            kind = {"int": int, "str": str}.get(text.removeprefix("Final[").removesuffix("]"), None)
+            kind = {"int": int, "str": str, "bool": bool}.get(text.removeprefix("Final[").removesuffix("]"), None)
             if kind is not None:
                 assert type(getattr(_core, name)) is kind, (name, text)
             else:

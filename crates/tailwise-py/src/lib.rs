@@ -12,7 +12,9 @@ use std::net::{SocketAddr, ToSocketAddrs};
 use std::sync::{Arc, Mutex};
 use tailwise_core::dist::Dist;
 use tailwise_core::error::{Kind, Problem};
-use tailwise_core::engine::{Counters, Engine, EngineConfig, Probe, Snapshot, TestStall, Timestamps};
+#[cfg(feature = "test-hooks")]
+use tailwise_core::engine::TestStall;
+use tailwise_core::engine::{Counters, Engine, EngineConfig, Probe, Snapshot, Timestamps};
 use tailwise_core::protocol::Protocol;
 use tailwise_core::recorder::{
     encode_histogram, flags, samples_to_le_bytes, Intervals, HIST_LOWEST_NS, HIST_MAX_NS, HIST_SIGFIG, INTERVAL_NS,
@@ -25,7 +27,6 @@ use tailwise_core::workload::{Popularity, SizeDist, Workload};
 
 /// A data-plane problem raised as its `tailwise.errors` class, carrying the problem and the remedy
 /// as two values (`TailwiseError(problem, remedy)`), so Python never reads them out of a message.
-#[allow(dead_code)] // until the first typed error (issue 20) uses it
 fn raise<E: Problem>(e: E) -> PyErr {
     Python::attach(|py| {
         let class = match e.kind() {
@@ -316,6 +317,15 @@ fn counters_dict<'py>(py: Python<'py>, c: &Counters) -> PyResult<Bound<'py, PyDi
     Ok(d)
 }
 
+fn timestamp_source(name: &str) -> PyResult<Timestamps> {
+    match name {
+        "user" => Ok(Timestamps::User),
+        "kernel" => Ok(Timestamps::Kernel),
+        "nic" => Ok(Timestamps::Nic),
+        other => Err(PyValueError::new_err(format!("timestamps {other:?}: use user, kernel or nic"))),
+    }
+}
+
 #[pyclass(name = "Engine", module = "tailwise._core")]
 struct PyEngine {
     inner: Mutex<Option<Engine>>,
@@ -324,7 +334,8 @@ struct PyEngine {
 
 #[pymethods]
 impl PyEngine {
-    /// Connect and start. Raises ConnectionError (cannot connect) or ValueError (bad config).
+    /// Connect and start. Raises tailwise.errors' InputError (bad config), TargetError (cannot
+    /// connect) or HostError (timestamps, a NIC), each with its remedy.
     #[new]
     #[pyo3(signature = (targets, rate_rps, duration_ns, *, threads=1, conns=1, outstanding=1,
         arrival="exp", sample_every=1, timeout_ns=1_000_000_000, late_ns=50_000,
@@ -367,6 +378,10 @@ impl PyEngine {
         probe_conns: usize,
         probe_rate_rps: f64,
     ) -> PyResult<Self> {
+        #[cfg(not(feature = "test-hooks"))]
+        if test_stall_ns.is_some() {
+            return Err(raise(tailwise_core::engine::EngineError::NoTestHooks));
+        }
         let cfg = EngineConfig {
             targets: targets.iter().map(|t| resolve(t)).collect::<PyResult<_>>()?,
             protocol: protocol(scheme, service_ns, reply_pad, http_host, http_path, udp_size)?,
@@ -385,24 +400,14 @@ impl PyEngine {
             seed,
             pin,
             busy_poll,
+            #[cfg(feature = "test-hooks")]
             test_stall: test_stall_ns
                 .map(|(at_ns, for_ns, every_ns, count)| TestStall { at_ns, for_ns, every_ns, count }),
-            timestamps: match timestamps {
-                "user" => Timestamps::User,
-                "kernel" => Timestamps::Kernel,
-                "nic" => Timestamps::Nic,
-                other => return Err(PyValueError::new_err(format!("timestamps {other:?}: use user, kernel or nic"))),
-            },
+            timestamps: timestamp_source(timestamps)?,
             // probe_conns 0: no probe; every load request is timed.
             probe: (probe_conns > 0).then_some(Probe { conns: probe_conns, rate_rps: probe_rate_rps }),
         };
-        let e = py.detach(|| Engine::start(cfg)).map_err(|msg| {
-            if msg.starts_with("cannot connect") {
-                PyConnectionError::new_err(msg)
-            } else {
-                PyValueError::new_err(msg)
-            }
-        })?;
+        let e = py.detach(|| Engine::start(cfg)).map_err(raise)?;
         let intervals = e.intervals();
         Ok(PyEngine { inner: Mutex::new(Some(e)), intervals })
     }
@@ -517,7 +522,9 @@ impl PyEngine {
         d.set_item("stalled_ns", r.stalled_ns)?;
         d.set_item("stall_intervals", r.stall_intervals)?;
         d.set_item("samples", PyBytes::new(py, &samples))?;
-        d.set_item("error", r.error)?;
+        // Why the run ended early: the problem and its remedy, apart.
+        d.set_item("error", r.error.as_ref().map(|e| e.to_string()))?;
+        d.set_item("error_remedy", r.error.as_ref().map(|e| e.remedy()))?;
         d.set_item("error_reasons", r.error_reasons)?;
         d.set_item("pinned_cpus", r.pinned_cpus)?;
         d.set_item("cpu_ns", r.cpu_ns)?;
@@ -557,6 +564,8 @@ fn add_constants(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("PROTOCOLS", protocols)?;
     m.add("MODEL_MAX_CUSTOMERS", model::MAX_CUSTOMERS)?;
     m.add("MODEL_MAX_WORKERS", model::MAX_WORKERS)?;
+    // Whether the engine's test hook (`Engine(test_stall_ns=…)`) is built in (feature test-hooks).
+    m.add("TEST_HOOKS", cfg!(feature = "test-hooks"))?;
     Ok(())
 }
 

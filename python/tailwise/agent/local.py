@@ -15,7 +15,7 @@ from typing import Callable, Protocol
 import numpy as np
 
 from tailwise import _core, signals
-from tailwise.errors import InputError, TargetError
+from tailwise.errors import TailwiseError
 from tailwise.agent.host import steal_ticks
 from tailwise.spec.load import LoadSpec
 
@@ -185,7 +185,7 @@ class Session:
             stalls=raw["stalls"],
             stalled_ns=raw["stalled_ns"],
             samples=samples,
-            error=raw["error"],
+            error=_engine_error(raw),
             error_reasons=[tuple(r) for r in raw["error_reasons"]],
             pinned_cpus=list(raw["pinned_cpus"]),
             cpu_ns=raw["cpu_ns"],
@@ -213,42 +213,37 @@ class LocalAgent:
     poll_s = 0.1
 
     def start(self, spec: LoadSpec, stall_sources: tuple[StallSource, ...] = ()) -> Session:
-        try:
-            engine = _core.Engine(
-                spec.targets,
-                spec.rate_rps,
-                spec.duration_ns,
-                threads=spec.threads,
-                conns=spec.conns,
-                outstanding=spec.outstanding,
-                arrival=spec.arrival,
-                sample_every=spec.sample_every,
-                timeout_ns=spec.timeout_ns,
-                late_ns=spec.late_ns,
-                unreachable_ns=spec.unreachable_ns,
-                test_stall_ns=spec.test_stall_ns,
-                timestamps=spec.timestamps,
-                seed=spec.seed,
-                pin=spec.pin,
-                busy_poll=spec.busy_poll,
-                service_ns=spec.service_ns,
-                scheme=spec.scheme,
-                http_host=spec.http_host,
-                http_path=spec.http_path,
-                udp_size=spec.udp_size,
-                keys=spec.workload.keys,
-                key_size=spec.workload.key_size,
-                value_size=spec.workload.value_size,
-                popularity=spec.workload.popularity,
-                set_fraction=spec.workload.set_fraction,
-                probe_conns=spec.probe_conns,
-                probe_rate_rps=spec.probe_rate_rps,
-            )
-        except ConnectionError as e:
-            raise TargetError(str(e).split(" — ")[0], _remedy(str(e))) from None
-        except ValueError as e:  # the engine's own validation: its message names the fix
-            problem, _, remedy = str(e).partition(": ")
-            raise InputError(problem, remedy) from None
+        # The engine raises tailwise.errors' classes itself, each with its problem and remedy.
+        engine = _core.Engine(
+            spec.targets,
+            spec.rate_rps,
+            spec.duration_ns,
+            threads=spec.threads,
+            conns=spec.conns,
+            outstanding=spec.outstanding,
+            arrival=spec.arrival,
+            sample_every=spec.sample_every,
+            timeout_ns=spec.timeout_ns,
+            late_ns=spec.late_ns,
+            unreachable_ns=spec.unreachable_ns,
+            test_stall_ns=spec.test_stall_ns,
+            timestamps=spec.timestamps,
+            seed=spec.seed,
+            pin=spec.pin,
+            busy_poll=spec.busy_poll,
+            service_ns=spec.service_ns,
+            scheme=spec.scheme,
+            http_host=spec.http_host,
+            http_path=spec.http_path,
+            udp_size=spec.udp_size,
+            keys=spec.workload.keys,
+            key_size=spec.workload.key_size,
+            value_size=spec.workload.value_size,
+            popularity=spec.workload.popularity,
+            set_fraction=spec.workload.set_fraction,
+            probe_conns=spec.probe_conns,
+            probe_rate_rps=spec.probe_rate_rps,
+        )
         session = Session(engine, spec, stall_sources)
         signals.attach(session.stop)  # a stop signal from now on stops sending; the run is still written
         return session
@@ -273,7 +268,8 @@ class LocalAgent:
         return session.finish(interrupted or signals.received() is not None)
 
 
-def _remedy(message: str) -> str:
-    if " — " in message:
-        return message.split(" — ", 1)[1]
-    return "check the target address and that the server runs"
+def _engine_error(raw: dict) -> str | None:
+    """Why the engine ended the run early, in one line: its problem, then its remedy (if any)."""
+    if raw["error"] is None:
+        return None
+    return TailwiseError(raw["error"], raw["error_remedy"] or "").line()

@@ -20,11 +20,27 @@
 //! Busy-poll mode spins on `epoll_wait(0)`; blocking mode sleeps in `epoll_pwait2` until a reply
 //! arrives or until `SPIN_NS` before the next send, then spins (timer slack 1 ns).
 
+mod conn;
+mod finish;
+mod handover;
+mod io;
+mod problem;
+mod reach;
+mod recover;
+mod req;
+mod stalls;
+#[cfg(any(test, feature = "test-hooks"))]
+mod test_hook;
 mod thread;
+mod tx_stamps;
+
+pub use problem::{Abort, EngineError, Failure, IoErr, Killed, Lost, NoReply};
+#[cfg(any(test, feature = "test-hooks"))]
+pub use test_hook::TestStall;
 
 /// A timing-loop iteration longer than this counts as a stall (`stalls` in the result; the
 /// summary's `engine.stall_threshold_ns`).
-pub const STALL_NS: u64 = thread::STALL_NS;
+pub const STALL_NS: u64 = stalls::STALL_NS;
 
 use crate::net::{self, StampClock};
 use crate::nic::NicStamping;
@@ -68,28 +84,13 @@ pub struct EngineConfig {
     pub pin: bool,
     pub busy_poll: bool,
     /// Tests only: each engine thread stops as a preemption would (and says so on stderr).
+    #[cfg(any(test, feature = "test-hooks"))]
     pub test_stall: Option<TestStall>,
     /// Where a reply's receive time comes from (`Timestamps`).
     pub timestamps: Timestamps,
     /// The latency probe: when set, the threads above only load the target and the probe's
     /// requests are the only ones whose latency is recorded (`Probe`).
     pub probe: Option<Probe>,
-}
-
-/// Tests only: stop each engine thread for `for_ns`, first `at_ns` into the schedule, then every
-/// `every_ns` after the previous stop began, `count` times in all.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct TestStall {
-    pub at_ns: u64,
-    pub for_ns: u64,
-    pub every_ns: u64,
-    pub count: u32,
-}
-
-impl TestStall {
-    pub fn once(at_ns: u64, for_ns: u64) -> TestStall {
-        TestStall { at_ns, for_ns, every_ns: 0, count: 1 }
-    }
 }
 
 /// Lancet's latency agent in its asymmetric mode (Lancet, ATC'19, §4.2): beside the open-loop
@@ -125,7 +126,7 @@ pub(crate) enum Role {
 /// reply completed by that read gets it: a reply that arrived in an earlier segment of the same
 /// read is overstated by the gap between the two segments, never understated. `Kernel` and `Nic`
 /// also stamp every send (the transmit stamp, kept beside the user-space send time): a request
-/// gets the stamp of the send that carried its last byte (thread.rs, `take_tx_stamps`). The
+/// gets the stamp of the send that carried its last byte (tx_stamps.rs). The
 /// user-space stamps are kept with every sample either way, for comparison.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Timestamps {
@@ -214,7 +215,7 @@ pub struct EngineResult {
     pub stall_intervals: Vec<(u64, u64)>,
     pub samples: SampleStore,
     /// Why the run ended early, if it did.
-    pub error: Option<String>,
+    pub error: Option<Abort>,
     /// Distinct error reasons with their counts.
     pub error_reasons: Vec<(String, u64)>,
     pub pinned_cpus: Vec<Option<usize>>,
@@ -252,7 +253,7 @@ pub(crate) struct Shared {
     pub stop: AtomicBool,
     /// While set, no request falls due: the threads hold their schedules (see `Engine::pause`).
     pub paused: AtomicBool,
-    pub abort: Mutex<Option<String>>,
+    pub abort: Mutex<Option<Abort>>,
     pub progress: Vec<Progress>,
     /// Samples handed over by the threads at snapshots and at their end.
     pub harvest: Mutex<Vec<SampleStore>>,
@@ -267,7 +268,22 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
-    pub fn abort(&self, why: String) {
+    pub fn new(threads: usize) -> Shared {
+        Shared {
+            stop: AtomicBool::new(false),
+            paused: AtomicBool::new(false),
+            abort: Mutex::new(None),
+            progress: (0..threads).map(|_| Progress::default()).collect(),
+            harvest: Mutex::new(Vec::new()),
+            pending: Mutex::new((0, Vec::new())),
+            intervals: Arc::new(Mutex::new(Intervals::default())),
+            snap_seq: AtomicU64::new(0),
+            stall_log: StallLog::default(),
+        }
+    }
+
+    /// End the run, for the first reason given.
+    pub fn abort(&self, why: Abort) {
         let mut a = self.abort.lock().unwrap();
         if a.is_none() {
             *a = Some(why);
@@ -336,41 +352,33 @@ const START_DELAY_NS: u64 = 5_000_000;
 /// (bench/engine: one thread sustains 1.5M req/s pipelined on this machine kind).
 const MAX_RATE_PER_THREAD: f64 = 10_000_000.0;
 
-fn validate(cfg: &EngineConfig) -> Result<(), String> {
+fn validate(cfg: &EngineConfig) -> Result<(), EngineError> {
     if !(cfg.rate_rps > 0.0 && cfg.rate_rps.is_finite()) {
-        return Err(format!("rate must be a positive number of requests per second, got {}", cfg.rate_rps));
+        return Err(EngineError::Rate(cfg.rate_rps));
     }
     let per_thread = cfg.rate_rps / cfg.threads.max(1) as f64;
     if per_thread > MAX_RATE_PER_THREAD {
-        return Err(format!(
-            "{:.0} req/s per engine thread is beyond what one thread can send (~2M req/s pipelined here): \
-             use --threads {} or more, or a lower --rate",
-            per_thread,
-            (cfg.rate_rps / MAX_RATE_PER_THREAD).ceil()
-        ));
+        let threads_needed = (cfg.rate_rps / MAX_RATE_PER_THREAD).ceil();
+        return Err(EngineError::RatePerThread { per_thread, threads_needed });
     }
     if cfg.threads == 0 || cfg.conns == 0 || cfg.outstanding == 0 {
-        return Err("threads, connections and outstanding requests must each be at least 1".into());
+        return Err(EngineError::Zero);
     }
     if cfg.conns < cfg.threads {
-        return Err(format!(
-            "{} connections cannot feed {} threads: use --conns {} or more, or fewer --threads",
-            cfg.conns, cfg.threads, cfg.threads
-        ));
+        return Err(EngineError::ConnsBelowThreads { conns: cfg.conns, threads: cfg.threads });
     }
     if cfg.targets.is_empty() {
-        return Err("no target address".into());
+        return Err(EngineError::NoTarget);
     }
     if cfg.duration_ns == 0 {
-        return Err("duration must be above zero".into());
+        return Err(EngineError::Duration);
     }
     if let Some(p) = cfg.probe {
         if p.conns == 0 || !(p.rate_rps > 0.0 && p.rate_rps.is_finite()) {
-            return Err("the probe needs at least 1 connection and a positive rate".into());
+            return Err(EngineError::Probe);
         }
     }
-    cfg.workload.validate()?;
-    Ok(())
+    cfg.workload.validate().map_err(|e| EngineError::Workload(e.to_string()))
 }
 
 /// Add `n` occurrences of `reason` to a list of distinct reasons with their counts.
@@ -408,27 +416,19 @@ impl Sock {
     }
 }
 
-fn connect_udp(addr: &SocketAddr) -> Result<UdpSocket, String> {
+fn connect_udp(addr: &SocketAddr) -> Result<UdpSocket, EngineError> {
     let local: SocketAddr = if addr.is_ipv4() { "0.0.0.0:0".parse().unwrap() } else { "[::]:0".parse().unwrap() };
-    let s = UdpSocket::bind(local).map_err(|e| format!("cannot open a UDP socket: {e}"))?;
-    s.connect(addr).map_err(|e| format!("cannot connect to {addr} (UDP): {e}"))?;
-    s.set_nonblocking(true).map_err(|e| format!("non-blocking mode on {addr}: {e}"))?;
+    let s = UdpSocket::bind(local).map_err(EngineError::UdpSocket)?;
+    s.connect(addr).map_err(|err| EngineError::ConnectUdp { addr: *addr, err })?;
+    s.set_nonblocking(true).map_err(|err| EngineError::SocketOption { what: "non-blocking mode", addr: *addr, err })?;
     Ok(s)
 }
 
-fn connect(addr: &SocketAddr, timeout_ns: u64) -> Result<TcpStream, String> {
-    let s = TcpStream::connect_timeout(addr, Duration::from_nanos(timeout_ns)).map_err(|e| {
-        let hint = match e.kind() {
-            std::io::ErrorKind::ConnectionRefused => {
-                " — nothing listens there: start the server (or `tailwise serve`) or fix the port"
-            }
-            std::io::ErrorKind::TimedOut => " — no answer: check the address and that the host is up",
-            _ => "",
-        };
-        format!("cannot connect to {addr}: {e}{hint}")
-    })?;
-    s.set_nodelay(true).map_err(|e| format!("TCP_NODELAY on {addr}: {e}"))?;
-    s.set_nonblocking(true).map_err(|e| format!("non-blocking mode on {addr}: {e}"))?;
+fn connect(addr: &SocketAddr, timeout_ns: u64) -> Result<TcpStream, EngineError> {
+    let s = TcpStream::connect_timeout(addr, Duration::from_nanos(timeout_ns))
+        .map_err(|err| EngineError::Connect { addr: *addr, err })?;
+    s.set_nodelay(true).map_err(|err| EngineError::SocketOption { what: "TCP_NODELAY", addr: *addr, err })?;
+    s.set_nonblocking(true).map_err(|err| EngineError::SocketOption { what: "non-blocking mode", addr: *addr, err })?;
     Ok(s)
 }
 
@@ -436,7 +436,7 @@ fn connect(addr: &SocketAddr, timeout_ns: u64) -> Result<TcpStream, String> {
 const PROBE_BUSY_POLL_US: u32 = 50;
 
 /// Connect one connection to `addr`, with the kernel's timestamps on when asked.
-fn open(cfg: &EngineConfig, addr: &SocketAddr) -> Result<Sock, String> {
+fn open(cfg: &EngineConfig, addr: &SocketAddr) -> Result<Sock, EngineError> {
     let s = if cfg.protocol.is_datagram() {
         Sock::Udp(connect_udp(addr)?)
     } else {
@@ -446,30 +446,26 @@ fn open(cfg: &EngineConfig, addr: &SocketAddr) -> Result<Sock, String> {
         // Before anything is written: TCP transmit-stamp keys count from here. Without transmit
         // stamps the requests go without one (counters.tx_kernel says how many have one).
         net::enable_timestamps(s.fd(), !cfg.protocol.is_datagram(), clock)
-            .map_err(|e| format!("{clock:?} timestamps (SO_TIMESTAMPING) refused: {e}"))?;
+            .map_err(|err| EngineError::Timestamps { clock, err })?;
     }
     Ok(s)
 }
 
 /// `Timestamps::Nic`: the interface every target is reached through, switched to stamp every
 /// packet; why not, in one line, where it cannot.
-fn nic_stamping(targets: &[SocketAddr]) -> Result<NicStamping, String> {
+fn nic_stamping(targets: &[SocketAddr]) -> Result<NicStamping, EngineError> {
     let mut ifaces: Vec<String> = Vec::new();
     for t in targets {
-        let i = net::route_interface(t).map_err(|e| format!("--timestamps nic: {e}"))?;
+        let i = net::route_interface(t).map_err(|e| EngineError::Route(e.to_string()))?;
         if !ifaces.contains(&i) {
             ifaces.push(i);
         }
     }
     if ifaces.len() > 1 {
-        return Err(format!(
-            "--timestamps nic: the targets are reached through {} interfaces ({}); a run reads one NIC's \
-             clock: give targets behind one interface, or use --timestamps kernel",
-            ifaces.len(),
-            ifaces.join(", ")
-        ));
+        return Err(EngineError::Interfaces(ifaces));
     }
-    NicStamping::enable(&ifaces[0]).map_err(|e| format!("--timestamps nic: {} cannot stamp in hardware: {e}", ifaces[0]))
+    let iface = ifaces.swap_remove(0);
+    NicStamping::enable(&iface).map_err(|e| EngineError::NoHardwareStamps { why: e.to_string(), iface })
 }
 
 /// The probe thread's configuration: its own connections, one request outstanding on each,
@@ -489,47 +485,43 @@ fn probe_config(cfg: &EngineConfig, p: Probe) -> EngineConfig {
     }
 }
 
+/// Every connection, per thread: the load threads' in turn over the targets, then the probe's
+/// (a thread of its own, the last one).
+fn connect_all(cfg: &EngineConfig) -> Result<Vec<Vec<Sock>>, EngineError> {
+    let mut per_thread: Vec<Vec<Sock>> = (0..cfg.threads).map(|_| Vec::new()).collect();
+    for i in 0..cfg.conns {
+        let s = open(cfg, &cfg.targets[i % cfg.targets.len()])?;
+        per_thread[i % cfg.threads].push(s);
+    }
+    if let Some(p) = cfg.probe {
+        let mut mine = Vec::new();
+        for i in 0..p.conns {
+            let s = open(cfg, &cfg.targets[i % cfg.targets.len()])?;
+            // Busy polling of the socket's device queue, where the driver has one (not lo or
+            // veth); refused without CAP_NET_ADMIN: the probe spins on its sockets either way.
+            let _ = net::set_busy_poll(s.fd(), PROBE_BUSY_POLL_US);
+            mine.push(s);
+        }
+        per_thread.push(mine);
+    }
+    Ok(per_thread)
+}
+
 impl Engine {
     /// Connect every connection (failing fast with a clear message), then start the threads.
-    pub fn start(cfg: EngineConfig) -> Result<Engine, String> {
+    pub fn start(cfg: EngineConfig) -> Result<Engine, EngineError> {
         validate(&cfg)?;
         let nic = match cfg.timestamps {
             Timestamps::Nic => Some(Arc::new(nic_stamping(&cfg.targets)?)),
             _ => None,
         };
-        let mut per_thread: Vec<Vec<Sock>> = (0..cfg.threads).map(|_| Vec::new()).collect();
-        for i in 0..cfg.conns {
-            let s = open(&cfg, &cfg.targets[i % cfg.targets.len()])?;
-            per_thread[i % cfg.threads].push(s);
-        }
-        // The probe's connections, a thread of its own (the last one).
-        if let Some(p) = cfg.probe {
-            let mut mine = Vec::new();
-            for i in 0..p.conns {
-                let s = open(&cfg, &cfg.targets[i % cfg.targets.len()])?;
-                // Busy polling of the socket's device queue, where the driver has one (not lo or
-                // veth); refused without CAP_NET_ADMIN: the probe spins on its sockets either way.
-                let _ = net::set_busy_poll(s.fd(), PROBE_BUSY_POLL_US);
-                mine.push(s);
-            }
-            per_thread.push(mine);
-        }
+        let per_thread = connect_all(&cfg)?;
         if cfg.timestamps == Timestamps::Kernel {
             // The connections asked for stamps: wait for the kernel to take them before the
             // schedule starts, so that the first replies are stamped too (net.rs).
             net::await_rx_stamping(100_000_000);
         }
-        let shared = Arc::new(Shared {
-            stop: AtomicBool::new(false),
-            paused: AtomicBool::new(false),
-            abort: Mutex::new(None),
-            progress: (0..per_thread.len()).map(|_| Progress::default()).collect(),
-            harvest: Mutex::new(Vec::new()),
-            pending: Mutex::new((0, Vec::new())),
-            intervals: Arc::new(Mutex::new(Intervals::default())),
-            snap_seq: AtomicU64::new(0),
-            stall_log: StallLog::default(),
-        });
+        let shared = Arc::new(Shared::new(per_thread.len()));
         let start_ns = crate::clock::now_ns() + START_DELAY_NS;
         let cpus = net::allowed_cpus();
         let mut handles = Vec::new();
@@ -554,7 +546,7 @@ impl Engine {
             let h = std::thread::Builder::new()
                 .name(format!("tw-engine-{t}"))
                 .spawn(move || thread::run(ctx))
-                .map_err(|e| format!("cannot start engine thread: {e}"))?;
+                .map_err(EngineError::Spawn)?;
             handles.push(h);
         }
         Ok(Engine { shared, handles, start_ns, duration_ns: cfg.duration_ns, _nic: nic })
@@ -715,7 +707,7 @@ impl Engine {
             let r = match h.join() {
                 Ok(r) => r,
                 Err(_) => {
-                    self.shared.abort("an engine thread panicked (a bug: please report it)".into());
+                    self.shared.abort(Abort::Panicked);
                     continue;
                 }
             };
@@ -742,7 +734,7 @@ impl Engine {
         iv.pending.clear();
         iv.pending_seq = u64::MAX;
         drop(iv);
-        out.error = self.shared.abort.lock().unwrap().clone();
+        out.error = self.shared.abort.lock().unwrap().take();
         out.sample_bytes = out.samples.allocated_bytes();
         out
     }

@@ -1,5 +1,6 @@
 use super::*;
 use crate::dist::Dist;
+use crate::error::Problem;
 use crate::recorder::{flags as F, Sample};
 use crate::server::{Server, ServerConfig};
 use std::time::Duration;
@@ -14,6 +15,14 @@ fn server(service: &str) -> Server {
         busy_poll: false,
     })
     .unwrap()
+}
+
+/// A problem as users read it: the problem, then its remedy.
+fn line(e: &impl Problem) -> String {
+    match e.remedy() {
+        r if r.is_empty() => e.to_string(),
+        r => format!("{e}: {r}"),
+    }
 }
 
 fn config(addr: SocketAddr, rate: f64, duration_ms: u64) -> EngineConfig {
@@ -87,7 +96,7 @@ fn refused_connection_is_a_clear_error() {
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         l.local_addr().unwrap()
     };
-    let e = Engine::start(config(port, 1000.0, 100)).err().unwrap();
+    let e = line(&Engine::start(config(port, 1000.0, 100)).err().unwrap());
     assert!(e.contains("cannot connect") && e.contains("nothing listens"), "{e}");
 }
 
@@ -96,7 +105,7 @@ fn nic_stamps_where_no_driver_can_fail_at_start_naming_the_interface() {
     let s = server("fixed:0");
     let mut cfg = config(s.addr(), 1_000.0, 100);
     cfg.timestamps = Timestamps::Nic;
-    let e = Engine::start(cfg).err().expect("lo cannot stamp in hardware");
+    let e = line(&Engine::start(cfg).err().expect("lo cannot stamp in hardware"));
     assert!(e.starts_with("--timestamps nic: lo cannot stamp in hardware: "), "{e}");
     assert!(!e.contains('\n'), "{e}");
 }
@@ -105,12 +114,12 @@ fn nic_stamps_where_no_driver_can_fail_at_start_naming_the_interface() {
 fn invalid_configs_are_refused() {
     let a: SocketAddr = "127.0.0.1:9".parse().unwrap();
     let mut c = config(a, 0.0, 100);
-    assert!(Engine::start(c.clone()).err().unwrap().contains("rate"));
+    assert!(line(&Engine::start(c.clone()).err().unwrap()).contains("rate"));
     c.rate_rps = 1e12;
-    assert!(Engine::start(c.clone()).err().unwrap().contains("--threads 100000"));
+    assert!(line(&Engine::start(c.clone()).err().unwrap()).contains("--threads 100000"));
     c.rate_rps = 10.0;
     c.threads = 4;
-    assert!(Engine::start(c).err().unwrap().contains("--conns 4"));
+    assert!(line(&Engine::start(c).err().unwrap()).contains("--conns 4"));
 }
 
 #[test]
@@ -120,7 +129,7 @@ fn a_server_that_goes_away_ends_the_run_with_what_was_measured() {
     std::thread::sleep(std::time::Duration::from_millis(300));
     s.stop();
     let r = engine.join();
-    let e = r.error.expect("the run must say why it stopped");
+    let e = line(&r.error.expect("the run must say why it stopped"));
     // The reason is the last failure seen: the close, or a reconnect the stopped server refused.
     assert!(e.contains("unreachable") && (e.contains("closed the connection") || e.contains("cannot reconnect")), "{e}");
     assert!(r.counters.received > 500, "{:?}", r.counters);
@@ -143,7 +152,7 @@ fn a_server_that_never_answers_gives_timeouts() {
     assert!(c.timeouts >= 1, "{c:?}");
     assert_eq!(c.sent, c.timeouts + c.errors + c.unfinished);
     // Nothing answered in the whole run: that is an error, not a measurement.
-    assert!(r.error.as_deref().unwrap_or("").contains("answered none"), "{:?}", r.error);
+    assert!(r.error.as_ref().map(line).unwrap_or_default().contains("answered none"), "{:?}", r.error);
     // Every request is in the histogram, censored at the time it waited (≥ the timeout for
     // those that timed out).
     assert_eq!(r.hist.latency.len(), c.intended);

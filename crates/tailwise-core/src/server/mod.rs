@@ -201,53 +201,69 @@ fn worker(w: usize, sh: &Shared, cfg: &ServerConfig) -> io::Result<()> {
     let mut ep = Epoll::new(256)?;
     ep.add(sh.wakers[w].as_raw_fd(), EPOLLIN, WAKE)?;
     let mut conns: Vec<Option<Conn>> = Vec::new();
-    let mut rng = SmallRng::seed_from_u64(cfg.seed.wrapping_add(w as u64 * 0x9E37_79B9));
     let mut ready: Vec<(u64, u32)> = Vec::with_capacity(256);
     let timeout = if cfg.busy_poll { 0 } else { 100_000_000 };
-    let mut write_est_ns = 0u64;
     // Every clock read of the worker goes through the watch, so that a gap of ≥ 200 µs anywhere
     // in its loop (in the service spin, a syscall, between polls) is logged as a stall.
-    let mut watch = StallWatch::new(sh.stall_log.clone());
+    let mut serving = Serving {
+        sh,
+        cfg,
+        rng: SmallRng::seed_from_u64(cfg.seed.wrapping_add(w as u64 * 0x9E37_79B9)),
+        write_est_ns: 0,
+        watch: StallWatch::new(sh.stall_log.clone()),
+    };
     while !sh.stop.load(Relaxed) {
         ready.clear();
         ready.extend(ep.wait(timeout)?.iter().map(|e| (e.u64, e.events)));
         if cfg.busy_poll {
-            watch.now();
+            serving.watch.now();
         } else {
-            watch.reset(); // the wait was chosen: not a stall
+            serving.watch.reset(); // the wait was chosen: not a stall
         }
         for &(token, _events) in &ready {
             if token == WAKE {
                 sh.wakers[w].drain();
-                for stream in sh.inboxes[w].lock().unwrap().drain(..) {
-                    let slot = conns.iter().position(Option::is_none).unwrap_or_else(|| {
-                        conns.push(None);
-                        conns.len() - 1
-                    });
-                    ep.add(stream.as_raw_fd(), EPOLLIN | EPOLLRDHUP, slot as u64)?;
-                    conns[slot] = Some(Conn { stream, rbuf: Vec::with_capacity(16 << 10), wbuf: Vec::new(), wpos: 0, want_write: false });
-                }
-                continue;
-            }
-            let slot = token as usize;
-            let Some(c) = conns.get_mut(slot).and_then(Option::as_mut) else { continue };
-            let (t0, lost0) = (watch.now(), watch.stalled_ns);
-            let outcome = serve_conn(c, sh, cfg, &mut rng, &mut write_est_ns, &mut watch);
-            // Busy time is the worker's own: a stall while serving is the machine's, not service.
-            sh.busy_ns.fetch_add((watch.now() - t0).saturating_sub(watch.stalled_ns - lost0), Relaxed);
-            if let Outcome::Close = outcome {
-                let _ = ep.delete(c.stream.as_raw_fd());
-                conns[slot] = None;
-                sh.store.curr_connections.fetch_sub(1, Relaxed);
-                continue;
-            }
-            let want = c.wpos < c.wbuf.len();
-            if want != c.want_write {
-                c.want_write = want;
-                let ev = if want { EPOLLIN | EPOLLOUT | EPOLLRDHUP } else { EPOLLIN | EPOLLRDHUP };
-                ep.modify(c.stream.as_raw_fd(), ev, token)?;
+                adopt(&ep, &mut conns, &sh.inboxes[w])?;
+            } else {
+                serve_token(&ep, &mut conns, token, &mut serving)?;
             }
         }
+    }
+    Ok(())
+}
+
+/// The connections the acceptor handed this worker, each into a free slot.
+fn adopt(ep: &Epoll, conns: &mut Vec<Option<Conn>>, inbox: &Mutex<Vec<TcpStream>>) -> io::Result<()> {
+    for stream in inbox.lock().unwrap().drain(..) {
+        let slot = conns.iter().position(Option::is_none).unwrap_or_else(|| {
+            conns.push(None);
+            conns.len() - 1
+        });
+        ep.add(stream.as_raw_fd(), EPOLLIN | EPOLLRDHUP, slot as u64)?;
+        conns[slot] = Some(Conn { stream, rbuf: Vec::with_capacity(16 << 10), wbuf: Vec::new(), wpos: 0, want_write: false });
+    }
+    Ok(())
+}
+
+/// Serve the connection in slot `token`, then close it or watch it for what it waits for.
+fn serve_token(ep: &Epoll, conns: &mut [Option<Conn>], token: u64, w: &mut Serving<'_>) -> io::Result<()> {
+    let slot = token as usize;
+    let Some(c) = conns.get_mut(slot).and_then(Option::as_mut) else { return Ok(()) };
+    let (t0, lost0) = (w.watch.now(), w.watch.stalled_ns);
+    let outcome = serve_conn(c, w);
+    // Busy time is the worker's own: a stall while serving is the machine's, not service.
+    w.sh.busy_ns.fetch_add((w.watch.now() - t0).saturating_sub(w.watch.stalled_ns - lost0), Relaxed);
+    if let Outcome::Close = outcome {
+        let _ = ep.delete(c.stream.as_raw_fd());
+        conns[slot] = None;
+        w.sh.store.curr_connections.fetch_sub(1, Relaxed);
+        return Ok(());
+    }
+    let want = c.wpos < c.wbuf.len();
+    if want != c.want_write {
+        c.want_write = want;
+        let ev = if want { EPOLLIN | EPOLLOUT | EPOLLRDHUP } else { EPOLLIN | EPOLLRDHUP };
+        ep.modify(c.stream.as_raw_fd(), ev, token)?;
     }
     Ok(())
 }
@@ -291,14 +307,35 @@ fn serve_for(c: &mut Conn, start_ns: u64, service_ns: u64, write_est_ns: &mut u6
     Ok(now)
 }
 
-fn serve_conn(c: &mut Conn, sh: &Shared, cfg: &ServerConfig, rng: &mut SmallRng, write_est_ns: &mut u64,
-              watch: &mut StallWatch) -> Outcome {
-    let mut start = watch.now();
+/// A worker's state across the connections it serves: its random source, the expected time of a
+/// reply's write, and its clock.
+struct Serving<'a> {
+    sh: &'a Shared,
+    cfg: &'a ServerConfig,
+    rng: SmallRng,
+    write_est_ns: u64,
+    watch: StallWatch,
+}
+
+/// Serve what connection `c` has sent: read it all (unless replies pile up unread), then serve
+/// every complete request in order, each for its service time.
+fn serve_conn(c: &mut Conn, w: &mut Serving<'_>) -> Outcome {
+    let start = w.watch.now();
     if flush(c).is_err() {
         return Outcome::Close;
     }
-    // Read what is there (unless replies are piling up unread by the client).
-    let mut eof = false;
+    let Some(eof) = read_input(c) else { return Outcome::Close };
+    let Some((pos, close)) = serve_requests(c, w, start) else { return Outcome::Close };
+    c.rbuf.drain(..pos);
+    if flush(c).is_err() || close || eof {
+        return Outcome::Close;
+    }
+    Outcome::Keep
+}
+
+/// Read what is there (unless replies are piling up unread by the client): whether the client
+/// closed its side; None on a broken or overlong connection.
+fn read_input(c: &mut Conn) -> Option<bool> {
     while c.wbuf.len() - c.wpos < MAX_PENDING_WRITE {
         let len = c.rbuf.len();
         if c.rbuf.capacity() - len < 4096 {
@@ -308,70 +345,54 @@ fn serve_conn(c: &mut Conn, sh: &Shared, cfg: &ServerConfig, rng: &mut SmallRng,
         // SAFETY: we read into the spare capacity and then set the length to what was written.
         let spare = unsafe { std::slice::from_raw_parts_mut(c.rbuf.as_mut_ptr().add(len), cap - len) };
         match net::read(c.stream.as_raw_fd(), spare) {
-            Ok(0) => {
-                eof = true;
-                break;
-            }
+            Ok(0) => return Some(true),
             Ok(n) => unsafe { c.rbuf.set_len(len + n) },
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(_) => return Outcome::Close,
+            Err(_) => return None,
         }
         if c.rbuf.len() > MAX_READ_BUF {
-            return Outcome::Close;
+            return None;
         }
     }
-    // Serve every complete request, in order.
+    Some(false)
+}
+
+/// Serve every complete request, in order, the first one's service counted from `start`: how
+/// many bytes they took and whether the connection is to be closed after; None when a reply's
+/// write failed.
+fn serve_requests(c: &mut Conn, w: &mut Serving<'_>, mut start: u64) -> Option<(usize, bool)> {
     let mut pos = 0;
-    let mut close = false;
     while pos < c.rbuf.len() && c.wbuf.len() - c.wpos < MAX_PENDING_WRITE {
         let buf = &c.rbuf[pos..];
-        if buf[0] == synthetic::MAGIC[0] {
+        let (len, service_ns, close) = if buf[0] == synthetic::MAGIC[0] {
             match synthetic::parse_request(buf) {
                 Ok(None) => break,
                 Ok(Some((len, req))) => {
                     let service_ns = if req.service_ns == synthetic::SERVER_CHOOSES {
-                        cfg.service.sample_ns(rng) as u64
+                        w.cfg.service.sample_ns(&mut w.rng) as u64
                     } else {
                         req.service_ns as u64
                     };
                     synthetic::encode_reply(req.id, service_ns.min(u32::MAX as u64 - 1) as u32, req.reply_pad, &mut c.wbuf);
-                    pos += len;
-                    sh.served.fetch_add(1, Relaxed);
-                    match serve_for(c, start, service_ns, write_est_ns, watch) {
-                        Ok(next) => start = next,
-                        Err(_) => return Outcome::Close,
-                    }
+                    (len, service_ns, false)
                 }
-                Err(_) => {
-                    close = true;
-                    break;
-                }
+                Err(_) => return Some((pos, true)),
             }
         } else {
-            match ascii::serve_one(&sh.store, buf, &mut c.wbuf) {
+            match ascii::serve_one(&w.sh.store, buf, &mut c.wbuf) {
                 ascii::Step::Incomplete => break,
-                ascii::Step::Done { len, close: cl } => {
-                    let service_ns = cfg.service.sample_ns(rng) as u64;
-                    pos += len;
-                    sh.served.fetch_add(1, Relaxed);
-                    if cl {
-                        close = true;
-                        break;
-                    }
-                    match serve_for(c, start, service_ns, write_est_ns, watch) {
-                        Ok(next) => start = next,
-                        Err(_) => return Outcome::Close,
-                    }
-                }
+                ascii::Step::Done { len, close } => (len, w.cfg.service.sample_ns(&mut w.rng) as u64, close),
             }
+        };
+        pos += len;
+        w.sh.served.fetch_add(1, Relaxed);
+        if close {
+            return Some((pos, true));
         }
+        start = serve_for(c, start, service_ns, &mut w.write_est_ns, &mut w.watch).ok()?;
     }
-    c.rbuf.drain(..pos);
-    if flush(c).is_err() || close || eof {
-        return Outcome::Close;
-    }
-    Outcome::Keep
+    Some((pos, false))
 }
 
 #[cfg(test)]

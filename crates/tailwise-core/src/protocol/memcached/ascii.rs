@@ -55,6 +55,58 @@ fn find_crlf(buf: &[u8]) -> Option<usize> {
     buf.windows(2).position(|w| w == b"\r\n")
 }
 
+/// `get`/`gets` of `keys`: a VALUE block for each key found, then END.
+fn serve_get<'a>(store: &Store, gets: bool, keys: impl Iterator<Item = &'a [u8]>, out: &mut Vec<u8>) {
+    let items = store.items.lock().unwrap();
+    for key in keys {
+        store.cmd_get.fetch_add(1, Relaxed);
+        if let Some((flags, value)) = items.get(key) {
+            store.get_hits.fetch_add(1, Relaxed);
+            out.extend_from_slice(b"VALUE ");
+            out.extend_from_slice(key);
+            out.extend_from_slice(format!(" {flags} {}", value.len()).as_bytes());
+            if gets {
+                out.extend_from_slice(b" 0");
+            }
+            out.extend_from_slice(b"\r\n");
+            out.extend_from_slice(value);
+            out.extend_from_slice(b"\r\n");
+        } else {
+            store.get_misses.fetch_add(1, Relaxed);
+        }
+    }
+    out.extend_from_slice(b"END\r\n");
+}
+
+/// `set`/`add`/`replace` with the command line's `args`, its data block after the line's `len`
+/// bytes of `buf`.
+fn serve_set(store: &Store, buf: &[u8], mut len: usize, args: Vec<&[u8]>, out: &mut Vec<u8>) -> Step {
+    let num = |i: usize| -> Option<usize> { std::str::from_utf8(args.get(i)?).ok()?.parse().ok() };
+    let (Some(key), Some(flags), Some(_exp), Some(bytes)) = (args.first(), num(1), num(2), num(3)) else {
+        out.extend_from_slice(b"CLIENT_ERROR bad command line format\r\n");
+        return Step::Done { len, close: false };
+    };
+    if bytes > MAX_VALUE {
+        out.extend_from_slice(b"SERVER_ERROR object too large for cache\r\n");
+        return Step::Done { len: buf.len(), close: true };
+    }
+    if buf.len() < len + bytes + 2 {
+        return Step::Incomplete;
+    }
+    let value = buf[len..len + bytes].to_vec();
+    if &buf[len + bytes..len + bytes + 2] != b"\r\n" {
+        out.extend_from_slice(b"CLIENT_ERROR bad data chunk\r\n");
+        return Step::Done { len: len + bytes + 2, close: true };
+    }
+    len += bytes + 2;
+    store.cmd_set.fetch_add(1, Relaxed);
+    store.items.lock().unwrap().insert(key.to_vec(), (flags as u32, value));
+    if args.get(4) != Some(&&b"noreply"[..]) {
+        out.extend_from_slice(b"STORED\r\n");
+    }
+    Step::Done { len, close: false }
+}
+
 /// Execute one command from the front of `buf`, appending its reply to `out`.
 pub fn serve_one(store: &Store, buf: &[u8], out: &mut Vec<u8>) -> Step {
     let Some(eol) = find_crlf(buf) else {
@@ -67,55 +119,10 @@ pub fn serve_one(store: &Store, buf: &[u8], out: &mut Vec<u8>) -> Step {
     let line = &buf[..eol];
     let mut words = line.split(|&b| b == b' ').filter(|w| !w.is_empty());
     let cmd = words.next().unwrap_or(b"");
-    let mut len = eol + 2;
+    let len = eol + 2;
     match cmd {
-        b"get" | b"gets" => {
-            let items = store.items.lock().unwrap();
-            for key in words {
-                store.cmd_get.fetch_add(1, Relaxed);
-                if let Some((flags, value)) = items.get(key) {
-                    store.get_hits.fetch_add(1, Relaxed);
-                    out.extend_from_slice(b"VALUE ");
-                    out.extend_from_slice(key);
-                    out.extend_from_slice(format!(" {flags} {}", value.len()).as_bytes());
-                    if cmd == b"gets" {
-                        out.extend_from_slice(b" 0");
-                    }
-                    out.extend_from_slice(b"\r\n");
-                    out.extend_from_slice(value);
-                    out.extend_from_slice(b"\r\n");
-                } else {
-                    store.get_misses.fetch_add(1, Relaxed);
-                }
-            }
-            out.extend_from_slice(b"END\r\n");
-        }
-        b"set" | b"add" | b"replace" => {
-            let args: Vec<&[u8]> = words.collect();
-            let num = |i: usize| -> Option<usize> { std::str::from_utf8(args.get(i)?).ok()?.parse().ok() };
-            let (Some(key), Some(flags), Some(_exp), Some(bytes)) = (args.first(), num(1), num(2), num(3)) else {
-                out.extend_from_slice(b"CLIENT_ERROR bad command line format\r\n");
-                return Step::Done { len, close: false };
-            };
-            if bytes > MAX_VALUE {
-                out.extend_from_slice(b"SERVER_ERROR object too large for cache\r\n");
-                return Step::Done { len: buf.len(), close: true };
-            }
-            if buf.len() < len + bytes + 2 {
-                return Step::Incomplete;
-            }
-            let value = buf[len..len + bytes].to_vec();
-            if &buf[len + bytes..len + bytes + 2] != b"\r\n" {
-                out.extend_from_slice(b"CLIENT_ERROR bad data chunk\r\n");
-                return Step::Done { len: len + bytes + 2, close: true };
-            }
-            len += bytes + 2;
-            store.cmd_set.fetch_add(1, Relaxed);
-            store.items.lock().unwrap().insert(key.to_vec(), (flags as u32, value));
-            if args.get(4) != Some(&&b"noreply"[..]) {
-                out.extend_from_slice(b"STORED\r\n");
-            }
-        }
+        b"get" | b"gets" => serve_get(store, cmd == b"gets", words, out),
+        b"set" | b"add" | b"replace" => return serve_set(store, buf, len, words.collect(), out),
         b"delete" => {
             let removed = words.next().map(|k| store.items.lock().unwrap().remove(k).is_some());
             out.extend_from_slice(if removed == Some(true) { b"DELETED\r\n" } else { b"NOT_FOUND\r\n" });

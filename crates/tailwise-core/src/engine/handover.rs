@@ -1,0 +1,201 @@
+//! What a thread hands the coordinator: at a snapshot (an atomic sequence number it checks every
+//! iteration) its samples and interval histograms so far, and what is outstanding at that instant,
+//! censored at the time it has waited; at its end, the rest. Its counters are published for the
+//! live display after every poll.
+
+use super::finish::Finish;
+use super::req::{Req, Times, SAMPLED};
+use super::{Progress, Role, Shared, Snapshot};
+use crate::recorder::{flags as F, IntervalRecorder, Sample};
+use std::sync::atomic::Ordering::{Relaxed, SeqCst};
+
+pub(super) struct Handover {
+    index: usize,
+    role: Role,
+    t0: u64,
+    /// Every-request histograms of what is outstanding at the snapshot being served.
+    pending: IntervalRecorder,
+    /// The latest snapshot served.
+    seen: u64,
+}
+
+impl Handover {
+    pub fn new(index: usize, role: Role, t0: u64) -> Handover {
+        Handover { index, role, t0, pending: IntervalRecorder::default(), seen: 0 }
+    }
+
+    /// The snapshot the coordinator asks for, if this thread has not served it yet.
+    #[inline]
+    pub fn due(&self, shared: &Shared) -> Option<u64> {
+        let seq = shared.snap_seq.load(Relaxed);
+        (seq != self.seen).then_some(seq)
+    }
+
+    /// Hand the samples and interval histograms to the shared state; for a snapshot (`seq`), also
+    /// what is outstanding now (`outstanding`: requests in flight, then the backlog).
+    pub fn hand_over<I>(&mut self, shared: &Shared, fin: &mut Finish, outstanding: I, seq: Option<u64>, now: u64)
+    where
+        I: Iterator<Item = (Req, Times)>,
+    {
+        if !fin.samples.is_empty() {
+            let mine = std::mem::take(&mut fin.samples);
+            shared.harvest.lock().unwrap().push(mine);
+        }
+        let mut pending = Vec::new();
+        // A load thread beside a probe has nothing timed outstanding.
+        if seq.is_some() && self.role != Role::Load {
+            for (r, times) in outstanding {
+                self.pending.record(r.intended - self.t0, now - r.intended);
+                if r.flags & SAMPLED != 0 {
+                    pending.push(self.censored(r, times, now));
+                }
+            }
+        }
+        {
+            let mut store = shared.intervals.lock().unwrap();
+            fin.intervals.hand_over(&mut store, false);
+            if let Some(s) = seq {
+                if store.pending_seq == s {
+                    self.pending.hand_over(&mut store, true);
+                } else {
+                    self.pending.hand_over(&mut Default::default(), true);
+                }
+            }
+        }
+        let progress = &shared.progress[self.index];
+        if let Some(s) = seq {
+            {
+                let mut p = shared.pending.lock().unwrap();
+                if p.0 == s {
+                    p.1.extend(pending);
+                }
+            }
+            self.seen = s;
+            publish_snapshot(progress, fin, now - self.t0);
+            progress.snap_seq.store(s, SeqCst);
+        } else {
+            publish_snapshot(progress, fin, now - self.t0); // the end: a finished thread's counters are final
+        }
+    }
+
+    /// An outstanding request as a sample, censored at the time it has waited until `now`.
+    fn censored(&self, r: Req, times: Times, now: u64) -> Sample {
+        Sample {
+            intended_ns: r.intended - self.t0,
+            sent_ns: times.sent.saturating_sub(self.t0),
+            tx_ns: times.tx.saturating_sub(self.t0),
+            rx_user_ns: 0,
+            latency_ns: now - r.intended,
+            flags: F::CENSORED | F::PENDING | (r.flags & !SAMPLED),
+            inflation_ns: 0,
+        }
+    }
+}
+
+/// The live counters, for the progress display and the coordinator's rounds.
+#[inline]
+pub(super) fn publish(p: &Progress, fin: &Finish) {
+    let c = &fin.c;
+    p.intended.store(c.intended, Relaxed);
+    p.sent.store(c.sent, Relaxed);
+    p.late.store(c.late, Relaxed);
+    p.received.store(c.received, Relaxed);
+    p.errors.store(c.errors, Relaxed);
+    p.timeouts.store(c.timeouts, Relaxed);
+    p.never_sent.store(c.never_sent, Relaxed);
+    p.reconnects.store(c.reconnects, Relaxed);
+    p.received_in_window.store(fin.received_in_window, Relaxed);
+}
+
+/// The counters as of a snapshot `elapsed_ns` after the schedule's start.
+fn publish_snapshot(p: &Progress, fin: &Finish, elapsed_ns: u64) {
+    p.snap_ns.store(elapsed_ns, Relaxed);
+    let c = &fin.c;
+    *p.at_snapshot.lock().unwrap() = Snapshot {
+        elapsed_ns,
+        intended: c.intended,
+        sent: c.sent,
+        late: c.late,
+        received: c.received,
+        errors: c.errors,
+        timeouts: c.timeouts,
+        never_sent: c.never_sent,
+        reconnects: c.reconnects,
+        received_in_window: fin.received_in_window,
+    };
+    publish(p, fin);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::workload::Op;
+    use std::iter::empty;
+
+    const T0: u64 = 1_000;
+
+    fn req(at: u64, flags: u32) -> Req {
+        Req { intended: T0 + at, op: Op::KEYLESS, flags }
+    }
+
+    /// The coordinator's side of `Engine::take`: ask for snapshot `seq`.
+    fn ask(shared: &Shared, seq: u64) {
+        shared.pending.lock().unwrap().0 = seq;
+        shared.intervals.lock().unwrap().pending_seq = seq;
+        shared.snap_seq.store(seq, SeqCst);
+    }
+
+    #[test]
+    fn a_snapshot_hands_over_the_finished_and_censors_the_outstanding() {
+        let shared = Shared::new(1);
+        let mut fin = Finish::new(Role::Measure, T0, 1_000_000);
+        fin.record(req(10, SAMPLED), Times::default(), 50, 0, 0);
+        fin.c.intended = 3;
+        let mut h = Handover::new(0, Role::Measure, T0);
+        assert_eq!(h.due(&shared), None);
+        ask(&shared, 1);
+        assert_eq!(h.due(&shared), Some(1));
+        let out = [(req(20, SAMPLED | F::RESENT), Times { sent: T0 + 25, ..Default::default() }), (req(30, 0), Times::default())];
+        h.hand_over(&shared, &mut fin, out.into_iter(), Some(1), T0 + 100);
+        assert_eq!(h.due(&shared), None);
+        assert!(fin.samples.is_empty());
+        assert_eq!(shared.harvest.lock().unwrap().iter().map(|s| s.len()).sum::<usize>(), 1);
+        let pending = shared.pending.lock().unwrap().1.clone();
+        assert_eq!(pending.len(), 1, "the sampled one of the two outstanding");
+        assert_eq!((pending[0].intended_ns, pending[0].sent_ns, pending[0].latency_ns), (20, 25, 80));
+        assert_eq!(pending[0].flags, F::CENSORED | F::PENDING | F::RESENT);
+        let p = &shared.progress[0];
+        assert_eq!((p.snap_seq.load(SeqCst), p.snap_ns.load(SeqCst), p.intended.load(SeqCst)), (1, 100, 3));
+        assert_eq!(p.at_snapshot.lock().unwrap().intended, 3);
+        let iv = shared.intervals.lock().unwrap();
+        assert_eq!(iv.window(0, 1, false).len(), 1);
+        assert_eq!(iv.window(0, 1, true).len(), 3, "with the two outstanding");
+    }
+
+    #[test]
+    fn a_snapshot_served_late_adds_nothing_to_a_newer_one_and_the_end_publishes() {
+        let shared = Shared::new(1);
+        let mut fin = Finish::new(Role::Measure, T0, 1_000_000);
+        let mut h = Handover::new(0, Role::Measure, T0);
+        ask(&shared, 2);
+        // Serving snapshot 1 after the coordinator moved on to 2.
+        h.hand_over(&shared, &mut fin, [(req(20, SAMPLED), Times::default())].into_iter(), Some(1), T0 + 100);
+        assert!(shared.pending.lock().unwrap().1.is_empty());
+        assert_eq!(shared.intervals.lock().unwrap().window(0, 1, true).len(), 0);
+        fin.c.sent = 7;
+        h.hand_over(&shared, &mut fin, empty(), None, T0 + 200);
+        assert_eq!(shared.progress[0].at_snapshot.lock().unwrap().sent, 7);
+        assert_eq!(shared.progress[0].snap_seq.load(SeqCst), 1);
+    }
+
+    #[test]
+    fn a_load_thread_reports_nothing_outstanding() {
+        let shared = Shared::new(1);
+        let mut fin = Finish::new(Role::Load, T0, 1_000_000);
+        let mut h = Handover::new(0, Role::Load, T0);
+        ask(&shared, 1);
+        h.hand_over(&shared, &mut fin, [(req(20, SAMPLED), Times::default())].into_iter(), Some(1), T0 + 100);
+        assert!(shared.pending.lock().unwrap().1.is_empty());
+        assert_eq!(shared.progress[0].snap_seq.load(SeqCst), 1);
+    }
+}

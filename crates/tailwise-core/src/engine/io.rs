@@ -1,0 +1,481 @@
+//! The thread's I/O: backlog entries handed to connections with a free slot, one write per
+//! connection (one datagram per request), replies read and matched (stream: FIFO; datagram: by
+//! id), receive stamps converted to CLOCK_MONOTONIC and transmit stamps matched (tx_stamps.rs).
+
+use super::conn::{State, READ_CHUNK};
+use super::problem::{Abort, Failure, Killed, Lost};
+use super::req::{Flight, Times};
+use super::thread::Worker;
+use super::Role;
+use crate::net::{self, StampClock, EPOLLERR, EPOLLHUP, EPOLLIN, EPOLLOUT};
+use crate::nic::NicStamping;
+use crate::protocol::{Outcome, Parsed, Request};
+use crate::recorder::flags as F;
+use crate::workload::value_bytes;
+use std::io;
+use std::os::fd::RawFd;
+use std::sync::Arc;
+
+/// A connection's read buffer never grows past this, whatever the server sends: the longest reply
+/// a codec accepts plus one read.
+const MAX_READ_BUF: usize = crate::protocol::MAX_REPLY + READ_CHUNK;
+/// Largest UDP datagram.
+const MAX_DATAGRAM: usize = 65_536;
+/// How often the realtime–monotonic offset of the kernel stamps is re-read. The kernel slews
+/// CLOCK_REALTIME against CLOCK_MONOTONIC by up to 500 ppm (adjtimex's frequency bound) while NTP
+/// corrects it: 0.5 µs per ms at worst, against 50 µs per 100 ms. A re-read costs ~0.3 µs (nine
+/// clock reads): 0.03 % of a thread at this period.
+const OFFSET_EVERY_NS: u64 = 1_000_000;
+/// How often the PTP clock's offset of the NIC stamps is re-read (nic.rs): a free-running crystal
+/// drifts ≤ ~100 ppm, ≤ 1 µs in this time; a re-read (three PHC reads across the PCIe bus, a few
+/// µs) then costs < 0.1 % of a thread.
+const PHC_OFFSET_EVERY_NS: u64 = 10_000_000;
+
+/// Transmit and receive stamps on a clock other than the thread's own (`Timestamps::Kernel`,
+/// `Nic`), a buffer for the transmit stamps read at once, and that clock − CLOCK_MONOTONIC,
+/// re-read every `every_ns`, with when it was.
+pub(super) struct RxClock {
+    pub clock: Option<StampClock>,
+    nic: Option<Arc<NicStamping>>,
+    tx_buf: Vec<(u32, u64)>,
+    offset: i64,
+    offset_at: u64,
+    every_ns: u64,
+}
+
+impl RxClock {
+    pub fn new(clock: Option<StampClock>, nic: Option<Arc<NicStamping>>, start_ns: u64) -> RxClock {
+        let every_ns = if nic.is_some() { PHC_OFFSET_EVERY_NS } else { OFFSET_EVERY_NS };
+        RxClock { clock, offset: stamp_offset(&nic), nic, tx_buf: Vec::new(), offset_at: start_ns, every_ns }
+    }
+
+    /// A stamp (CLOCK_REALTIME, or the NIC's PTP clock) on CLOCK_MONOTONIC, never later than `now`
+    /// (the conversion may err by ~100 ns, by ~0.5 µs for a PTP clock).
+    #[inline]
+    pub fn mono(&mut self, t: u64, now: u64) -> u64 {
+        if now - self.offset_at > self.every_ns {
+            self.offset = stamp_offset(&self.nic);
+            self.offset_at = now;
+        }
+        ((t as i64 - self.offset).max(0) as u64).min(now)
+    }
+}
+
+/// The stamps' clock − CLOCK_MONOTONIC: the NIC's PTP clock's, else CLOCK_REALTIME's.
+fn stamp_offset(nic: &Option<Arc<NicStamping>>) -> i64 {
+    match nic {
+        Some(n) => n.phc.offset_ns(),
+        None => crate::clock::realtime_offset_ns(),
+    }
+}
+
+/// One non-blocking read of a connection, with its receive stamp on `stamps` when asked for one.
+#[inline]
+fn read(stamps: Option<StampClock>, fd: RawFd, buf: &mut [u8]) -> (io::Result<usize>, Option<u64>) {
+    let Some(clock) = stamps else {
+        return (net::read(fd, buf), None);
+    };
+    match net::read_stamped(fd, buf, clock) {
+        Ok((n, stamp)) => (Ok(n), stamp),
+        Err(e) => (Err(e), None),
+    }
+}
+
+impl Worker {
+    #[inline]
+    pub(super) fn has_free_slot(&self) -> bool {
+        self.conns.iter().any(|c| c.up() && c.inflight.len() < self.cfg.outstanding)
+    }
+
+    /// Hand backlog entries to connections with a free slot, round-robin.
+    pub(super) fn dispatch(&mut self) {
+        let n = self.conns.len();
+        let k = self.cfg.outstanding;
+        while let Some(&req) = self.backlog.front() {
+            let Some(i) = (0..n).map(|step| (self.rr + step) % n).find(|&i| self.conns[i].up() && self.conns[i].inflight.len() < k)
+            else {
+                break;
+            };
+            self.rr = (i + 1) % n;
+            let id = self.next_id;
+            self.next_id += 1;
+            let key: &[u8] = if self.keyed {
+                self.gen.workload().write_key(req.op.key, &mut self.key);
+                &self.key
+            } else {
+                b""
+            };
+            let c = &mut self.conns[i];
+            c.codec.encode(&Request { id, kind: req.op.kind, key, value: value_bytes(req.op.value_len) }, &mut c.wbuf);
+            let end = if self.datagram {
+                c.dgram_ends.push_back(c.wbuf.len());
+                c.tx.end_key(true, c.dgram_ends.len())
+            } else {
+                c.tx.end_key(false, c.wbuf.len())
+            };
+            c.inflight.push_back(Flight { req, id, sent: 0, end, tx: 0, ghost: false });
+            c.unsent += 1;
+            if !c.dirty {
+                c.dirty = true;
+                self.dirty.push(i);
+            }
+            self.pop_backlog();
+        }
+    }
+
+    /// The backlog's oldest request, counted out of `backlog_delayed`.
+    #[inline]
+    pub(super) fn pop_backlog(&mut self) -> Option<super::req::Req> {
+        let r = self.backlog.pop_front()?;
+        self.backlog_delayed -= (r.flags & F::ENGINE_STALL != 0) as usize;
+        Some(r)
+    }
+
+    /// One write per connection with new requests; stamp their send time.
+    pub(super) fn flush_dirty(&mut self) {
+        let mut written = 0u64;
+        let t_start = self.watch.now();
+        let (late_ns, last_stall_end) = (self.cfg.late_ns, self.stalls.last_end);
+        for d in 0..self.dirty.len() {
+            let i = self.dirty[d];
+            let t = self.watch.now();
+            let c = &mut self.conns[i];
+            c.dirty = false;
+            if !c.up() {
+                continue;
+            }
+            let first = c.inflight.len() - c.unsent;
+            for f in c.inflight.range_mut(first..) {
+                f.sent = t;
+                self.fin.sent(&f.req, t, late_ns, last_stall_end);
+            }
+            written += c.unsent as u64;
+            c.unsent = 0;
+            if let Err(e) = self.write_conn(i) {
+                self.lost_conn(i, Lost::Send(e.into()));
+            }
+        }
+        self.dirty.clear();
+        if written > 0 {
+            let elapsed = self.watch.now() - t_start;
+            self.stalls.sent(written, elapsed);
+        }
+        self.publish();
+    }
+
+    pub(super) fn write_conn(&mut self, i: usize) -> io::Result<()> {
+        let datagram = self.datagram;
+        let mut failed = None;
+        let c = &mut self.conns[i];
+        while c.wpos < c.wbuf.len() {
+            // A datagram goes whole, one per request; a stream takes what fits.
+            let end = if datagram { c.dgram_ends.front().copied().unwrap_or(c.wbuf.len()) } else { c.wbuf.len() };
+            match net::write(c.fd, &c.wbuf[c.wpos..end]) {
+                Ok(n) if datagram => {
+                    debug_assert_eq!(n, end - c.wpos);
+                    c.wpos = end;
+                    c.dgram_ends.pop_front();
+                    c.tx.base += 1;
+                }
+                Ok(n) => c.wpos += n,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) if datagram => {
+                    // This datagram is lost (its request will time out); the socket goes on. The
+                    // kernel does not count a failed send in its stamp keys; rather than rely on
+                    // that, this socket's later sends go unstamped.
+                    c.wpos = end;
+                    c.dgram_ends.pop_front();
+                    c.tx.ok = false;
+                    failed = Some(Failure::SendDatagram { addr: c.addr, err: e.into() });
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        if let Some(why) = failed {
+            self.reach.failure(why);
+        }
+        self.written(i)
+    }
+
+    /// After a write: drop what was sent, and watch for writability while anything waits.
+    fn written(&mut self, i: usize) -> io::Result<()> {
+        let datagram = self.datagram;
+        let c = &mut self.conns[i];
+        let pending = c.wpos < c.wbuf.len();
+        if !pending {
+            if !datagram {
+                c.tx.base += c.wbuf.len() as u64;
+            }
+            c.wbuf.clear();
+            c.wpos = 0;
+        } else if datagram && c.wpos > 0 {
+            // Keep offsets valid: drop what was sent.
+            let sent = c.wpos;
+            c.wbuf.drain(..sent);
+            c.wpos = 0;
+            for e in c.dgram_ends.iter_mut() {
+                *e -= sent;
+            }
+        }
+        if pending != c.want_write {
+            c.want_write = pending;
+            let ev = if pending { EPOLLIN | EPOLLOUT } else { EPOLLIN };
+            self.ep.modify(c.fd, ev, i as u64)?;
+        }
+        Ok(())
+    }
+
+    /// Wait for events and serve them, but return as soon as a send falls due (`next_due`): the
+    /// events not served are level-triggered and come back on the next poll, and a request due
+    /// now must not wait behind the reads of other connections.
+    pub(super) fn poll(&mut self, wait_ns: u64, next_due: u64) {
+        // Reuse one buffer: no allocation in the timing loop.
+        let mut ready = std::mem::take(&mut self.ready);
+        ready.clear();
+        self.watch.plan_wait(wait_ns);
+        let waited = self.ep.wait(wait_ns);
+        self.watch.now();
+        match waited {
+            Ok(evs) => ready.extend(evs.iter().map(|e| (e.u64 as usize, e.events))),
+            Err(e) => self.shared.abort(Abort::Epoll(e)),
+        }
+        for (n, &(i, events)) in ready.iter().enumerate() {
+            // At least one event is served per poll, or at high rates (a send due every µs) the
+            // replies would never be read.
+            if n > 0 && self.watch.now() >= next_due {
+                break;
+            }
+            self.serve_events(i, events);
+        }
+        self.ready = ready;
+        self.publish();
+    }
+
+    #[inline]
+    fn serve_events(&mut self, i: usize, events: u32) {
+        match self.conns[i].state {
+            State::Up => {}
+            State::Connecting(_) => return self.connect_done(i),
+            State::Waiting(_) | State::Dead => return,
+        }
+        // Transmit stamps come on the error queue, which raises EPOLLERR until read; they are
+        // taken before the replies so that a reply finds its request stamped.
+        let mut read = events & (EPOLLIN | EPOLLHUP) as u32 != 0;
+        if events & EPOLLERR as u32 != 0 {
+            read |= !(self.rx.clock.is_some() && self.take_tx_stamps(i));
+        }
+        if read {
+            self.read_conn(i);
+        }
+        if events & EPOLLOUT as u32 != 0 && self.conns[i].up() {
+            if let Err(e) = self.write_conn(i) {
+                self.lost_conn(i, Lost::Send(e.into()));
+            }
+        }
+    }
+
+    fn read_conn(&mut self, i: usize) {
+        if self.datagram {
+            return self.read_datagrams(i);
+        }
+        loop {
+            let c = &mut self.conns[i];
+            if c.rpos > 0 && (c.rpos == c.rbuf.len() || c.rbuf.capacity() - c.rbuf.len() < READ_CHUNK / 4) {
+                c.rbuf.drain(..c.rpos);
+                c.rpos = 0;
+            }
+            let len = c.rbuf.len();
+            if c.rbuf.capacity() - len < READ_CHUNK / 4 {
+                if len >= MAX_READ_BUF {
+                    self.kill_conn(i, Killed::TooLong(MAX_READ_BUF));
+                    return;
+                }
+                c.rbuf.reserve(READ_CHUNK);
+            }
+            let cap = c.rbuf.capacity();
+            // SAFETY: read into spare capacity, then set the length to what the kernel wrote.
+            let spare = unsafe { std::slice::from_raw_parts_mut(c.rbuf.as_mut_ptr().add(len), cap - len) };
+            let spare_len = spare.len();
+            let (got, stamp) = read(self.rx.clock, c.fd, spare);
+            let (t_rx, t_user) = self.rx_time(stamp);
+            match got {
+                Ok(0) => return self.lost_conn(i, Lost::Closed),
+                Ok(n) => {
+                    // SAFETY: the kernel initialised n bytes.
+                    unsafe { self.conns[i].rbuf.set_len(len + n) };
+                    self.parse_replies(i, t_rx, t_user, stamp.is_some());
+                    if n < spare_len || !self.conns[i].up() {
+                        return;
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) if e.kind() == io::ErrorKind::ConnectionReset => return self.lost_conn(i, Lost::Reset),
+                Err(e) => return self.lost_conn(i, Lost::Failed(e.into())),
+            }
+        }
+    }
+
+    /// Datagram protocols: one reply per datagram, matched by id; a lost one times out.
+    fn read_datagrams(&mut self, i: usize) {
+        loop {
+            let c = &mut self.conns[i];
+            c.rbuf.clear();
+            c.rbuf.reserve(MAX_DATAGRAM);
+            let cap = c.rbuf.capacity();
+            // SAFETY: read into spare capacity, then set the length to what the kernel wrote.
+            let spare = unsafe { std::slice::from_raw_parts_mut(c.rbuf.as_mut_ptr(), cap) };
+            let (got, stamp) = read(self.rx.clock, c.fd, spare);
+            let t = self.rx_time(stamp);
+            match got {
+                Ok(n) => {
+                    // SAFETY: the kernel initialised n bytes.
+                    unsafe { self.conns[i].rbuf.set_len(n) };
+                    self.datagram_reply(i, t, stamp.is_some());
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => {
+                    // An ICMP error (nothing listens): the datagrams in flight time out one by
+                    // one and the socket goes on, until the target stays unreachable.
+                    let why = Failure::Receive { addr: self.conns[i].addr, err: e.into() };
+                    self.fin.note(why.reason());
+                    self.reach.failure(why);
+                    return;
+                }
+            }
+        }
+    }
+
+    fn datagram_reply(&mut self, i: usize, t: (u64, u64), stamped: bool) {
+        let c = &mut self.conns[i];
+        match c.codec.parse(&c.rbuf) {
+            Parsed::Incomplete => {}
+            Parsed::Reply { id, outcome, .. } => {
+                let mask = c.id_mask;
+                let pos = id.and_then(|id| c.inflight.iter().position(|f| f.sent > 0 && f.id & mask == id));
+                match pos.and_then(|p| c.inflight.remove(p)) {
+                    Some(f) => self.complete(i, f, outcome, t, stamped),
+                    // A reply to a request already timed out, or a duplicate.
+                    None => self.fin.note("reply to no request in flight (after its timeout, or duplicated)".into()),
+                }
+            }
+            Parsed::Malformed { reason } => self.fin.note(format!("malformed datagram dropped: {reason}")),
+        }
+    }
+
+    /// A reply's receive time on CLOCK_MONOTONIC: the kernel's or NIC's stamp when there is one,
+    /// else now; and now (the user-space stamp). The clock is read either way: every read feeds
+    /// the stall watch.
+    #[inline]
+    fn rx_time(&mut self, stamp: Option<u64>) -> (u64, u64) {
+        let now = self.watch.now();
+        match stamp {
+            Some(t) => (self.rx.mono(t, now), now),
+            None => (now, now),
+        }
+    }
+
+    /// Read connection `i`'s transmit stamps and give each to the requests whose last byte its
+    /// send carried (tx_stamps.rs). Returns whether the queue held anything.
+    fn take_tx_stamps(&mut self, i: usize) -> bool {
+        let mut stamps = std::mem::take(&mut self.rx.tx_buf);
+        let fd = self.conns[i].fd;
+        let clock = self.rx.clock.expect("transmit stamps are read only with a stamp clock");
+        let read = net::read_tx_stamps(fd, &mut stamps, clock);
+        let now = self.watch.now();
+        let datagram = self.datagram;
+        for &(key, raw) in &stamps {
+            let t = self.rx.mono(raw, now);
+            let c = &mut self.conns[i];
+            if !c.tx.apply(&mut c.inflight, key, t, datagram) {
+                break;
+            }
+        }
+        self.rx.tx_buf = stamps;
+        match read {
+            Ok(n) => n > 0,
+            Err(e) => {
+                self.fin.note(format!("reading transmit stamps failed: {e}"));
+                false
+            }
+        }
+    }
+
+    fn parse_replies(&mut self, i: usize, t_rx: u64, t_user: u64, stamped: bool) {
+        loop {
+            let c = &mut self.conns[i];
+            let parsed = c.codec.parse(&c.rbuf[c.rpos..]);
+            match parsed {
+                Parsed::Incomplete => return,
+                Parsed::Reply { len, id, outcome } => {
+                    c.rpos += len;
+                    let Some(f) = c.inflight.pop_front() else {
+                        return self.kill_conn(i, Killed::NoRequest);
+                    };
+                    let want = f.id & c.id_mask;
+                    if let Some(got) = id.filter(|&got| got != want) {
+                        c.inflight.push_front(f);
+                        return self.kill_conn(i, Killed::WrongId { got, want });
+                    }
+                    if f.ghost {
+                        continue; // the late reply of a request already counted as a timeout
+                    }
+                    self.complete(i, f, outcome, (t_rx, t_user), stamped);
+                }
+                Parsed::Malformed { reason } => return self.kill_conn(i, Killed::Malformed(reason.to_string())),
+            }
+        }
+    }
+
+    /// Record a reply to `f` on connection `i`, received at `t_rx` (the kernel's stamp if
+    /// `stamped`) and seen by user space at `t_user`.
+    fn complete(&mut self, i: usize, f: Flight, outcome: Outcome, (t_rx, t_user): (u64, u64), stamped: bool) {
+        // A kernel stamp converted from another clock may lie a few ns before the send.
+        let t_rx = t_rx.max(f.tx).max(f.sent);
+        let flags = self.count_reply(&f, outcome, t_rx, stamped);
+        self.reach.replied(t_rx);
+        self.conns[i].replied();
+        // A datagram's kernel stamp is its arrival: an engine stall cannot have inflated it. A TCP
+        // read's stamp is its last segment's, so a stall before that segment still may have.
+        // A load thread beside a probe times nothing: no inflation to work out.
+        let exact = self.rx.clock.is_some() && self.datagram;
+        let untimed = self.role == Role::Load;
+        let inflation = if exact || untimed { 0 } else { self.stalls.inflation(f.req.intended, t_rx) };
+        let times = Times { rx_user: t_user, ..f.times() };
+        self.fin.record(f.req, times, t_rx - f.req.intended, flags, inflation);
+    }
+
+    /// A reply's counters; its flags.
+    #[inline]
+    fn count_reply(&mut self, f: &Flight, outcome: Outcome, t_rx: u64, stamped: bool) -> u32 {
+        let c = &mut self.fin.c;
+        c.rx_kernel += stamped as u64;
+        c.tx_kernel += (f.tx > 0) as u64;
+        let mut flags = if stamped { F::KERNEL_RX } else { 0 };
+        if f.tx > 0 {
+            flags |= F::KERNEL_TX;
+        }
+        match outcome {
+            Outcome::Error(reason) => {
+                c.errors += 1;
+                self.fin.note(format!("error reply: {reason}"));
+                flags |= F::ERROR_REPLY;
+            }
+            Outcome::Hit => c.hits += 1,
+            Outcome::Miss => c.misses += 1,
+            Outcome::Stored => c.stored += 1,
+            Outcome::Done => {}
+        }
+        if flags & F::ERROR_REPLY == 0 {
+            self.fin.c.received += 1;
+            // Completed within the window: the server's throughput, not the client's schedule
+            // (replies to the backlog an overloaded server leaves come after it).
+            if t_rx < self.end {
+                self.fin.received_in_window += 1;
+            }
+        }
+        flags
+    }
+}

@@ -1,0 +1,144 @@
+//! Connections that time out, end or fail, as the thread handles them: timed-out requests kept as
+//! ghosts (or, for datagrams, dropped), a lost connection's requests sent again on a new one
+//! (non-blocking reconnect with back-off, conn.rs), a connection that does not speak the protocol
+//! closed for good; the failures the target caused go to its reachability (reach.rs).
+
+use super::conn::State;
+use super::finish::ms;
+use super::problem::{Abort, Failure, Killed, Lost};
+use super::thread::Worker;
+use crate::clock::now_ns;
+use crate::net::{self, EPOLLIN, EPOLLOUT};
+use crate::recorder::flags as F;
+
+impl Worker {
+    pub(super) fn time_out_flights(&mut self, i: usize, now: u64) {
+        let timeout = self.cfg.timeout_ns;
+        let mut lost = 0;
+        if self.datagram {
+            // A lost datagram costs its request only; the socket goes on.
+            while self.conns[i].inflight.front().is_some_and(|f| now - f.req.intended > timeout) {
+                let f = self.conns[i].inflight.pop_front().unwrap();
+                self.fin.time_out(f.req, f.times(), now);
+                lost += 1;
+            }
+            if lost > 0 {
+                self.fin.note_n(format!("no reply within {} (datagram lost)", ms(timeout)), lost);
+            }
+            return;
+        }
+        // A stream: the timed-out requests stay in their slots as ghosts, so that their replies,
+        // if they come, keep the stream in step.
+        for k in 0..self.conns[i].inflight.len() {
+            let f = &mut self.conns[i].inflight[k];
+            if now - f.req.intended <= timeout {
+                break;
+            }
+            if !f.ghost {
+                f.ghost = true;
+                let (r, times) = (f.req, f.times());
+                self.fin.time_out(r, times, now);
+                lost += 1;
+            }
+        }
+        if lost > 0 {
+            self.fin.note_n(format!("no reply within {}", ms(timeout)), lost);
+        }
+        // Twice the timeout without a reply to the oldest: replace the connection and send what
+        // it still holds again (not the target's failure: it may only be slow).
+        if self.conns[i].inflight.front().is_some_and(|f| f.ghost && now - f.req.intended > 2 * timeout) {
+            self.lost_conn(i, Lost::Silent(2 * timeout));
+        }
+    }
+
+    /// A connection that ended (closed or reset by the target, a send error, or closed by us
+    /// after a timeout): its unanswered requests go back to the front of the backlog, in intended
+    /// order, to be sent again with their original intended times; reconnect with back-off.
+    pub(super) fn lost_conn(&mut self, i: usize, why: Lost) {
+        let now = now_ns();
+        if self.datagram {
+            return self.kill_conn(i, Killed::Lost(why)); // a datagram socket has no connection to lose
+        }
+        let by_target = !matches!(why, Lost::Silent(_));
+        let Some((flights, no_reply)) = self.conns[i].lose(&self.ep, by_target, now) else { return };
+        for f in flights.into_iter().filter(|f| !f.ghost) {
+            let mut r = f.req;
+            if f.sent > 0 {
+                r.flags |= F::RESENT;
+            }
+            let at = self.backlog.partition_point(|b| b.intended <= r.intended);
+            self.backlog_delayed += (r.flags & F::ENGINE_STALL != 0) as usize;
+            self.backlog.insert(at, r);
+        }
+        if by_target {
+            if why.closed_by_target() {
+                self.reach.closed();
+            }
+            if no_reply {
+                self.reach.failure(Failure::LostBeforeReply(why));
+            }
+        }
+    }
+
+    /// Start a non-blocking reconnect of connection `i`.
+    pub(super) fn start_connect(&mut self, i: usize, now: u64) {
+        let addr = self.conns[i].addr;
+        match net::connect_nonblocking(&addr) {
+            Ok((s, done)) => {
+                self.conns[i].connecting(s, self.cfg.protocol.codec(), now);
+                if let Err(e) = self.ep.add(self.conns[i].fd, EPOLLOUT, i as u64) {
+                    self.connect_failed(i, Failure::Reconnect { addr, err: e.into() }, now);
+                } else if done {
+                    self.connect_done(i);
+                }
+            }
+            Err(e) => self.connect_failed(i, Failure::Reconnect { addr, err: e.into() }, now),
+        }
+    }
+
+    /// A reconnect in progress became writable: connected, or failed.
+    pub(super) fn connect_done(&mut self, i: usize) {
+        let (fd, addr) = (self.conns[i].fd, self.conns[i].addr);
+        if let Err(e) = net::take_socket_error(fd) {
+            return self.connect_failed(i, Failure::Reconnect { addr, err: e.into() }, now_ns());
+        }
+        // Before anything is written: TCP transmit-stamp keys count from here.
+        if let Some(clock) = self.rx.clock {
+            match net::enable_timestamps(fd, true, clock) {
+                Ok(tx) => self.conns[i].tx.ok = tx,
+                Err(e) => self.fin.note(format!("{clock:?} timestamps refused on a new connection: {e}")),
+            }
+        }
+        self.conns[i].connected();
+        if self.ep.modify(fd, EPOLLIN, i as u64).is_err() {
+            return self.connect_failed(i, Failure::Watch(addr), now_ns());
+        }
+        self.fin.c.reconnects += 1;
+    }
+
+    /// A reconnect with no answer within the connect timeout.
+    pub(super) fn reconnect_silent(&mut self, i: usize, now: u64) {
+        let why = Failure::ReconnectSilent { addr: self.conns[i].addr, ns: self.cfg.connect_timeout_ns };
+        self.connect_failed(i, why, now);
+    }
+
+    fn connect_failed(&mut self, i: usize, why: Failure, now: u64) {
+        self.conns[i].connect_failed(&self.ep, now);
+        self.reach.failure(why);
+    }
+
+    /// Close a connection for good (the target does not speak the protocol); its requests in
+    /// flight are errors, censored at the time they were outstanding. The run goes on on the
+    /// others, and stops when a thread has none left.
+    pub(super) fn kill_conn(&mut self, i: usize, why: Killed) {
+        let now = now_ns();
+        let Some(flights) = self.conns[i].kill(&self.ep) else { return };
+        for f in &flights {
+            self.fin.fail(f, now);
+        }
+        self.fin.note(why.to_string());
+        if self.conns.iter().all(|c| c.state == State::Dead) {
+            self.shared.abort(Abort::ConnsFailed { thread: self.index, last: why });
+        }
+    }
+}
