@@ -780,7 +780,7 @@ def points_table(doc: dict) -> str:
 
 
 def sweep_facts(doc: dict) -> str:
-    from tailwise.sweep.run import capacity_text, knee_text
+    from tailwise.render.sweep import capacity_text, knee_text
 
     bits = [f"mode {e(doc.get('mode'))}, stopped: {e(doc.get('stopped'))}, complete: {e(doc.get('complete'))}"]
     knee, sat, slo = doc.get("knee"), doc.get("saturation"), doc.get("slo")
