@@ -31,6 +31,44 @@ def test_every_help_names_values_and_shows_defaults():
             assert record and "default" in record[1], (name, param.name, record)
 
 
+def test_run_and_sweep_show_each_default_from_its_one_definition():
+    """Every option of `run` and `sweep` with a default shows exactly that default, as
+    spec/workload.py, stats and spec/runspec.py define it: no help string keeps a copy of its own."""
+    import re
+
+    from tailwise.spec.runspec import AUTO_SAMPLES_PER_S, BUILTIN_SERVICE, DEFAULT_CI
+    from tailwise.spec.workload import COMMAND_DEFAULTS, DEFAULTS
+    from tailwise.stats import DEFAULT_PERCENTILES
+
+    _patch_help()
+    cli = typer.main.get_command(app)
+    ctx = cli.make_context("tailwise", ["--help"], resilient_parsing=True)
+    # The defaults computed where they are used (None in DEFAULTS), each from its constant.
+    computed = {"percentiles": ",".join(f"{p:g}" for p in DEFAULT_PERCENTILES), "ci": DEFAULT_CI,
+                "service": BUILTIN_SERVICE, "sample_every": f"as many as keeps ≤ {AUTO_SAMPLES_PER_S // 1000}k samples/s"}
+    checked: dict[str, set[str]] = {"run": set(), "sweep": set()}
+    for name in checked:
+        command = cli.commands[name]
+        for param in command.get_params(command.make_context(name, [], resilient_parsing=True, parent=ctx)):
+            value = {**DEFAULTS, **COMMAND_DEFAULTS}.get(param.name)
+            if value is None and param.name not in computed:
+                continue
+            if isinstance(value, bool):  # an on/off flag: the flag that gives the default
+                want = (param.opts if value else param.secondary_opts)[0]
+            elif value is None:
+                want = computed[param.name]
+            else:
+                want = f"{value:g}" if isinstance(value, float) else str(value)
+            shown = re.findall(r"\[default: ([^\]]+)\]", param.help or "")
+            assert len(shown) == 1 and (shown[0] == want or shown[0].startswith(want + " ")
+                                        or shown[0].startswith(want + ",")), (name, param.name, want, shown)
+            checked[name].add(param.name)
+    # Every setting with a default is an option of both (but --rate: a sweep has --rates, --steps).
+    with_default = {n for n, v in {**DEFAULTS, **COMMAND_DEFAULTS}.items() if v is not None} | set(computed)
+    assert checked["run"] == with_default - {"steps"}, checked["run"] ^ with_default
+    assert checked["sweep"] == with_default - {"rate"}, checked["sweep"] ^ with_default
+
+
 class _FakeIntervals:
     """Every request so far: 99 at 10 µs and 1 at 1 ms (an HdrHistogram, as the engine gives it)."""
 

@@ -10,8 +10,10 @@ import pytest
 from support.cli import run_cli
 from support.schemas import assert_valid
 from tailwise.errors import InputError
-from tailwise.sweep.run import (Outcome, capacity_of, capacity_text, conclude, host_shortfall, host_stall_share, knee_text,
-                            kneedle, next_index, parse_rates, point_row, saturation)
+from tailwise.render.sweep import capacity_text, knee_text
+from tailwise.sweep.events import PointDone, Resuming
+from tailwise.sweep.search import (Outcome, capacity_of, conclude, host_shortfall, host_stall_share, kneedle, next_index,
+                                   parse_rates, point_row, saturation)
 
 
 NO, SAT = Outcome(False, False), Outcome(True, False)
@@ -177,9 +179,10 @@ def fake_sweep(monkeypatch, tmp_path):
     import tailwise.results.summary
     from tailwise.results.files import write_json
     from tailwise.spec.runspec import RunSpec
-    from tailwise.sweep.run import Plan, Sweep, parse_rates
+    from tailwise.sweep.run import Plan, Sweep
 
     measured: list[tuple[float, int]] = []
+    events: list = []
 
     def go(sequence: dict, *, rates="10k:50k:9", slo="p90<150us", out=None, resumed=False):
         def measure(spec, setup, command, quiet=False, **_):
@@ -196,10 +199,11 @@ def fake_sweep(monkeypatch, tmp_path):
         grid = parse_rates(rates)
         rs = RunSpec.from_flags({"rate": grid[0], "percentile": 90.0 if slo else None, "duration": "1"}, None)
         plan = Plan(rates_rps=grid, rates=rates, steps="linear", slo=slo, thresholds=[], samples_format="csv")
-        job = Sweep(rs, plan, out or tmp_path / "sweep", "tailwise sweep (test)", quiet=True, resumed=resumed)
+        job = Sweep(rs, plan, out or tmp_path / "sweep", "tailwise sweep (test)", resumed=resumed,
+                    on_event=events.append)
         return job, job.run()
 
-    go.measured = measured
+    go.measured, go.events = measured, events
     return go
 
 
@@ -220,6 +224,19 @@ def test_an_inconclusive_lowest_load_is_measured_again_and_then_met(fake_sweep, 
     assert (tmp_path / "sweep/points/000-10000rps/summary.json").is_file()
     assert (tmp_path / "sweep/points/000-10000rps-2/summary.json").is_file() and low["dir"].endswith("-2")
     assert_valid(doc, "sweep")
+
+
+def test_a_sweep_tells_its_caller_each_point_as_an_event(fake_sweep):
+    """The sweep prints nothing: each point measured is a PointDone to the caller's callback, with
+    the count so far, the attempt to come when its CI was inconclusive, and an ETA while points are left."""
+    k = 1e3
+    seq = {10 * k: [INCONCLUSIVE, MET], 50 * k: [MISSED], 30 * k: [MET], 40 * k: [MISSED], 35 * k: [MET]}
+    fake_sweep(seq)
+    events = fake_sweep.events
+    assert all(isinstance(e, PointDone) for e in events)
+    assert [(e.row["rate_rps"], e.n_done, e.again) for e in events] == [
+        (10 * k, 1, 2), (10 * k, 2, None), (50 * k, 3, None), (30 * k, 4, None), (40 * k, 5, None), (35 * k, 6, None)]
+    assert all(e.eta_s > 0 for e in events[:-1]) and events[-1].eta_s is None
 
 
 def test_an_undetermined_lowest_load_is_neither_met_nor_failed(fake_sweep):
@@ -274,6 +291,7 @@ def test_resume_keeps_the_first_command_adds_a_history_and_has_nothing_to_do_whe
     seq = {10 * k: [MET], 50 * k: [MISSED], 30 * k: [MET], 40 * k: [MISSED], 35 * k: [MET]}
     _, first = fake_sweep(seq)
     job, doc = fake_sweep(seq, resumed=True)
+    assert fake_sweep.events[-1] == Resuming(tmp_path / "sweep", 5)
     assert job.nothing_to_do and len(fake_sweep.measured) == 5 and doc == first | {
         "started_at": doc["started_at"], "config": doc["config"]}
     saved = json.loads((tmp_path / "sweep/config.json").read_text())
@@ -310,7 +328,7 @@ def test_the_knee_is_never_at_a_point_without_an_interval_and_states_its_range()
 
 
 def test_the_window_is_sized_for_the_top_load_or_refused():
-    from tailwise.sweep.run import size_window, window_needed
+    from tailwise.sweep.search import size_window, window_needed
 
     need = window_needed(100_000)  # 100k × 500 µs × 2
     assert need == 100
@@ -326,7 +344,8 @@ def test_the_window_is_sized_for_the_top_load_or_refused():
 
 
 def test_a_point_saturated_on_the_clients_window_is_not_the_servers_capacity():
-    from tailwise.sweep.run import client_limited, saturation_text
+    from tailwise.render.sweep import saturation_text
+    from tailwise.sweep.search import client_limited
 
     # 2 slots, 30 µs per response at the lowest load: completing 40k needs 1.2 in flight, more than
     # half the window, and most requests waited for a slot.

@@ -732,7 +732,7 @@ def points_table(doc: dict) -> dict:
 
 def sweep_facts(doc: dict) -> list:
     """The sweep's mode, knee, saturation, capacity and SLO, one line each."""
-    from tailwise.sweep.run import capacity_text, knee_text
+    from tailwise.render.sweep import capacity_text, knee_text
 
     lines: list = [f"mode {_text(doc.get('mode'))}, stopped: {_text(doc.get('stopped'))}, "
                    f"complete: {_text(doc.get('complete'))}"]

@@ -31,7 +31,7 @@ class Results:
     @property
     def kind(self) -> str:
         """"run" or "sweep"."""
-        return "sweep" if self.summary.get("schema", "").startswith("tailwise.sweep.run/") else "run"
+        return "sweep" if self.summary.get("schema") == SWEEP_SCHEMA else "run"
 
     @property
     def samples(self) -> pd.DataFrame:

@@ -28,6 +28,10 @@ TIME_CAP_ENV = "TAILWISE_TIME_CAP"
 #: Without --sample-every, the engine keeps at most this many raw samples per second, so that a
 #: methodology round on everything collected stays around a second.
 AUTO_SAMPLES_PER_S = 20_000
+#: The precision asked of the percentile without --ci, unless --duration fixes the run's length.
+DEFAULT_CI = "10%"
+#: The built-in server's service time without --service.
+BUILTIN_SERVICE = "fixed:10us"
 #: A target refusing connections (or closing them before any reply) this long, or twice
 #: --timeout if longer, ends the run: a restart takes less, a dead server more.
 UNREACHABLE_NS = 2_000_000_000
@@ -197,7 +201,7 @@ class RunSpec:
         late_ns = parse_time_ns(str(st["late"]), what="--late", unit_required=True)
         warmup_ns = parse_time_ns(str(st["warmup"]), what="--warmup", allow_zero=True, unit_required=True)
         ci = st["ci"]
-        ci_ns, ci_rel = parse_ci(str(ci) if ci is not None else ("10%" if duration is None else None))
+        ci_ns, ci_rel = parse_ci(str(ci) if ci is not None else (DEFAULT_CI if duration is None else None))
         percentile, confidence = float(st["percentile"]), float(st["confidence"])
         threads, conns, outstanding, workers = st["threads"], st["conns"], st["outstanding"], st["workers"]
         arrival = parse_arrival(st["arrival"])
@@ -242,7 +246,7 @@ class RunSpec:
                     "a running server draws from its own distribution: give `tailwise serve --service` there, or --service fixed:T here",
                 )
             service_ns = int(mean)
-        service = service or "fixed:10us"
+        service = service or BUILTIN_SERVICE
         parse_dist(service)
         seed = st["seed"] if st["seed"] is not None else random.SystemRandom().randrange(1, 2**63)
         return cls(

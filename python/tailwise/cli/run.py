@@ -1,0 +1,113 @@
+"""`tailwise run`: one measurement, its summary, its results directory and its exit status."""
+
+from __future__ import annotations
+
+import shlex
+import sys
+
+from tailwise.cli.exits import EXIT_ERROR, EXIT_NOT_MEASURABLE, EXIT_OK, EXIT_THRESHOLD
+from tailwise.cli.options import (Arrival, Ci, Confidence, Conns, Duration, Force, Json, KeepStalls, Keys, KeySize,
+                                  Late, MaxTime, Mix, Outstanding, Percentile, Percentiles, Pin, PollOption,
+                                  Popularity, Probe, ProbeConns, ProbeRate, Quiet, Rate, RunOut, SampleEvery,
+                                  SamplesFormat, Seed, Service, Targets, Threads, Thresholds, Timeout, Timestamps,
+                                  ValueSize, Verbose, Warmup, Workers, Workload)
+from tailwise.errors import InputError
+from tailwise.render.output import print_summary, set_quiet, warn
+from tailwise.render.run import print_run_error, print_signalled, print_thresholds, print_written
+from tailwise.spec.runspec import TIME_CAP_ENV, RunSpec
+
+#: The arguments of `run` (and `sweep`) that are settings of the measurement (RunSpec), named as the flags.
+RUN_SETTINGS = ("targets", "rate", "percentile", "percentiles", "ci", "confidence", "max_time", "duration", "threads",
+                "conns", "outstanding", "arrival", "keys", "key_size", "popularity", "mix", "service", "workers",
+                "sample_every", "timeout", "late", "warmup", "seed", "timestamps", "probe", "probe_conns", "probe_rate",
+                "value_size")
+
+
+def run(
+    targets: Targets = None, workload: Workload = None, rate: Rate = None, percentile: Percentile = None,
+    percentiles: Percentiles = None, ci: Ci = None, confidence: Confidence = None, max_time: MaxTime = None,
+    duration: Duration = None, threads: Threads = None, conns: Conns = None, outstanding: Outstanding = None,
+    arrival: Arrival = None, keys: Keys = None, key_size: KeySize = None, value_size: ValueSize = None,
+    popularity: Popularity = None, mix: Mix = None, service: Service = None, workers: Workers = None,
+    sample_every: SampleEvery = None, timeout: Timeout = None, late: Late = None, poll: PollOption = None,
+    timestamps: Timestamps = None, probe: Probe = None, probe_conns: ProbeConns = None, probe_rate: ProbeRate = None,
+    pin: Pin = None, warmup: Warmup = None, keep_stalls: KeepStalls = None, seed: Seed = None,
+    threshold: Thresholds = None, quiet: Quiet = False, verbose: Verbose = False, out: RunOut = None,
+    samples_format: SamplesFormat = None, force: Force = False, json_out: Json = False,
+) -> int:
+    """Measure latency at an offered open-loop load, until the percentile's CI is as narrow as asked."""
+    from tailwise import signals
+
+    # SIGINT, SIGTERM and SIGHUP stop sending; what was measured is still written (signals.py).
+    with signals.handled():
+        return _run(locals())
+
+
+def run_flags(kw: dict) -> dict:
+    """The run settings among a command's arguments (None: not given), named as the flags."""
+    return {name: kw.get(name) for name in RUN_SETTINGS} | {"poll": kw["poll"].value if kw.get("poll") else None}
+
+
+def _run(kw: dict) -> int:
+    from tailwise import signals
+    # The statistics stack (scipy, statsmodels) loads in ~1 s: only the commands that use it pay.
+    from tailwise.measure.point import measure, prepare, round_line
+    from tailwise.results.files import check_out_dir, dumps, new_dirs, refuse_results, remove_new_dirs
+    from tailwise.results.summary import SAMPLE_FORMATS, write_out
+    from tailwise.spec.threshold import Threshold, parse_all as parse_thresholds
+    from tailwise.spec.workload import command_setting, load_file
+
+    set_quiet(kw["quiet"])
+    file = load_file(kw["workload"])
+    threshold = command_setting("threshold", kw["threshold"], file)
+    out = command_setting("out", kw["out"], file)
+    samples_format = command_setting("samples_format", kw["samples_format"], file)
+    quiet, json_out = kw["quiet"], kw["json_out"]
+    judged = [Threshold.parse(t) for t in threshold or ()]
+    rs = RunSpec.from_flags(run_flags(kw), kw["workload"], pin=kw["pin"], keep_stalls=kw["keep_stalls"],
+                            also_report=tuple(t.p for t in judged))
+    if rs.capped:
+        warn(rs.capped, f"unset {TIME_CAP_ENV} to measure as asked")
+    if samples_format not in SAMPLE_FORMATS:
+        raise InputError(f"--samples-format {samples_format} is unknown", "use csv or parquet")
+    gates = parse_thresholds(threshold, set(rs.percentiles))
+    made = []
+    if out:
+        if not kw["force"]:
+            refuse_results(out)
+        made = new_dirs(out)
+        check_out_dir(out)  # before the first request: a bad --out must not lose a measured run
+    try:
+        signals.check()
+        setup = prepare(rs)
+        m = measure(rs, setup, shlex.join(["tailwise", *sys.argv[1:]]), quiet=quiet, bar=not json_out,
+                    on_round=round_line)
+    except BaseException:
+        remove_new_dirs(made)  # nothing was measured: no directory of ours is left behind
+        raise
+    summary, result = m.summary, m.result
+    summary["thresholds"] = [g.evaluate(summary["latency"]["percentiles"]) for g in gates]
+    if out:
+        write_out(out, summary, result, m.analysis.used_mask, samples_format)
+    if json_out:
+        print(dumps(summary), flush=True)
+    else:
+        print_summary(summary, verbose=kw["verbose"])
+        print_thresholds(summary["thresholds"])
+        if out and not summary["error"] and not result.interrupted and not quiet and not signals.received():
+            print_written(out)
+    if result.interrupted or signals.received():
+        print_signalled(out, signals.name(signals.received()), result.interrupted, result.elapsed_ns)
+        return signals.exit_code()
+    return exit_code(summary, out)
+
+
+def exit_code(summary: dict, out: str | None) -> int:
+    """0 ok, 1 not-measurable, 2 error; 3 when a --threshold failed or was inconclusive, whatever
+    the verdict (a CI job must not pass on a figure it could not trust)."""
+    if summary.get("error"):
+        print_run_error(summary["error"], out)
+        return EXIT_ERROR
+    if any(t["status"] != "pass" for t in summary.get("thresholds") or ()):
+        return EXIT_THRESHOLD
+    return EXIT_OK if summary["verdict"] == "ok" else EXIT_NOT_MEASURABLE

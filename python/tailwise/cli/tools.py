@@ -1,0 +1,175 @@
+"""The commands around a measurement: `serve` (the built-in server), `load` (keys stored before a
+run), `model` (the queueing model's ground truth) and `calibrate` (each timestamp source here)."""
+
+from __future__ import annotations
+
+import signal
+import threading
+from typing import Annotated, Optional
+
+import typer
+
+from tailwise.cli.exits import EXIT_OK
+from tailwise.cli.options import default
+from tailwise.errors import InputError, TargetError
+from tailwise.spec.runspec import BUILTIN_SERVICE, positive
+from tailwise.spec.target import parse_target
+from tailwise.spec.units import parse_time_ns
+
+_DISTS = "fixed:10us, exp:10us, bimodal:10us, lognormal:10us:1.0"
+
+
+def _parse_listen(text: str) -> str:
+    host, sep, port = text.rpartition(":")
+    if not sep:
+        host, port = "127.0.0.1", text
+    host = host.strip("[]") or "127.0.0.1"
+    if not port.isdigit() or int(port) > 65535:
+        raise InputError(f"--listen {text} is not HOST:PORT", "write e.g. --listen 127.0.0.1:7000 (port 0: any free port)")
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def serve(
+    listen: Annotated[str, typer.Option("--listen", metavar="HOST:PORT",
+                                        help="HOST:PORT to listen on (port 0: a free port)")] = "127.0.0.1:0",
+    workers: Annotated[int, typer.Option("--workers", metavar="N",
+                                         help="worker threads; each spins for every request's service time")] = 1,
+    service: Annotated[str, typer.Option("--service", metavar="DIST",
+                                         help=f"service-time distribution: {_DISTS}")] = BUILTIN_SERVICE,
+    spin: Annotated[bool, typer.Option("--spin", help="busy-poll for requests (lower latency, 100 % CPU per worker)")] = False,
+    pin: Annotated[bool, typer.Option("--pin/--no-pin", help="pin worker i to CPU i")] = True,
+    seed: Annotated[int, typer.Option("--seed", metavar="N", help="seed of the service-time draws")] = 1,
+) -> int:
+    """Run the synthetic server (synthetic protocol and memcached ASCII get/set) until SIGINT/SIGTERM."""
+    from tailwise.measure.server import builtin_server
+
+    positive("--workers", workers)
+    addr = _parse_listen(listen)
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    with builtin_server(service=service, workers=workers, listen=addr, seed=seed, pin=pin, busy_poll=spin) as srv:
+        print(f"tailwise serve: listening on synthetic://{srv.addr} (service {service}, "
+              f"{workers} worker{'s' if workers != 1 else ''}; memcached ASCII too)", flush=True)
+        while not stop.wait(0.2):
+            pass
+        served = srv.served()
+    print(f"tailwise serve: stopped after {served:,} requests", flush=True)
+    return EXIT_OK
+
+
+def model(
+    service: Annotated[str, typer.Option("--service", metavar="DIST", help=f"service-time distribution: {_DISTS}")],
+    load: Annotated[float, typer.Option("--load", metavar="RHO",
+                                        help="load ρ = λ·E[S]/workers, between 0 and 1 (e.g. 0.5)")],
+    workers: Annotated[int, typer.Option(
+        "--workers", metavar="N",
+        help="servers (worker threads) taking requests from one common FIFO queue (M/G/k)")] = 1,
+    customers: Annotated[Optional[int], typer.Option(
+        "--customers", metavar="N", help="customers simulated after a 100k warm-up (default 2,000,000)")] = None,
+    seed: Annotated[int, typer.Option("--seed", metavar="N",
+                                      help="seed of the simulated arrivals and service times")] = 1,
+    json_out: Annotated[bool, typer.Option("--json", help="print JSON on stdout instead of the table")] = False,
+) -> int:
+    """Queueing-model ground truth: sojourn-time percentiles of a FIFO M/G/k queue (simulated)."""
+    from tailwise.render.tables import print_model
+    from tailwise.results.files import dumps
+    from tailwise.stats.model import model_percentiles
+
+    result = model_percentiles(service, load, workers=workers, n=customers, seed=seed)
+    if json_out:
+        print(dumps(result))
+    else:
+        print_model(result)
+    return EXIT_OK
+
+
+def load(
+    target: Annotated[str, typer.Argument(
+        metavar="TARGET", show_default=False,
+        help="memcached://, memcached+binary://, memcached+udp:// (stored over TCP) or redis:// target")],
+    workload: Annotated[Optional[str], typer.Option(
+        "--workload", metavar="FILE", help="TOML workload file: its keys, key_size and value_size are used")] = None,
+    keys: Annotated[Optional[int], typer.Option(
+        "--keys", metavar="N", help=f"number of keys to store, 0 … N−1 {default('keys')}")] = None,
+    key_size: Annotated[Optional[str], typer.Option(
+        "--key-size", metavar="SIZES", help=f"key sizes: as for `tailwise run` {default('key_size')}")] = None,
+    value_size: Annotated[Optional[str], typer.Option(
+        "--value-size", "--value", metavar="SIZES",
+        help=f"value sizes: 200, uniform:MIN:MAX, gpareto:LOC:SCALE:SHAPE, etc, usr {default('value_size')}")] = None,
+    conns: Annotated[int, typer.Option("--conns", metavar="N", help="connections storing in parallel")] = 4,
+    depth: Annotated[int, typer.Option("--depth", metavar="N", help="sets pipelined per connection")] = 64,
+    json_out: Annotated[bool, typer.Option("--json", help="print the result as JSON")] = False,
+) -> int:
+    """Store every key of a workload once, so that the gets of a later `tailwise run` hit."""
+    from tailwise import _core
+    from tailwise.results.files import dumps
+    from tailwise.spec.workload import Workload, load_file, resolve
+
+    st = resolve({"keys": keys, "key_size": key_size, "value_size": value_size}, load_file(workload))
+    tgt = parse_target(target)
+    if not tgt.keyed:
+        raise InputError(f"{tgt.scheme}:// has no keys to store", "`tailwise load` is for memcached and redis targets")
+    positive("--conns", conns)
+    positive("--depth", depth)
+    work = Workload.from_settings(st | {"mix": "1:0"})
+    try:
+        r = _core.preload(tgt.socket_addr(), tgt.scheme, keys=work.keys, key_size=work.key_size,
+                          value_size=work.value_size, conns=conns, depth=depth)
+    except ConnectionError as e:
+        raise TargetError(str(e), "check that the server runs and listens on that address") from None
+    except ValueError as e:
+        raise InputError(str(e)) from None
+    out = {"target": tgt.url, "keys": work.keys, "stored": r["stored"], "errors": r["errors"],
+           "error_reasons": [{"reason": m, "count": n} for m, n in r["error_reasons"]],
+           "value_bytes": r["bytes"], "elapsed_s": r["elapsed_ns"] / 1e9}
+    if json_out:
+        print(dumps(out))
+    else:
+        rate = r["stored"] / max(r["elapsed_ns"] / 1e9, 1e-9)
+        print(f"stored {r['stored']:,} of {work.keys:,} keys ({r['bytes'] / 1e6:.1f} MB of values) on {tgt.url} "
+              f"in {r['elapsed_ns'] / 1e9:.2f} s ({rate:,.0f} sets/s)")
+    if r["errors"]:
+        reasons = "; ".join(f"{m} ×{n}" for m, n in r["error_reasons"])
+        raise TargetError(f"{r['errors']:,} sets failed ({reasons})",
+                          "check the server's memory limit (memcached -m, redis maxmemory) and value sizes")
+    return EXIT_OK
+
+
+def calibrate(
+    target: Annotated[Optional[str], typer.Argument(
+        metavar="TARGET", show_default=False,
+        help="a reflector to measure against (synthetic://HOST:PORT from `tailwise serve --service fixed:0`, or "
+             "udp://HOST:PORT echo); none: loopback, veth (when it may create network namespaces) and the model")] = None,
+    duration: Annotated[str, typer.Option("--duration", metavar="TIME", help="ping-pong traffic per path, e.g. 2s")] = "2s",
+    with_model: Annotated[bool, typer.Option(
+        "--model/--no-model",
+        help="also measure the whole tool against the queueing model (tailwise serve fixed:10us at 20 % load, 6 s)")] = True,
+    out: Annotated[Optional[str], typer.Option(
+        "--out", metavar="DIR",
+        help="also write the result to DIR/summary.json (schema tailwise.calibrate/1, docs/schema/)")] = None,
+    json_out: Annotated[bool, typer.Option("--json", help="print JSON on stdout instead of the tables")] = False,
+) -> int:
+    """What each timestamp source (kernel, user, nic) reports for the same traffic here: each one's bias against the best, the clock's cost, and the whole tool's bias against the model.
+
+    Example: tailwise calibrate --json
+    """
+    from pathlib import Path
+
+    from tailwise.measure.calibrate import calibrate as run_calibration
+    from tailwise.render.tables import print_calibration
+    from tailwise.results.files import check_out_dir, dumps, write_json
+
+    seconds = parse_time_ns(duration, what="--duration") / 1e9
+    if seconds < 0.5:
+        raise InputError(f"--duration {duration} is too short for calibration traffic", "give --duration 1s or more")
+    if out:
+        check_out_dir(out)
+    result = run_calibration(target, seconds=seconds, with_model=with_model)
+    if out:
+        write_json(Path(out) / "summary.json", result)
+    if json_out:
+        print(dumps(result))
+    else:
+        print_calibration(result)
+    return EXIT_OK

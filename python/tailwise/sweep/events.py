@@ -1,0 +1,34 @@
+"""What a running sweep tells its caller, as values: the caller's callback shows them (render/sweep.py
+turns them into lines), so the sweep itself prints nothing."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class Resuming:
+    """A resumed sweep read back the points its directory held."""
+
+    out: Path
+    n_points: int
+
+
+@dataclass(frozen=True)
+class PointDone:
+    """A point measured and written whole."""
+
+    #: The point as the sweep's summary lists it (search.point_row).
+    row: dict
+    #: Measurements so far, every attempt counted.
+    n_done: int
+    elapsed_s: float
+    #: The attempt of the same load measured next (its CI was inconclusive), or None.
+    again: int | None
+    #: At most how long the points left take; None when none is left.
+    eta_s: float | None
+
+
+#: What `Sweep` emits.
+Event = Resuming | PointDone
