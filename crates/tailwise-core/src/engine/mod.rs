@@ -369,7 +369,7 @@ fn validate(cfg: &EngineConfig) -> Result<(), String> {
             return Err("the probe needs at least 1 connection and a positive rate".into());
         }
     }
-    cfg.workload.validate()?;
+    cfg.workload.validate().map_err(|e| e.to_string())?;
     Ok(())
 }
 
