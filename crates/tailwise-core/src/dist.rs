@@ -9,6 +9,7 @@
 //!
 //! Times take a unit: `ns`, `us` (or `µs`), `ms`, `s`; a bare `0` is allowed.
 
+use crate::error::{Kind, Problem};
 use rand::Rng;
 use rand_distr::{Distribution, Exp1, LogNormal};
 
@@ -25,8 +26,49 @@ pub enum Dist {
 
 pub const KINDS: &str = "fixed:10us, exp:10us, bimodal:10us, uniform:5us:15us or lognormal:10us:1.0";
 
+/// A time or a distribution that does not parse.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum DistError {
+    #[error("'{0}' is not a time")]
+    NotATime(String),
+    #[error("'{text}' has no unit")]
+    NoUnit { text: String, value: f64 },
+    #[error("unknown time unit '{unit}' in '{text}'")]
+    UnknownUnit { unit: String, text: String },
+    #[error("'{0}' must be a finite time of zero or more")]
+    NotFinite(String),
+    #[error("distribution '{0}' has the wrong number of fields")]
+    Fields(String),
+    #[error("uniform bounds in '{0}' are reversed")]
+    Reversed(String),
+    #[error("lognormal shape '{shape}' in '{spec}' must be a number > 0")]
+    Shape { shape: String, spec: String },
+    #[error("lognormal mean in '{0}' must be above zero")]
+    LogNormalMean(String),
+    #[error("unknown distribution '{kind}' in '{spec}'")]
+    UnknownKind { kind: String, spec: String },
+}
+
+impl Problem for DistError {
+    fn kind(&self) -> Kind {
+        Kind::Input
+    }
+
+    fn remedy(&self) -> String {
+        match self {
+            DistError::NotATime(_) => "write a number and a unit, like 10us".into(),
+            DistError::NoUnit { value, .. } => format!("write e.g. {value}us (units: ns, us, ms, s, m, h)"),
+            DistError::UnknownUnit { .. } => "use ns, us, ms, s, m or h".into(),
+            DistError::Fields(_) | DistError::UnknownKind { .. } => format!("use {KINDS}"),
+            DistError::Reversed(_) => "write uniform:LOW:HIGH".into(),
+            DistError::Shape { .. } => "write e.g. lognormal:10us:1.0".into(),
+            DistError::NotFinite(_) | DistError::LogNormalMean(_) => String::new(),
+        }
+    }
+}
+
 /// Parse a duration such as `10us`, `1.5ms`, `250ns`, `2s` into nanoseconds.
-pub fn parse_duration_ns(text: &str) -> Result<f64, String> {
+pub fn parse_duration_ns(text: &str) -> Result<f64, DistError> {
     let t = text.trim();
     let split = t
         .find(|c: char| !(c.is_ascii_digit() || c == '.' || c == 'e' || c == 'E' || c == '+' || c == '-'))
@@ -34,7 +76,7 @@ pub fn parse_duration_ns(text: &str) -> Result<f64, String> {
     let (num, unit) = t.split_at(split);
     let value: f64 = num
         .parse()
-        .map_err(|_| format!("'{text}' is not a time: write a number and a unit, like 10us"))?;
+        .map_err(|_| DistError::NotATime(text.into()))?;
     let scale = match unit.trim() {
         "ns" => 1.0,
         // The units of every option (python/tailwise/units.py TIME_UNITS): one set everywhere.
@@ -44,25 +86,25 @@ pub fn parse_duration_ns(text: &str) -> Result<f64, String> {
         "m" | "min" => 60e9,
         "h" => 3600e9,
         "" if value == 0.0 => 1.0,
-        "" => return Err(format!("'{text}' has no unit: write e.g. {value}us (units: ns, us, ms, s, m, h)")),
-        u => return Err(format!("unknown time unit '{u}' in '{text}': use ns, us, ms, s, m or h")),
+        "" => return Err(DistError::NoUnit { text: text.into(), value }),
+        u => return Err(DistError::UnknownUnit { unit: u.into(), text: text.into() }),
     };
     let ns = value * scale;
     if !ns.is_finite() || ns < 0.0 {
-        return Err(format!("'{text}' must be a finite time of zero or more"));
+        return Err(DistError::NotFinite(text.into()));
     }
     Ok(ns)
 }
 
 impl Dist {
-    pub fn parse(spec: &str) -> Result<Dist, String> {
+    pub fn parse(spec: &str) -> Result<Dist, DistError> {
         let parts: Vec<&str> = spec.trim().split(':').collect();
         let kind = parts[0].to_ascii_lowercase();
-        let want = |n: usize| -> Result<(), String> {
+        let want = |n: usize| -> Result<(), DistError> {
             if parts.len() == n {
                 Ok(())
             } else {
-                Err(format!("distribution '{spec}' has the wrong number of fields: use {KINDS}"))
+                Err(DistError::Fields(spec.into()))
             }
         };
         let dist = match kind.as_str() {
@@ -78,7 +120,7 @@ impl Dist {
                 want(3)?;
                 let (low_ns, high_ns) = (parse_duration_ns(parts[1])?, parse_duration_ns(parts[2])?);
                 if low_ns > high_ns {
-                    return Err(format!("uniform bounds in '{spec}' are reversed: write uniform:LOW:HIGH"));
+                    return Err(DistError::Reversed(spec.into()));
                 }
                 Dist::Uniform { low_ns, high_ns }
             }
@@ -93,13 +135,13 @@ impl Dist {
                     .parse()
                     .ok()
                     .filter(|s: &f64| s.is_finite() && *s > 0.0)
-                    .ok_or_else(|| format!("lognormal shape '{}' in '{spec}' must be a number > 0, e.g. lognormal:10us:1.0", parts[2]))?;
+                    .ok_or_else(|| DistError::Shape { shape: parts[2].into(), spec: spec.into() })?;
                 if mean_ns <= 0.0 {
-                    return Err(format!("lognormal mean in '{spec}' must be above zero"));
+                    return Err(DistError::LogNormalMean(spec.into()));
                 }
                 Dist::lognormal(mean_ns, sigma)
             }
-            _ => return Err(format!("unknown distribution '{}' in '{spec}': use {KINDS}", parts[0])),
+            _ => return Err(DistError::UnknownKind { kind: parts[0].into(), spec: spec.into() }),
         };
         Ok(dist)
     }
@@ -173,14 +215,14 @@ mod tests {
         assert_eq!(parse_duration_ns("2m").unwrap(), 120e9);
         assert_eq!(parse_duration_ns("1h").unwrap(), 3600e9);
         assert_eq!(parse_duration_ns("0").unwrap(), 0.0);
-        assert!(parse_duration_ns("10").unwrap_err().contains("no unit"));
-        assert!(parse_duration_ns("10parsecs").unwrap_err().contains("unknown time unit"));
+        assert!(parse_duration_ns("10").unwrap_err().to_string().contains("no unit"));
+        assert!(parse_duration_ns("10parsecs").unwrap_err().to_string().contains("unknown time unit"));
     }
 
     #[test]
     fn rejects_unknown_kind_with_the_choices() {
         let e = Dist::parse("pareto:10us").unwrap_err();
-        assert!(e.contains("unknown distribution 'pareto'") && e.contains("fixed:10us"), "{e}");
+        assert!(e.to_string().contains("unknown distribution 'pareto'") && e.remedy().contains("fixed:10us"), "{e}");
         assert!(Dist::parse("lognormal:10us").is_err());
         assert!(Dist::parse("lognormal:10us:-1").is_err());
     }

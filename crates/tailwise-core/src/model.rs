@@ -68,7 +68,8 @@
 //! simulations", *Management Science* 35 (1989) 1341–1366 (run lengths); `../shared/notes/
 //! statistics.md`, "Queueing ground truth".
 
-use crate::dist::Dist;
+use crate::dist::{Dist, DistError};
+use crate::error::{Kind, Problem};
 use rand::rngs::SmallRng;
 use rand::SeedableRng;
 use rand_distr::{Distribution, Exp1};
@@ -77,14 +78,56 @@ use rand_distr::{Distribution, Exp1};
 /// (the 64-bit golden ratio), so the two streams never coincide.
 const SERVICE_STREAM: u64 = 0x9E37_79B9_7F4A_7C15;
 
+/// A queue the model cannot simulate, or arguments it does not take.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum ModelError {
+    #[error("the number of servers (workers) must be at least 1")]
+    NoServers,
+    #[error("arrival rate {0}/ns must be a finite number above zero")]
+    Rate(f64),
+    #[error("service time {0} has mean zero")]
+    MeanZero(String),
+    #[error("load {0} must be above 0 (ρ = λ·E[S]/k)")]
+    LoadNotPositive(f64),
+    #[error("load {0} is 1 or more: the queue grows without bound and has no steady state")]
+    Unstable(f64),
+    #[error("too many customers")]
+    TooManyCustomers,
+    /// A count given to the simulation outside its bounds: `workers=0`, `n=0 customers`.
+    #[error("{what}={n}{counted} is outside {low}..{high}")]
+    OutOfRange { what: &'static str, counted: &'static str, n: i64, low: i64, high: i64, example: &'static str },
+    #[error("percentile {0} is outside [0, 100]")]
+    Percentile(f64),
+    #[error(transparent)]
+    Service(#[from] DistError),
+}
+
+impl Problem for ModelError {
+    fn kind(&self) -> Kind {
+        Kind::Input
+    }
+
+    fn remedy(&self) -> String {
+        match self {
+            ModelError::MeanZero(_) => "the model needs a mean above zero, e.g. fixed:10us".into(),
+            ModelError::LoadNotPositive(_) => "give a load between 0 and 1, e.g. 0.5".into(),
+            ModelError::Unstable(_) => "give a load below 1, e.g. 0.8".into(),
+            ModelError::OutOfRange { example, .. } => (*example).into(),
+            ModelError::Percentile(_) => "give percents, e.g. 99.9".into(),
+            ModelError::Service(e) => e.remedy(),
+            ModelError::NoServers | ModelError::Rate(_) | ModelError::TooManyCustomers => String::new(),
+        }
+    }
+}
+
 /// The load ρ = λ·E\[S\]/k of `servers` servers offered Poisson arrivals at `arrival_rate_per_ns`;
 /// an error naming the fix unless 0 < ρ < 1 (and `servers` ≥ 1).
-pub fn load(service: &Dist, arrival_rate_per_ns: f64, servers: usize) -> Result<f64, String> {
+pub fn load(service: &Dist, arrival_rate_per_ns: f64, servers: usize) -> Result<f64, ModelError> {
     if servers == 0 {
-        return Err("the number of servers (workers) must be at least 1".into());
+        return Err(ModelError::NoServers);
     }
     if !(arrival_rate_per_ns.is_finite() && arrival_rate_per_ns > 0.0) {
-        return Err(format!("arrival rate {arrival_rate_per_ns}/ns must be a finite number above zero"));
+        return Err(ModelError::Rate(arrival_rate_per_ns));
     }
     let mean = positive_mean(service)?;
     let rho = arrival_rate_per_ns * mean / servers as f64;
@@ -93,29 +136,29 @@ pub fn load(service: &Dist, arrival_rate_per_ns: f64, servers: usize) -> Result<
 }
 
 /// The Poisson arrival rate (per ns) that loads `servers` servers to `load` = ρ: λ = ρ·k/E\[S\].
-pub fn arrival_rate_for_load(service: &Dist, load: f64, servers: usize) -> Result<f64, String> {
+pub fn arrival_rate_for_load(service: &Dist, load: f64, servers: usize) -> Result<f64, ModelError> {
     if servers == 0 {
-        return Err("the number of servers (workers) must be at least 1".into());
+        return Err(ModelError::NoServers);
     }
     check_load(load)?;
     let mean = positive_mean(service)?;
     Ok(load * servers as f64 / mean)
 }
 
-fn positive_mean(service: &Dist) -> Result<f64, String> {
+fn positive_mean(service: &Dist) -> Result<f64, ModelError> {
     let mean = service.mean_ns();
     if mean > 0.0 {
         Ok(mean)
     } else {
-        Err(format!("service time {} has mean zero: the model needs a mean above zero, e.g. fixed:10us", service.spec()))
+        Err(ModelError::MeanZero(service.spec()))
     }
 }
 
-fn check_load(rho: f64) -> Result<(), String> {
+fn check_load(rho: f64) -> Result<(), ModelError> {
     if rho.is_nan() || rho <= 0.0 {
-        Err(format!("load {rho} must be above 0 (ρ = λ·E[S]/k): give a load between 0 and 1, e.g. 0.5"))
+        Err(ModelError::LoadNotPositive(rho))
     } else if rho >= 1.0 {
-        Err(format!("load {rho} is 1 or more: the queue grows without bound and has no steady state; give a load below 1, e.g. 0.8"))
+        Err(ModelError::Unstable(rho))
     } else {
         Ok(())
     }
@@ -127,9 +170,9 @@ fn streams(seed: u64) -> (SmallRng, SmallRng) {
 
 /// Sojourn times (waiting + service, ns) of customers `warmup+1 ..= warmup+n` of a FIFO M/G/1
 /// queue that starts empty, by the Lindley recursion; in arrival order. Err unless 0 < ρ < 1.
-pub fn mg1_sojourn(service: &Dist, arrival_rate_per_ns: f64, n: usize, seed: u64, warmup: usize) -> Result<Vec<f64>, String> {
+pub fn mg1_sojourn(service: &Dist, arrival_rate_per_ns: f64, n: usize, seed: u64, warmup: usize) -> Result<Vec<f64>, ModelError> {
     load(service, arrival_rate_per_ns, 1)?;
-    let total = warmup.checked_add(n).ok_or("too many customers")?;
+    let total = warmup.checked_add(n).ok_or(ModelError::TooManyCustomers)?;
     let mean_gap = 1.0 / arrival_rate_per_ns;
     let (mut arrivals, mut services) = streams(seed);
     let mut out = Vec::with_capacity(n);
@@ -149,9 +192,9 @@ pub fn mg1_sojourn(service: &Dist, arrival_rate_per_ns: f64, n: usize, seed: u64
 /// servers, one common queue) that starts empty, by the Kiefer–Wolfowitz workload recursion;
 /// in arrival order. For k = 1 the result equals [`mg1_sojourn`]'s bit for bit. Err unless
 /// 0 < ρ = λ·E\[S\]/k < 1.
-pub fn mgk_sojourn(service: &Dist, arrival_rate_per_ns: f64, servers: usize, n: usize, seed: u64, warmup: usize) -> Result<Vec<f64>, String> {
+pub fn mgk_sojourn(service: &Dist, arrival_rate_per_ns: f64, servers: usize, n: usize, seed: u64, warmup: usize) -> Result<Vec<f64>, ModelError> {
     load(service, arrival_rate_per_ns, servers)?;
-    let total = warmup.checked_add(n).ok_or("too many customers")?;
+    let total = warmup.checked_add(n).ok_or(ModelError::TooManyCustomers)?;
     let mean_gap = 1.0 / arrival_rate_per_ns;
     let (mut arrivals, mut services) = streams(seed);
     let mut out = Vec::with_capacity(n);
@@ -239,7 +282,7 @@ pub fn second_moment_ns2(service: &Dist) -> f64 {
 }
 
 /// The Pollaczek–Khinchine mean sojourn time of M/G/1 at load ρ: E\[S\] + λE\[S²\]/(2(1 − ρ)).
-pub fn pk_mean_ns(service: &Dist, load: f64) -> Result<f64, String> {
+pub fn pk_mean_ns(service: &Dist, load: f64) -> Result<f64, ModelError> {
     let lambda = arrival_rate_for_load(service, load, 1)?;
     Ok(service.mean_ns() + lambda * second_moment_ns2(service) / (2.0 * (1.0 - load)))
 }
@@ -383,14 +426,14 @@ mod tests {
         let s = d("exp:10us");
         for rho in [1.0, 1.2, 0.0, -0.5, f64::NAN] {
             let e = arrival_rate_for_load(&s, rho, 1).unwrap_err();
-            assert!(e.contains("load") && e.contains("give a load"), "{e}");
+            assert!(e.to_string().contains("load") && e.remedy().contains("give a load"), "{e}");
         }
-        assert!(load(&s, 1e-4, 1).unwrap_err().contains("1 or more")); // ρ = 1
-        assert!(mg1_sojourn(&s, 2e-4, 10, 1, 0).unwrap_err().contains("1 or more"));
-        assert!(mgk_sojourn(&s, 2e-4, 2, 10, 1, 0).unwrap_err().contains("1 or more"));
+        assert!(load(&s, 1e-4, 1).unwrap_err().to_string().contains("1 or more")); // ρ = 1
+        assert!(mg1_sojourn(&s, 2e-4, 10, 1, 0).unwrap_err().to_string().contains("1 or more"));
+        assert!(mgk_sojourn(&s, 2e-4, 2, 10, 1, 0).unwrap_err().to_string().contains("1 or more"));
         assert!(mgk_sojourn(&s, 1e-4, 2, 10, 1, 0).is_ok());
-        assert!(mgk_sojourn(&s, 1e-4, 0, 10, 1, 0).unwrap_err().contains("at least 1"));
-        assert!(arrival_rate_for_load(&d("fixed:0"), 0.5, 1).unwrap_err().contains("mean zero"));
+        assert!(mgk_sojourn(&s, 1e-4, 0, 10, 1, 0).unwrap_err().to_string().contains("at least 1"));
+        assert!(arrival_rate_for_load(&d("fixed:0"), 0.5, 1).unwrap_err().to_string().contains("mean zero"));
     }
 
     #[test]

@@ -4,6 +4,7 @@
 //! milliseconds, so we call `epoll_pwait2`, which takes a timespec (Linux ≥ 5.11), and fall back
 //! to `epoll_wait` rounding up when the kernel lacks it.
 
+use crate::error::{Kind, Problem};
 use crate::nic;
 use std::io;
 use std::net::{SocketAddr, TcpStream};
@@ -478,17 +479,42 @@ pub fn await_rx_stamping(timeout_ns: u64) -> bool {
     }
 }
 
+/// Why the interface towards a target is unknown.
+#[derive(Debug, thiserror::Error)]
+pub enum RouteError {
+    #[error("cannot open a UDP socket: {0}")]
+    Socket(#[source] io::Error),
+    #[error("no route to {target}: {err}")]
+    NoRoute { target: SocketAddr, err: io::Error },
+    #[error("no local address towards {target}: {err}")]
+    NoLocalAddress { target: SocketAddr, err: io::Error },
+    #[error("cannot list interfaces: {0}")]
+    ListInterfaces(#[source] io::Error),
+    #[error("no interface holds {ip}, the local address towards {target}")]
+    NoInterface { ip: std::net::IpAddr, target: SocketAddr },
+}
+
+impl Problem for RouteError {
+    fn kind(&self) -> Kind {
+        Kind::Host
+    }
+
+    fn remedy(&self) -> String {
+        String::new()
+    }
+}
+
 /// The interface the kernel routes `target` through: the one holding the local address a UDP
 /// socket connected to it gets (no packet is sent).
-pub fn route_interface(target: &SocketAddr) -> Result<String, String> {
+pub fn route_interface(target: &SocketAddr) -> Result<String, RouteError> {
     let local: SocketAddr = if target.is_ipv4() { "0.0.0.0:0".parse().unwrap() } else { "[::]:0".parse().unwrap() };
-    let s = std::net::UdpSocket::bind(local).map_err(|e| format!("cannot open a UDP socket: {e}"))?;
-    s.connect(target).map_err(|e| format!("no route to {target}: {e}"))?;
-    let ip = s.local_addr().map_err(|e| format!("no local address towards {target}: {e}"))?.ip();
+    let s = std::net::UdpSocket::bind(local).map_err(RouteError::Socket)?;
+    s.connect(target).map_err(|err| RouteError::NoRoute { target: *target, err })?;
+    let ip = s.local_addr().map_err(|err| RouteError::NoLocalAddress { target: *target, err })?.ip();
     let mut ifs: *mut libc::ifaddrs = std::ptr::null_mut();
     // SAFETY: getifaddrs fills a list we free below.
     if unsafe { libc::getifaddrs(&mut ifs) } != 0 {
-        return Err(format!("cannot list interfaces: {}", io::Error::last_os_error()));
+        return Err(RouteError::ListInterfaces(io::Error::last_os_error()));
     }
     let mut found = None;
     let mut p = ifs;
@@ -517,7 +543,7 @@ pub fn route_interface(target: &SocketAddr) -> Result<String, String> {
         }
         libc::freeifaddrs(ifs);
     }
-    found.ok_or_else(|| format!("no interface holds {ip}, the local address towards {target}"))
+    found.ok_or(RouteError::NoInterface { ip, target: *target })
 }
 
 #[cfg(test)]

@@ -20,6 +20,7 @@
 //! ([`PhcClock::offset_ns`]); the engine re-reads it every 10 ms (a free-running crystal drifts by
 //! at most ~100 ppm: ≤ 1 µs in that time).
 
+use crate::error::{Kind, Problem};
 use std::fs::File;
 use std::io;
 use std::os::fd::{AsRawFd, RawFd};
@@ -84,18 +85,57 @@ fn if_ioctl<T>(ifname: &str, request: libc::c_ulong, data: &mut T) -> io::Result
     Ok(())
 }
 
+/// Why an interface cannot stamp every packet in hardware for this process; `Display` is in words
+/// for "IFACE cannot stamp in hardware: …".
+#[derive(Debug, thiserror::Error)]
+pub enum NicError {
+    #[error("its driver cannot stamp packets in hardware (EOPNOTSUPP)")]
+    NotSupported,
+    #[error("asking its driver what it stamps failed: {0}")]
+    Ask(#[source] io::Error),
+    #[error("its driver stamps packets in software only, not in hardware (ethtool -T shows what it can)")]
+    SoftwareOnly,
+    #[error("its driver cannot stamp packets it sends (no HWTSTAMP_TX_ON)")]
+    NoTransmitStamps,
+    #[error("its NIC stamps only some received packets, such as PTP's, not every one (no HWTSTAMP_FILTER_ALL)")]
+    NotEveryPacket,
+    #[error("it has no PTP hardware clock to read its stamps against")]
+    NoClock,
+    /// Not switched yet, and this process may not switch it (`ifname`: it could be switched first).
+    #[error("switching it to stamp every packet needs CAP_NET_ADMIN")]
+    NeedsNetAdmin { ifname: Option<String> },
+    #[error("its driver refused to stamp every packet: {0}")]
+    Refused(#[source] io::Error),
+    #[error("its driver applied rx filter {0} instead of every packet")]
+    Filter(libc::c_int),
+    #[error("cannot read its clock {path}: {err}")]
+    Clock { path: String, err: io::Error },
+}
+
+impl Problem for NicError {
+    fn kind(&self) -> Kind {
+        Kind::Host
+    }
+
+    fn remedy(&self) -> String {
+        match self {
+            NicError::NeedsNetAdmin { ifname: Some(i) } => {
+                format!("run as root, or switch it first (hwstamp_ctl -i {i} -t 1 -r 1)")
+            }
+            NicError::NeedsNetAdmin { ifname: None } => "run as root".into(),
+            _ => String::new(),
+        }
+    }
+}
+
 /// Whether the driver of `ifname` can stamp every packet in hardware against a clock tailwise can
 /// read, and how it is set now: `(its setting, if the driver says, the PTP clock's index)`, else
 /// why not. The capabilities come first (`ETHTOOL_GET_TS_INFO`): drivers before Linux 6.6 may
 /// not answer `SIOCGHWTSTAMP` though they take `SIOCSHWTSTAMP`.
-fn capabilities(ifname: &str) -> Result<(Option<HwtstampConfig>, u32), String> {
+fn capabilities(ifname: &str) -> Result<(Option<HwtstampConfig>, u32), NicError> {
     let mut info = EthtoolTsInfo { cmd: ETHTOOL_GET_TS_INFO, ..Default::default() };
     if let Err(e) = if_ioctl(ifname, SIOCETHTOOL, &mut info) {
-        return Err(if e.raw_os_error() == Some(libc::EOPNOTSUPP) {
-            "its driver cannot stamp packets in hardware (EOPNOTSUPP)".to_string()
-        } else {
-            format!("asking its driver what it stamps failed: {e}")
-        });
+        return Err(if e.raw_os_error() == Some(libc::EOPNOTSUPP) { NicError::NotSupported } else { NicError::Ask(e) });
     }
     let phc = judge(&info)?;
     let mut cfg = HwtstampConfig::default();
@@ -104,29 +144,26 @@ fn capabilities(ifname: &str) -> Result<(Option<HwtstampConfig>, u32), String> {
 
 /// The index of the PTP hardware clock a driver described by `info` stamps every packet against,
 /// or why it cannot.
-fn judge(info: &EthtoolTsInfo) -> Result<u32, String> {
+fn judge(info: &EthtoolTsInfo) -> Result<u32, NicError> {
     if info.so_timestamping & HARDWARE != HARDWARE {
-        return Err("its driver stamps packets in software only, not in hardware (ethtool -T shows what it can)".into());
+        return Err(NicError::SoftwareOnly);
     }
     if info.tx_types & (1 << HWTSTAMP_TX_ON) == 0 {
-        return Err("its driver cannot stamp packets it sends (no HWTSTAMP_TX_ON)".into());
+        return Err(NicError::NoTransmitStamps);
     }
     if info.rx_filters & (1 << HWTSTAMP_FILTER_ALL) == 0 {
-        return Err("its NIC stamps only some received packets, such as PTP's, not every one (no HWTSTAMP_FILTER_ALL)".into());
+        return Err(NicError::NotEveryPacket);
     }
-    u32::try_from(info.phc_index).map_err(|_| "it has no PTP hardware clock to read its stamps against".to_string())
+    u32::try_from(info.phc_index).map_err(|_| NicError::NoClock)
 }
 
 /// Can `ifname` stamp every packet in hardware, and may this process switch it to (or find it
 /// already switched) and read its clock? `Err` says why not, in words for "IFACE cannot stamp in
 /// hardware: …".
-pub fn hardware_timestamping(ifname: &str) -> Result<(), String> {
+pub fn hardware_timestamping(ifname: &str) -> Result<(), NicError> {
     let (cfg, phc) = capabilities(ifname)?;
     if !cfg.is_some_and(|c| stamps_everything(&c)) && !has_net_admin() {
-        return Err(format!(
-            "switching it to stamp every packet needs CAP_NET_ADMIN: run as root, or switch it first \
-             (hwstamp_ctl -i {ifname} -t 1 -r 1)"
-        ));
+        return Err(NicError::NeedsNetAdmin { ifname: Some(ifname.into()) });
     }
     PhcClock::open(phc).map(|_| ())
 }
@@ -156,7 +193,7 @@ pub struct NicStamping {
 }
 
 impl NicStamping {
-    pub fn enable(ifname: &str) -> Result<NicStamping, String> {
+    pub fn enable(ifname: &str) -> Result<NicStamping, NicError> {
         let (cfg, phc_index) = capabilities(ifname)?;
         let phc = PhcClock::open(phc_index)?;
         let mut previous = None;
@@ -166,15 +203,15 @@ impl NicStamping {
             let mut want = HwtstampConfig { flags: 0, tx_type: HWTSTAMP_TX_ON, rx_filter: HWTSTAMP_FILTER_ALL };
             if let Err(e) = if_ioctl(ifname, SIOCSHWTSTAMP, &mut want) {
                 return Err(if e.raw_os_error() == Some(libc::EPERM) {
-                    "switching it to stamp every packet needs CAP_NET_ADMIN: run as root".to_string()
+                    NicError::NeedsNetAdmin { ifname: None }
                 } else {
-                    format!("its driver refused to stamp every packet: {e}")
+                    NicError::Refused(e)
                 });
             }
             // The driver writes back what it applied; a narrower filter would leave replies unstamped.
             if !stamps_everything(&want) {
                 let _ = if_ioctl(ifname, SIOCSHWTSTAMP, &mut { cfg });
-                return Err(format!("its driver applied rx filter {} instead of every packet", want.rx_filter));
+                return Err(NicError::Filter(want.rx_filter));
             }
             previous = Some(cfg);
         }
@@ -196,11 +233,11 @@ pub struct PhcClock {
 }
 
 impl PhcClock {
-    pub fn open(index: u32) -> Result<PhcClock, String> {
+    pub fn open(index: u32) -> Result<PhcClock, NicError> {
         let path = format!("/dev/ptp{index}");
-        let file = File::open(&path).map_err(|e| format!("cannot read its clock {path}: {e}"))?;
+        let file = File::open(&path).map_err(|err| NicError::Clock { path: path.clone(), err })?;
         let c = PhcClock { file };
-        c.read().map_err(|e| format!("cannot read its clock {path}: {e}"))?;
+        c.read().map_err(|err| NicError::Clock { path, err })?;
         Ok(c)
     }
 
@@ -237,22 +274,22 @@ mod tests {
     #[test]
     fn only_a_driver_that_stamps_every_packet_against_a_clock_will_do() {
         let all = (1 << HWTSTAMP_TX_ON) | 1;
-        assert_eq!(judge(&info(HARDWARE | 0x1a, all, 1 << HWTSTAMP_FILTER_ALL, 2)), Ok(2));
+        assert_eq!(judge(&info(HARDWARE | 0x1a, all, 1 << HWTSTAMP_FILTER_ALL, 2)).ok(), Some(2));
         // Software stamps only (what lo, veth and virtio report).
-        assert!(judge(&info(0x1a, 0, 0, -1)).unwrap_err().contains("software only"));
+        assert!(judge(&info(0x1a, 0, 0, -1)).unwrap_err().to_string().contains("software only"));
         // A PTP-only NIC: its receive filters stop at PTP events (HWTSTAMP_FILTER_PTP_V2_EVENT = 12).
-        assert!(judge(&info(HARDWARE, all, 1 << 12, 0)).unwrap_err().contains("not every one"));
-        assert!(judge(&info(HARDWARE, 1, 1 << HWTSTAMP_FILTER_ALL, 0)).unwrap_err().contains("HWTSTAMP_TX_ON"));
-        assert!(judge(&info(HARDWARE, all, 1 << HWTSTAMP_FILTER_ALL, -1)).unwrap_err().contains("no PTP hardware clock"));
+        assert!(judge(&info(HARDWARE, all, 1 << 12, 0)).unwrap_err().to_string().contains("not every one"));
+        assert!(judge(&info(HARDWARE, 1, 1 << HWTSTAMP_FILTER_ALL, 0)).unwrap_err().to_string().contains("HWTSTAMP_TX_ON"));
+        assert!(judge(&info(HARDWARE, all, 1 << HWTSTAMP_FILTER_ALL, -1)).unwrap_err().to_string().contains("no PTP hardware clock"));
     }
 
     #[test]
     fn loopback_cannot_stamp_in_hardware_and_says_why() {
-        let e = hardware_timestamping("lo").unwrap_err();
+        let e = hardware_timestamping("lo").unwrap_err().to_string();
         assert!(e.contains("EOPNOTSUPP") || e.contains("software only"), "{e}");
         assert!(NicStamping::enable("lo").is_err());
         assert!(hardware_timestamping("no-such-interface-x").is_err());
-        assert!(hardware_timestamping("a-name-longer-than-ifnamsiz").unwrap_err().contains("too long"));
+        assert!(hardware_timestamping("a-name-longer-than-ifnamsiz").unwrap_err().to_string().contains("too long"));
     }
 
     #[test]

@@ -5,8 +5,9 @@
 //! TCP on the same port (memcached listens on both), since UDP sets could be lost silently.
 
 use crate::engine::count_reason;
+use crate::error::{Kind, Problem};
 use crate::protocol::{OpKind, Outcome, Parsed, Protocol, Request};
-use crate::workload::Workload;
+use crate::workload::{Workload, WorkloadError};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
@@ -31,23 +32,64 @@ pub struct PreloadResult {
     pub bytes: u64,
 }
 
-/// The protocol used to store keys for `protocol`, or why there is nothing to store.
-fn store_protocol(protocol: &Protocol) -> Result<Protocol, String> {
-    match protocol {
-        Protocol::MemcachedUdp => Ok(Protocol::MemcachedAscii),
-        p if p.has_keys() => Ok(p.clone()),
-        p => Err(format!("{}:// has no keys to preload: `tailwise load` is for memcached and redis targets", p.name())),
+/// Why the keys could not all be stored.
+#[derive(Debug, thiserror::Error)]
+pub enum PreloadError {
+    #[error("{0}:// has no keys to preload")]
+    NoKeys(&'static str),
+    #[error(transparent)]
+    Workload(#[from] WorkloadError),
+    #[error("cannot connect to {addr}: {err}")]
+    Connect { addr: SocketAddr, err: std::io::Error },
+    #[error("sending sets to {addr} failed: {err}")]
+    Send { addr: SocketAddr, err: std::io::Error },
+    #[error("no reply from {addr} to a set: {err}")]
+    NoReply { addr: SocketAddr, err: std::io::Error },
+    #[error("{0} closed the connection during the preload")]
+    Closed(SocketAddr),
+    /// A reply that is not a set's (`outcome` as the codec parsed it).
+    #[error("unexpected reply to a set from {addr}: {outcome:?}")]
+    Unexpected { addr: SocketAddr, outcome: Outcome },
+    #[error("malformed reply from {addr}: {reason}")]
+    Malformed { addr: SocketAddr, reason: String },
+    #[error("preload thread panicked")]
+    Panicked,
+}
+
+impl Problem for PreloadError {
+    fn kind(&self) -> Kind {
+        match self {
+            PreloadError::NoKeys(_) | PreloadError::Workload(_) => Kind::Input,
+            _ => Kind::Target,
+        }
+    }
+
+    fn remedy(&self) -> String {
+        match self {
+            PreloadError::NoKeys(_) => "`tailwise load` is for memcached and redis targets".into(),
+            PreloadError::Workload(e) => e.remedy(),
+            _ => "check that the server runs and listens on that address".into(),
+        }
     }
 }
 
-pub fn preload(cfg: &PreloadConfig) -> Result<PreloadResult, String> {
+/// The protocol used to store keys for `protocol`, or why there is nothing to store.
+fn store_protocol(protocol: &Protocol) -> Result<Protocol, PreloadError> {
+    match protocol {
+        Protocol::MemcachedUdp => Ok(Protocol::MemcachedAscii),
+        p if p.has_keys() => Ok(p.clone()),
+        p => Err(PreloadError::NoKeys(p.name())),
+    }
+}
+
+pub fn preload(cfg: &PreloadConfig) -> Result<PreloadResult, PreloadError> {
     let protocol = store_protocol(&cfg.protocol)?;
     cfg.workload.validate()?;
     let conns = cfg.conns.clamp(1, 64).min(cfg.workload.keys as usize);
     let depth = cfg.depth.max(1);
     let t0 = Instant::now();
     let keys = cfg.workload.keys;
-    let results: Vec<Result<PreloadResult, String>> = std::thread::scope(|s| {
+    let results: Vec<Result<PreloadResult, PreloadError>> = std::thread::scope(|s| {
         let handles: Vec<_> = (0..conns as u64)
             .map(|k| {
                 let (lo, hi) = (k * keys / conns as u64, (k + 1) * keys / conns as u64);
@@ -55,7 +97,7 @@ pub fn preload(cfg: &PreloadConfig) -> Result<PreloadResult, String> {
                 s.spawn(move || store_range(cfg, protocol, lo..hi, depth))
             })
             .collect();
-        handles.into_iter().map(|h| h.join().unwrap_or_else(|_| Err("preload thread panicked".into()))).collect()
+        handles.into_iter().map(|h| h.join().unwrap_or(Err(PreloadError::Panicked))).collect()
     });
     let mut out = PreloadResult::default();
     for r in results {
@@ -71,10 +113,10 @@ pub fn preload(cfg: &PreloadConfig) -> Result<PreloadResult, String> {
     Ok(out)
 }
 
-fn store_range(cfg: &PreloadConfig, protocol: &Protocol, range: std::ops::Range<u64>, depth: usize) -> Result<PreloadResult, String> {
+fn store_range(cfg: &PreloadConfig, protocol: &Protocol, range: std::ops::Range<u64>, depth: usize) -> Result<PreloadResult, PreloadError> {
     let timeout = Duration::from_nanos(cfg.timeout_ns.max(1_000_000));
     let addr = cfg.target;
-    let mut s = TcpStream::connect_timeout(&addr, timeout).map_err(|e| format!("cannot connect to {addr}: {e}"))?;
+    let mut s = TcpStream::connect_timeout(&addr, timeout).map_err(|err| PreloadError::Connect { addr, err })?;
     s.set_nodelay(true).ok();
     s.set_read_timeout(Some(timeout)).ok();
     s.set_write_timeout(Some(timeout)).ok();
@@ -92,7 +134,7 @@ fn store_range(cfg: &PreloadConfig, protocol: &Protocol, range: std::ops::Range<
             out.bytes += value.len() as u64;
             codec.encode(&Request { id: index, kind: OpKind::Set, key: &key, value }, &mut wbuf);
         }
-        s.write_all(&wbuf).map_err(|e| format!("sending sets to {addr} failed: {e}"))?;
+        s.write_all(&wbuf).map_err(|err| PreloadError::Send { addr, err })?;
         let mut want = batch_end - next;
         rbuf.clear();
         let mut pos = 0;
@@ -107,14 +149,14 @@ fn store_range(cfg: &PreloadConfig, protocol: &Protocol, range: std::ops::Range<
                             out.errors += 1;
                             count_reason(&mut out.error_reasons, reason, 1);
                         }
-                        other => return Err(format!("unexpected reply to a set from {addr}: {other:?}")),
+                        outcome => return Err(PreloadError::Unexpected { addr, outcome }),
                     }
                 }
-                Parsed::Malformed { reason } => return Err(format!("malformed reply from {addr}: {reason}")),
+                Parsed::Malformed { reason } => return Err(PreloadError::Malformed { addr, reason }),
                 Parsed::Incomplete => {
-                    let n = s.read(&mut chunk).map_err(|e| format!("no reply from {addr} to a set: {e}"))?;
+                    let n = s.read(&mut chunk).map_err(|err| PreloadError::NoReply { addr, err })?;
                     if n == 0 {
-                        return Err(format!("{addr} closed the connection during the preload"));
+                        return Err(PreloadError::Closed(addr));
                     }
                     rbuf.extend_from_slice(&chunk[..n]);
                 }
@@ -132,7 +174,8 @@ mod tests {
     #[test]
     fn keyless_protocols_are_refused_with_the_reason() {
         let e = store_protocol(&Protocol::Http { host: "h".into(), path: "/".into() }).unwrap_err();
-        assert!(e.contains("memcached and redis"), "{e}");
+        assert!(e.to_string().contains("http:// has no keys") && e.remedy().contains("memcached and redis"), "{e}");
+        assert_eq!(e.kind(), Kind::Input);
         assert_eq!(store_protocol(&Protocol::MemcachedUdp).unwrap(), Protocol::MemcachedAscii);
     }
 }

@@ -6,6 +6,7 @@
 //! wrk2 and Lancet; Schroeder et al., NSDI'06).
 
 use crate::dist::Dist;
+use crate::error::{Kind, Problem};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
@@ -22,8 +23,30 @@ pub enum Arrival {
     LogNormal { sigma: f64 },
 }
 
+/// An inter-arrival process that does not parse.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ArrivalError {
+    #[error("lognormal arrivals need a shape > 0, not '{0}'")]
+    Shape(String),
+    #[error("unknown arrival process '{0}'")]
+    Unknown(String),
+}
+
+impl Problem for ArrivalError {
+    fn kind(&self) -> Kind {
+        Kind::Input
+    }
+
+    fn remedy(&self) -> String {
+        match self {
+            ArrivalError::Shape(_) => "write e.g. lognormal:1.0".into(),
+            ArrivalError::Unknown(_) => "use exp (Poisson), fixed, uniform or lognormal:SIGMA".into(),
+        }
+    }
+}
+
 impl Arrival {
-    pub fn parse(text: &str) -> Result<Arrival, String> {
+    pub fn parse(text: &str) -> Result<Arrival, ArrivalError> {
         match text.trim().to_ascii_lowercase().as_str() {
             "exp" | "poisson" => Ok(Arrival::Exp),
             "fixed" | "uniform-spacing" => Ok(Arrival::Fixed),
@@ -32,11 +55,9 @@ impl Arrival {
             other => match other.split_once(':') {
                 Some(("lognormal", s)) => match s.parse::<f64>() {
                     Ok(sigma) if sigma.is_finite() && sigma > 0.0 => Ok(Arrival::LogNormal { sigma }),
-                    _ => Err(format!("lognormal arrivals need a shape > 0, e.g. lognormal:1.0, not '{s}'")),
+                    _ => Err(ArrivalError::Shape(s.into())),
                 },
-                _ => Err(format!(
-                    "unknown arrival process '{other}': use exp (Poisson), fixed, uniform or lognormal:SIGMA"
-                )),
+                _ => Err(ArrivalError::Unknown(other.into())),
             },
         }
     }
@@ -187,6 +208,6 @@ mod tests {
         assert_eq!(Arrival::parse(&Arrival::Uniform.name()).unwrap(), Arrival::Uniform);
         assert!(Arrival::parse("lognormal:0").is_err());
         assert_eq!(Arrival::parse("poisson").unwrap(), Arrival::Exp);
-        assert!(Arrival::parse("gamma").unwrap_err().contains("use exp"));
+        assert!(Arrival::parse("gamma").unwrap_err().remedy().contains("use exp"));
     }
 }

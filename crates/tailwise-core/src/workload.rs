@@ -18,6 +18,7 @@
 //! hash of the index, its text the index in decimal, zero-padded to that length (never shorter than
 //! the digits of the largest index, so distinct indices give distinct keys).
 
+use crate::error::{Kind, Problem};
 use crate::protocol::OpKind;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
@@ -30,6 +31,49 @@ pub const MAX_KEY: usize = 250;
 pub const MAX_VALUE: usize = 1_000_000;
 
 pub const SIZE_KINDS: &str = "fixed:N, uniform:MIN:MAX, gev:LOC:SCALE:SHAPE, gpareto:LOC:SCALE:SHAPE, etc or usr";
+
+/// A workload setting that does not parse or does not fit.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum WorkloadError {
+    #[error("size distribution '{0}' is not valid")]
+    BadSize(String),
+    #[error("size distribution '{0}' allows sizes below 1 byte")]
+    SizeBelowOne(String),
+    #[error("Zipf exponent '{0}' must be a number of 0 or more")]
+    ZipfExponent(String),
+    #[error("unknown key popularity '{0}'")]
+    UnknownPopularity(String),
+    #[error("the key count must be at least 1")]
+    NoKeys,
+    #[error("set fraction {0} must be within 0..1")]
+    SetFraction(f64),
+    #[error("too many keys")]
+    TooManyKeys,
+    /// The key-size field, named: the problem is in it.
+    #[error("key size: {0}")]
+    KeySize(Box<WorkloadError>),
+    #[error("value size: {0}")]
+    ValueSize(Box<WorkloadError>),
+}
+
+impl Problem for WorkloadError {
+    fn kind(&self) -> Kind {
+        Kind::Input
+    }
+
+    fn remedy(&self) -> String {
+        match self {
+            WorkloadError::BadSize(_) => format!("use {SIZE_KINDS} (sizes in bytes)"),
+            WorkloadError::SizeBelowOne(_) => "sizes start at 1".into(),
+            WorkloadError::ZipfExponent(_) => "write e.g. zipf:0.99".into(),
+            WorkloadError::UnknownPopularity(_) => "use uniform or zipf:S (e.g. zipf:0.99)".into(),
+            WorkloadError::NoKeys => "give 1 key or more".into(),
+            WorkloadError::SetFraction(_) => "give a fraction of sets from 0 to 1".into(),
+            WorkloadError::TooManyKeys => format!("give keys whose largest index has at most {MAX_KEY} digits"),
+            WorkloadError::KeySize(e) | WorkloadError::ValueSize(e) => e.remedy(),
+        }
+    }
+}
 
 /// A distribution of sizes in bytes, sampled by its quantile function.
 #[derive(Clone, Debug, PartialEq)]
@@ -58,14 +102,14 @@ fn named(name: &str, for_keys: bool) -> Option<SizeDist> {
 impl SizeDist {
     /// Parse `fixed:200`, `uniform:10:100`, `gev:30.8:8.2:0.079`, `gpareto:15:214:0.35`, `etc`,
     /// `usr` (the Facebook shapes, whose meaning depends on `for_keys`), or a bare number.
-    pub fn parse(spec: &str, for_keys: bool) -> Result<SizeDist, String> {
+    pub fn parse(spec: &str, for_keys: bool) -> Result<SizeDist, WorkloadError> {
         let spec = spec.trim().to_ascii_lowercase();
         if let Some(d) = named(&spec, for_keys) {
             return Ok(d);
         }
         let parts: Vec<&str> = spec.split(':').collect();
         let nums: Result<Vec<f64>, _> = parts[1..].iter().map(|p| p.trim_end_matches('b').parse::<f64>()).collect();
-        let bad = || format!("size distribution '{spec}' is not valid: use {SIZE_KINDS} (sizes in bytes)");
+        let bad = || WorkloadError::BadSize(spec.clone());
         let nums = nums.map_err(|_| bad())?;
         if nums.iter().any(|v| !v.is_finite()) {
             return Err(bad());
@@ -82,7 +126,7 @@ impl SizeDist {
         };
         if let SizeDist::Fixed(n) | SizeDist::Uniform { lo: n, .. } = d {
             if n < 1.0 {
-                return Err(format!("size distribution '{spec}' allows sizes below 1 byte: sizes start at 1"));
+                return Err(WorkloadError::SizeBelowOne(spec));
             }
         }
         Ok(d)
@@ -131,7 +175,7 @@ pub enum Popularity {
 }
 
 impl Popularity {
-    pub fn parse(spec: &str) -> Result<Popularity, String> {
+    pub fn parse(spec: &str) -> Result<Popularity, WorkloadError> {
         let s = spec.trim().to_ascii_lowercase();
         if s == "uniform" {
             return Ok(Popularity::Uniform);
@@ -139,9 +183,9 @@ impl Popularity {
         match s.split_once(':') {
             Some(("zipf", e)) => match e.parse::<f64>() {
                 Ok(v) if v.is_finite() && v >= 0.0 => Ok(Popularity::Zipf(v)),
-                _ => Err(format!("Zipf exponent '{e}' must be a number of 0 or more, e.g. zipf:0.99")),
+                _ => Err(WorkloadError::ZipfExponent(e.into())),
             },
-            _ => Err(format!("unknown key popularity '{spec}': use uniform or zipf:S (e.g. zipf:0.99)")),
+            _ => Err(WorkloadError::UnknownPopularity(spec.into())),
         }
     }
 }
@@ -194,15 +238,29 @@ fn values() -> &'static [u8] {
 }
 
 impl Workload {
-    pub fn validate(&self) -> Result<(), String> {
+    /// A workload from its settings as users write them (`SizeDist::parse`, `Popularity::parse`),
+    /// validated.
+    pub fn parse(keys: u64, key_size: &str, value_size: &str, popularity: &str, set_fraction: f64) -> Result<Workload, WorkloadError> {
+        let w = Workload {
+            keys,
+            key_size: SizeDist::parse(key_size, true).map_err(|e| WorkloadError::KeySize(Box::new(e)))?,
+            value_size: SizeDist::parse(value_size, false).map_err(|e| WorkloadError::ValueSize(Box::new(e)))?,
+            popularity: Popularity::parse(popularity)?,
+            set_fraction,
+        };
+        w.validate()?;
+        Ok(w)
+    }
+
+    pub fn validate(&self) -> Result<(), WorkloadError> {
         if self.keys == 0 {
-            return Err("the key count must be at least 1".into());
+            return Err(WorkloadError::NoKeys);
         }
         if !(0.0..=1.0).contains(&self.set_fraction) {
-            return Err(format!("set fraction {} must be within 0..1", self.set_fraction));
+            return Err(WorkloadError::SetFraction(self.set_fraction));
         }
         if digits(self.keys - 1) > MAX_KEY {
-            return Err("too many keys".into());
+            return Err(WorkloadError::TooManyKeys);
         }
         Ok(())
     }
@@ -365,10 +423,12 @@ mod tests {
 
     #[test]
     fn parse_errors_name_the_fix() {
-        assert!(SizeDist::parse("gev:1:0:1", true).unwrap_err().contains("gpareto"));
-        assert!(SizeDist::parse("fixed:0", false).unwrap_err().contains("1 byte"));
+        assert!(SizeDist::parse("gev:1:0:1", true).unwrap_err().remedy().contains("gpareto"));
+        assert!(SizeDist::parse("fixed:0", false).unwrap_err().to_string().contains("1 byte"));
         assert_eq!(SizeDist::parse("200", false).unwrap(), SizeDist::Fixed(200.0));
-        assert!(Popularity::parse("zipf:-1").unwrap_err().contains("zipf:0.99"));
-        assert!(Popularity::parse("hot").unwrap_err().contains("uniform"));
+        assert!(Popularity::parse("zipf:-1").unwrap_err().remedy().contains("zipf:0.99"));
+        assert!(Popularity::parse("hot").unwrap_err().remedy().contains("uniform"));
+        let e = Workload::parse(10, "gev:1:0:1", "200", "uniform", 0.0).unwrap_err();
+        assert!(e.to_string().starts_with("key size: ") && e.remedy().contains("gpareto"), "{e}");
     }
 }

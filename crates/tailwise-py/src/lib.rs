@@ -23,11 +23,11 @@ use tailwise_core::recorder::{
 use tailwise_core::preload::{preload as run_preload, PreloadConfig};
 use tailwise_core::schedule::Arrival;
 use tailwise_core::server::{Server, ServerConfig};
-use tailwise_core::workload::{Popularity, SizeDist, Workload};
+use tailwise_core::workload::Workload;
 
 /// A data-plane problem raised as its `tailwise.errors` class, carrying the problem and the remedy
 /// as two values (`TailwiseError(problem, remedy)`), so Python never reads them out of a message.
-fn raise<E: Problem>(e: E) -> PyErr {
+pub(crate) fn raise<E: Problem>(e: E) -> PyErr {
     Python::attach(|py| {
         let class = match e.kind() {
             Kind::Input => "InputError",
@@ -57,28 +57,21 @@ fn protocol(scheme: &str, service_ns: Option<u32>, reply_pad: u32, http_host: &s
 }
 
 fn workload(keys: u64, key_size: &str, value_size: &str, popularity: &str, set_fraction: f64) -> PyResult<Workload> {
-    let w = Workload {
-        keys,
-        key_size: SizeDist::parse(key_size, true).map_err(|e| PyValueError::new_err(format!("key size: {e}")))?,
-        value_size: SizeDist::parse(value_size, false).map_err(|e| PyValueError::new_err(format!("value size: {e}")))?,
-        popularity: Popularity::parse(popularity).map_err(PyValueError::new_err)?,
-        set_fraction,
-    };
-    w.validate().map_err(PyValueError::new_err)?;
-    Ok(w)
+    Workload::parse(keys, key_size, value_size, popularity, set_fraction).map_err(raise)
 }
 
-/// The interface the kernel routes `target` (HOST:PORT) through. Raises ValueError with the reason.
+/// The interface the kernel routes `target` (HOST:PORT) through. Raises HostError with the reason
+/// (ValueError if `target` does not resolve).
 #[pyfunction]
 fn route_interface(target: &str) -> PyResult<String> {
-    tailwise_core::net::route_interface(&resolve(target)?).map_err(PyValueError::new_err)
+    tailwise_core::net::route_interface(&resolve(target)?).map_err(raise)
 }
 
 /// Whether `ifname` can stamp every packet in hardware for this process (its driver, the permission
-/// to switch it, its PTP clock): None if it can, else the reason.
+/// to switch it, its PTP clock): returns if it can, else raises HostError with the reason.
 #[pyfunction]
-fn hardware_timestamping(ifname: &str) -> Option<String> {
-    tailwise_core::nic::hardware_timestamping(ifname).err()
+fn hardware_timestamping(ifname: &str) -> PyResult<()> {
+    tailwise_core::nic::hardware_timestamping(ifname).map_err(raise)
 }
 
 /// Check a workload's fields; returns the mean key and value sizes (bytes) over a sample of keys.
@@ -93,7 +86,8 @@ fn check_workload(keys: u64, key_size: &str, value_size: &str, popularity: &str,
 }
 
 /// Store every key of the workload on `target` (memcached or redis). Returns
-/// {stored, errors, error_reasons, elapsed_ns, bytes}; raises ConnectionError or ValueError.
+/// {stored, errors, error_reasons, elapsed_ns, bytes}; raises TargetError (the target failed) or
+/// InputError (the workload; ValueError if `target` does not resolve).
 #[pyfunction]
 #[pyo3(signature = (target, scheme, *, keys, key_size, value_size, conns=4, depth=64, timeout_ns=2_000_000_000))]
 #[allow(clippy::too_many_arguments)]
@@ -106,13 +100,7 @@ fn preload<'py>(py: Python<'py>, target: &str, scheme: &str, keys: u64, key_size
         depth,
         timeout_ns,
     };
-    let r = py.detach(|| run_preload(&cfg)).map_err(|msg| {
-        if msg.contains("has no keys") {
-            PyValueError::new_err(msg)
-        } else {
-            PyConnectionError::new_err(msg)
-        }
-    })?;
+    let r = py.detach(|| run_preload(&cfg)).map_err(raise)?;
     let d = PyDict::new(py);
     d.set_item("stored", r.stored)?;
     d.set_item("errors", r.errors)?;
@@ -129,17 +117,17 @@ fn resolve(addr: &str) -> PyResult<SocketAddr> {
         .ok_or_else(|| PyValueError::new_err(format!("'{addr}' resolves to no address")))
 }
 
-/// Parse a distribution; returns (canonical spec, mean_ns). Raises ValueError naming the fix.
+/// Parse a distribution; returns (canonical spec, mean_ns). Raises InputError naming the fix.
 #[pyfunction]
 fn parse_dist(spec: &str) -> PyResult<(String, f64)> {
-    let d = Dist::parse(spec).map_err(PyValueError::new_err)?;
+    let d = Dist::parse(spec).map_err(raise)?;
     Ok((d.spec(), d.mean_ns()))
 }
 
-/// Parse an inter-arrival process name; returns its canonical name. Raises ValueError naming the fix.
+/// Parse an inter-arrival process name; returns its canonical name. Raises InputError naming the fix.
 #[pyfunction]
 fn parse_arrival(text: &str) -> PyResult<String> {
-    Arrival::parse(text).map(|a| a.name()).map_err(PyValueError::new_err)
+    Arrival::parse(text).map(|a| a.name()).map_err(raise)
 }
 
 /// CLOCK_MONOTONIC in ns, the clock of every data-plane timestamp.
@@ -204,7 +192,7 @@ impl PyServer {
         let cfg = ServerConfig {
             listen: resolve(listen)?,
             workers,
-            service: Dist::parse(service).map_err(PyValueError::new_err)?,
+            service: Dist::parse(service).map_err(raise)?,
             seed,
             pin,
             busy_poll,
@@ -391,7 +379,7 @@ impl PyEngine {
             threads,
             conns,
             outstanding,
-            arrival: Arrival::parse(arrival).map_err(PyValueError::new_err)?,
+            arrival: Arrival::parse(arrival).map_err(raise)?,
             sample_every,
             timeout_ns,
             late_ns,

@@ -1,12 +1,12 @@
 //! Bindings of the queueing model (`tailwise_core::model`): `model_sojourn` and `model_summary`.
-//! Each validates its arguments (ValueError with a one-line message naming
-//! the fix), then simulates with the interpreter released (`py.detach`).
+//! Each validates its arguments (InputError with the problem and its fix, `model::ModelError`),
+//! then simulates with the interpreter released (`py.detach`).
 
-use pyo3::exceptions::PyValueError;
+use crate::raise;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
 use tailwise_core::dist::Dist;
-use tailwise_core::model;
+use tailwise_core::model::{self, ModelError};
 
 /// At most this many customers are kept (8 bytes each: 800 MB).
 pub(crate) const MAX_CUSTOMERS: usize = 100_000_000;
@@ -23,23 +23,26 @@ struct Setup {
     warmup: usize,
 }
 
-fn setup(service: &str, load: f64, workers: i64, n: i64, warmup: i64) -> PyResult<Setup> {
-    let dist = Dist::parse(service).map_err(PyValueError::new_err)?;
-    if !(1..=MAX_WORKERS).contains(&workers) {
-        return Err(PyValueError::new_err(format!("workers={workers} is outside 1..{MAX_WORKERS}: give the server's worker count, e.g. workers=1")));
+/// `n` unless it is outside `low..=high`.
+fn within(what: &'static str, counted: &'static str, n: i64, low: i64, high: i64, example: &'static str) -> Result<usize, ModelError> {
+    if (low..=high).contains(&n) {
+        Ok(n as usize)
+    } else {
+        Err(ModelError::OutOfRange { what, counted, n, low, high, example })
     }
-    if !(1..=MAX_CUSTOMERS as i64).contains(&n) {
-        return Err(PyValueError::new_err(format!("n={n} customers is outside 1..{MAX_CUSTOMERS}: give e.g. n=2000000")));
-    }
-    if !(0..=MAX_CUSTOMERS as i64).contains(&warmup) {
-        return Err(PyValueError::new_err(format!("warmup={warmup} customers is outside 0..{MAX_CUSTOMERS}: give e.g. warmup=100000")));
-    }
-    let (workers, n, warmup) = (workers as usize, n as usize, warmup as usize);
-    let rate = model::arrival_rate_for_load(&dist, load, workers).map_err(PyValueError::new_err)?;
+}
+
+fn setup(service: &str, load: f64, workers: i64, n: i64, warmup: i64) -> Result<Setup, ModelError> {
+    let dist = Dist::parse(service)?;
+    let workers = within("workers", "", workers, 1, MAX_WORKERS, "give the server's worker count, e.g. workers=1")?;
+    let max = MAX_CUSTOMERS as i64;
+    let n = within("n", " customers", n, 1, max, "give e.g. n=2000000")?;
+    let warmup = within("warmup", " customers", warmup, 0, max, "give e.g. warmup=100000")?;
+    let rate = model::arrival_rate_for_load(&dist, load, workers)?;
     Ok(Setup { dist, rate, workers, n, warmup })
 }
 
-fn simulate(s: &Setup, seed: u64) -> Result<Vec<f64>, String> {
+fn simulate(s: &Setup, seed: u64) -> Result<Vec<f64>, ModelError> {
     if s.workers == 1 {
         model::mg1_sojourn(&s.dist, s.rate, s.n, seed, s.warmup)
     } else {
@@ -47,9 +50,9 @@ fn simulate(s: &Setup, seed: u64) -> Result<Vec<f64>, String> {
     }
 }
 
-fn check_ps(ps: &[f64]) -> PyResult<()> {
+fn check_ps(ps: &[f64]) -> Result<(), ModelError> {
     match ps.iter().find(|p| !(0.0..=100.0).contains(*p)) {
-        Some(p) => Err(PyValueError::new_err(format!("percentile {p} is outside [0, 100]: give percents, e.g. 99.9"))),
+        Some(p) => Err(ModelError::Percentile(*p)),
         None => Ok(()),
     }
 }
@@ -68,13 +71,13 @@ pub fn model_sojourn<'py>(
     seed: u64,
     warmup: i64,
 ) -> PyResult<Bound<'py, PyBytes>> {
-    let s = setup(service, load, workers, n, warmup)?;
+    let s = setup(service, load, workers, n, warmup).map_err(raise)?;
     let bytes = py
         .detach(|| {
             simulate(&s, seed)
                 .map(|t| t.iter().flat_map(|v| v.to_le_bytes()).collect::<Vec<u8>>())
         })
-        .map_err(PyValueError::new_err)?;
+        .map_err(raise)?;
     Ok(PyBytes::new(py, &bytes))
 }
 
@@ -95,13 +98,13 @@ pub fn model_summary<'py>(
     seed: u64,
     warmup: i64,
 ) -> PyResult<Bound<'py, PyDict>> {
-    check_ps(&ps)?;
-    let s = setup(service, load, workers, n, warmup)?;
+    check_ps(&ps).map_err(raise)?;
+    let s = setup(service, load, workers, n, warmup).map_err(raise)?;
     let (mean, values) = py
         .detach(|| {
             simulate(&s, seed).map(|mut t| (model::mean(&t), model::percentiles(&mut t, &ps)))
         })
-        .map_err(PyValueError::new_err)?;
+        .map_err(raise)?;
     let d = PyDict::new(py);
     d.set_item("percentiles", values)?;
     d.set_item("mean_ns", mean)?;

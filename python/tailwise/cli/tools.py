@@ -116,9 +116,7 @@ def load(
     try:
         r = _core.preload(tgt.socket_addr(), tgt.scheme, keys=work.keys, key_size=work.key_size,
                           value_size=work.value_size, conns=conns, depth=depth)
-    except ConnectionError as e:
-        raise TargetError(str(e), "check that the server runs and listens on that address") from None
-    except ValueError as e:
+    except ValueError as e:  # the address does not resolve; the data plane's own problems are TailwiseErrors
         raise InputError(str(e)) from None
     out = {"target": tgt.url, "keys": work.keys, "stored": r["stored"], "errors": r["errors"],
            "error_reasons": [{"reason": m, "count": n} for m, n in r["error_reasons"]],

@@ -195,7 +195,7 @@ def model_for(summary: dict, ps: Iterable[float]) -> dict:
     if load is None:
         try:
             _, mean_ns = _core.parse_dist(service)
-        except ValueError:
+        except InputError:
             return {"model": None, "note": f"no queueing model: service {service} cannot be parsed"}
         rate = (summary.get("rate") or {}).get("achieved_rps") or cfg.get("rate_rps") or 0.0
         load, how = rate * mean_ns / 1e9 / workers, "rate × mean service"

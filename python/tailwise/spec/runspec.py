@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tailwise.spec.load import LoadSpec
-from tailwise.errors import InputError
+from tailwise.errors import HostError, InputError
 from tailwise.spec.target import KEYED, UDP_SIZE, Target, parse_targets
 from tailwise.spec.units import parse_arrival, parse_dist, parse_rate, parse_time_ns
 from tailwise.spec.workload import Workload, load_file, resolve
@@ -98,12 +98,15 @@ def hardware_stamping(addr: str) -> tuple[str, str | None]:
     interface to stamp every packet and to read its PTP clock (nic.rs)."""
     from tailwise import _core
 
+    iface = "?"
     try:
         iface = _core.route_interface(addr)
-        reason = _core.hardware_timestamping(iface)
-    except ValueError as e:
-        iface, reason = "?", str(e)
-    return iface, (f"{iface} cannot stamp in hardware: {reason}" if reason else None)
+        _core.hardware_timestamping(iface)
+    except ValueError as e:  # addr does not resolve
+        return iface, f"{iface} cannot stamp in hardware: {e}"
+    except HostError as e:
+        return iface, f"{iface} cannot stamp in hardware: {e.line()}"
+    return iface, None
 
 
 def timestamp_source(choice: str, addr: str) -> tuple[str, str | None]:

@@ -53,10 +53,8 @@ def parse_time_ns(text: str | float, *, what: str = "--duration", allow_zero: bo
         unit = "s"
     try:
         _, ns = _core.parse_dist(f"fixed:{number}{unit}")
-    except ValueError as e:
-        problem, _, remedy = str(e).partition(": use ")
-        raise InputError(f"{what} {text}: {problem}",
-                         f"use {remedy}" if remedy else f"write a number and a unit ({UNITS_TEXT})") from None
+    except InputError as e:
+        raise InputError(f"{what} {text}: {e.problem}", e.remedy or f"write a number and a unit ({UNITS_TEXT})") from None
     if ns == 0 and not allow_zero:
         raise InputError(f"{what} {text} must be positive", "give a time above zero, e.g. 3s or 500ms")
     return int(round(ns))
@@ -66,17 +64,16 @@ def parse_dist(spec: str, *, what: str = "--service") -> tuple[str, float]:
     """Validate a distribution (``fixed:10us`` …); returns (canonical spec, mean ns)."""
     try:
         return _core.parse_dist(spec)
-    except ValueError as e:
-        raise InputError(f"{what} {spec}: {e}") from None
+    except InputError as e:
+        raise InputError(f"{what} {spec}: {e.problem}", e.remedy) from None
 
 
 def parse_arrival(text: str) -> str:
     """Validate an inter-arrival process (exp, fixed, uniform, lognormal:SIGMA); its canonical name."""
     try:
         return _core.parse_arrival(str(text))
-    except ValueError as e:
-        problem, _, remedy = str(e).partition(": use ")
-        raise InputError(f"--arrival {text}: {problem}", f"use {remedy}" if remedy else "") from None
+    except InputError as e:
+        raise InputError(f"--arrival {text}: {e.problem}", e.remedy) from None
 
 
 def fmt_ns(v: float | None) -> str:

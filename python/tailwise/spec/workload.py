@@ -195,9 +195,8 @@ class Workload:
             raise InputError(f"--keys {self.keys} must be at least 1", "give --keys 1 or more")
         try:
             return _core.check_workload(self.keys, self.key_size, self.value_size, self.popularity, self.set_fraction)
-        except ValueError as e:
-            problem, _, remedy = str(e).partition(": use ")
-            raise InputError(problem, f"use {remedy}" if remedy else "see examples/workload.toml") from None
+        except InputError as e:
+            raise InputError(e.problem, e.remedy or "see examples/workload.toml") from None
 
     def as_json(self) -> dict:
         mean_key, mean_value = self.check()

@@ -46,8 +46,8 @@ def _service(spec: str) -> tuple[str, str, float, float | None]:
     """(canonical spec, kind, mean ns, lognormal σ or None); InputError unless valid with mean > 0."""
     try:
         canonical, mean = _core.parse_dist(spec)
-    except ValueError as e:
-        raise InputError(f"--service {spec}: {e}") from None
+    except InputError as e:
+        raise InputError(f"--service {spec}: {e.problem}", e.remedy) from None
     if not mean > 0:
         raise InputError(f"--service {spec} has mean zero", "the model needs a service time above zero, e.g. fixed:10us")
     parts = canonical.split(":")
@@ -113,10 +113,7 @@ def model_percentiles(
     ps = [float(p) for p in ps]
     if not all(0.0 < p <= 100.0 for p in ps):
         raise InputError(f"percentiles {ps} must be in (0, 100]", "give percents, e.g. 99.9")
-    try:
-        r = _core.model_summary(service, rho, k, ps=ps, n=n, seed=_seed(seed), warmup=warmup)
-    except ValueError as e:
-        raise InputError(str(e)) from None
+    r = _core.model_summary(service, rho, k, ps=ps, n=n, seed=_seed(seed), warmup=warmup)  # InputError as it is
     return {
         "model": model_name(k),
         "service": service,
@@ -156,10 +153,7 @@ def sojourn_sequence(
     _service(service)
     rho, k = _load(load), _workers(workers)
     n, warmup = _customers(n, "n"), _customers(warmup, "warmup", 0, DEFAULT_WARMUP)
-    try:
-        raw = _core.model_sojourn(service, rho, k, n=n, seed=_seed(seed), warmup=warmup)
-    except ValueError as e:
-        raise InputError(str(e)) from None
+    raw = _core.model_sojourn(service, rho, k, n=n, seed=_seed(seed), warmup=warmup)  # InputError as it is
     return np.frombuffer(raw, dtype="<f8")
 
 

@@ -378,7 +378,7 @@ fn validate(cfg: &EngineConfig) -> Result<(), EngineError> {
             return Err(EngineError::Probe);
         }
     }
-    cfg.workload.validate().map_err(|e| EngineError::Workload(e.to_string()))
+    cfg.workload.validate().map_err(EngineError::Workload)
 }
 
 /// Add `n` occurrences of `reason` to a list of distinct reasons with their counts.
@@ -456,7 +456,7 @@ fn open(cfg: &EngineConfig, addr: &SocketAddr) -> Result<Sock, EngineError> {
 fn nic_stamping(targets: &[SocketAddr]) -> Result<NicStamping, EngineError> {
     let mut ifaces: Vec<String> = Vec::new();
     for t in targets {
-        let i = net::route_interface(t).map_err(|e| EngineError::Route(e.to_string()))?;
+        let i = net::route_interface(t).map_err(EngineError::Route)?;
         if !ifaces.contains(&i) {
             ifaces.push(i);
         }
@@ -465,7 +465,7 @@ fn nic_stamping(targets: &[SocketAddr]) -> Result<NicStamping, EngineError> {
         return Err(EngineError::Interfaces(ifaces));
     }
     let iface = ifaces.swap_remove(0);
-    NicStamping::enable(&iface).map_err(|e| EngineError::NoHardwareStamps { why: e.to_string(), iface })
+    NicStamping::enable(&iface).map_err(|err| EngineError::NoHardwareStamps { err, iface })
 }
 
 /// The probe thread's configuration: its own connections, one request outstanding on each,

@@ -4,7 +4,9 @@
 //! (`Display`) and its remedy apart (`Problem::remedy`); nothing branches on the text.
 
 use crate::error::{Kind, Problem};
-use crate::net::StampClock;
+use crate::net::{RouteError, StampClock};
+use crate::nic::NicError;
+use crate::workload::WorkloadError;
 use std::io;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -32,9 +34,9 @@ pub enum EngineError {
     Duration,
     #[error("the probe needs at least 1 connection and a positive rate")]
     Probe,
-    /// The workload's own check (workload.rs), as it says it.
+    /// The workload's own check (workload.rs).
     #[error("{0}")]
-    Workload(String),
+    Workload(WorkloadError),
     #[error("cannot open a UDP socket: {0}")]
     UdpSocket(io::Error),
     #[error("cannot connect to {addr} (UDP): {err}")]
@@ -45,17 +47,17 @@ pub enum EngineError {
     SocketOption { what: &'static str, addr: SocketAddr, err: io::Error },
     #[error("{clock:?} timestamps (SO_TIMESTAMPING) refused: {err}")]
     Timestamps { clock: StampClock, err: io::Error },
-    /// `--timestamps nic`: the route to a target, as net.rs says it.
+    /// `--timestamps nic`: the route to a target (net.rs).
     #[error("--timestamps nic: {0}")]
-    Route(String),
+    Route(RouteError),
     #[error(
         "--timestamps nic: the targets are reached through {} interfaces ({}); a run reads one NIC's clock",
         .0.len(), .0.join(", ")
     )]
     Interfaces(Vec<String>),
-    /// `--timestamps nic`: the interface cannot stamp, as nic.rs says why.
-    #[error("--timestamps nic: {iface} cannot stamp in hardware: {why}")]
-    NoHardwareStamps { iface: String, why: String },
+    /// `--timestamps nic`: the interface cannot stamp (nic.rs says why).
+    #[error("--timestamps nic: {iface} cannot stamp in hardware: {err}")]
+    NoHardwareStamps { iface: String, err: NicError },
     #[error("cannot start engine thread: {0}")]
     Spawn(io::Error),
     /// A test hook asked of a build without them (the `test-hooks` feature).
@@ -87,6 +89,9 @@ impl Problem for EngineError {
             },
             ConnectUdp { .. } => CHECK_TARGET.into(),
             Interfaces(_) => "give targets behind one interface, or use --timestamps kernel".into(),
+            Workload(e) => e.remedy(),
+            Route(e) => e.remedy(),
+            NoHardwareStamps { err, .. } => err.remedy(),
             NoTestHooks => "unset TAILWISE_TEST_ENGINE_STALL, or build with the test-hooks feature \
                             (MATURIN_PEP517_ARGS=\"--features test-hooks\", as scripts/test does)"
                 .into(),

@@ -19,7 +19,8 @@
 //! Lines end in CRLF only (a bare LF is not accepted, RFC 9112 §2.2 allows either choice).
 
 use super::wire::{self, line, Line};
-use super::{Codec, Outcome, Parsed, Request, MAX_REPLY};
+use super::{Codec, Malformed, Outcome, Parsed, Request, MAX_REPLY};
+use std::mem::MaybeUninit;
 
 /// Longest status line plus header section (and longest trailer section).
 pub const MAX_HEAD: usize = 16 * 1024;
@@ -110,85 +111,134 @@ fn content_length(v: &[u8]) -> Option<u64> {
     n
 }
 
-/// Status line and header fields of `head` (which ends with the empty line).
-fn parse_head(head: &[u8]) -> Result<(Framing, Outcome), String> {
-    let fields = &head[..head.len() - 4];
-    let mut start = 0;
-    let mut lines = memchr::memchr_iter(b'\n', fields).chain([fields.len()]).map(|end| {
-        let l = &fields[start..end];
-        start = end + 1;
-        l.strip_suffix(b"\r").unwrap_or(l)
-    });
-    let status_line = lines.next().unwrap_or_default();
-    let bad_status = || format!("bad HTTP status line {}", wire::show(status_line));
-    let rest = status_line.strip_prefix(b"HTTP/1.").ok_or_else(bad_status)?;
-    let (code, reason) = match rest {
-        [v, b' ', c0, c1, c2, tail @ ..] if v.is_ascii_digit() && (tail.is_empty() || tail[0] == b' ') => {
-            let code = wire::parse_decimal(&[*c0, *c1, *c2], 999).ok_or_else(bad_status)? as u16;
-            (code, tail.get(1..).unwrap_or_default())
-        }
-        _ => return Err(bad_status()),
+/// Header fields parsed on the stack; a head with more is parsed again with room for as many as
+/// [`MAX_HEAD`] bytes can hold (a field is at least `a:` and an LF).
+const HEADERS: usize = 64;
+
+/// httparse as RFC 9112 has a client read a response: folded lines (obs-fold, §5.2) are kept in
+/// the value, so that `read_head` can refuse them where they would frame the body.
+fn httparse_config() -> httparse::ParserConfig {
+    let mut c = httparse::ParserConfig::default();
+    c.allow_obsolete_multiline_headers_in_responses(true);
+    c
+}
+
+/// Status line and header fields of `head` (which ends with the empty line): the syntax by
+/// `httparse`, the framing (RFC 9112 §6.3) here.
+fn parse_head(head: &[u8]) -> Result<(Framing, Outcome), Malformed> {
+    // Uninitialised: httparse writes the fields it finds (zeroing 64 of them cost a third more).
+    match read_head(head, &mut [const { MaybeUninit::uninit() }; HEADERS])? {
+        Some(h) => Ok(h),
+        None => read_head(head, &mut vec![MaybeUninit::uninit(); MAX_HEAD / 3 + 1])?
+            .ok_or_else(|| Malformed(format!("reply head with more header fields than {MAX_HEAD} bytes hold"))),
+    }
+}
+
+/// `parse_head` with room for `headers.len()` fields: `None` if there are more.
+fn read_head<'b>(head: &'b [u8], headers: &mut [MaybeUninit<httparse::Header<'b>>]) -> Result<Option<(Framing, Outcome)>, Malformed> {
+    let bad_status = || Malformed(format!("bad HTTP status line {}", wire::show(status_line(head))));
+    let mut r = httparse::Response::new(&mut []);
+    // httparse skips empty lines before the status line; a reply stream has none.
+    let parsed = match head.starts_with(b"HTTP/") {
+        true => httparse_config().parse_response_with_uninit_headers(&mut r, head, headers),
+        false => Err(httparse::Error::Version),
     };
+    match parsed {
+        Ok(httparse::Status::Complete(n)) if n == head.len() => {}
+        // An empty line (by a bare LF) before the CRLF CRLF that ends the head.
+        Ok(httparse::Status::Complete(n)) => return Err(Malformed(format!("bad header line {}", wire::show(&head[n..])))),
+        Err(httparse::Error::TooManyHeaders) => return Ok(None),
+        Ok(httparse::Status::Partial) | Err(httparse::Error::Version | httparse::Error::Status) => return Err(bad_status()),
+        Err(_) => return Err(bad_header(head)),
+    }
+    let code = r.code.unwrap_or_default();
     if code < 100 {
         return Err(bad_status());
     }
-    let mut length: Option<u64> = None;
-    let mut chunked: Option<bool> = None;
-    let mut framing_field = false;
-    for l in lines {
-        if l.first().is_some_and(|&b| is_ows(b)) {
-            // obs-fold continues the previous field: harmless unless that field frames the body.
-            if framing_field {
-                return Err(format!("folded Content-Length or Transfer-Encoding line {}", wire::show(l)));
-            }
+    let (mut length, mut chunked): (Option<u64>, Option<bool>) = (None, None);
+    for h in r.headers.iter() {
+        let is_length = h.name.eq_ignore_ascii_case("content-length");
+        if !is_length && !h.name.eq_ignore_ascii_case("transfer-encoding") {
             continue;
         }
-        let colon = l.iter().position(|&b| b == b':').ok_or_else(|| format!("bad header line {}", wire::show(l)))?;
-        let (name, value) = (&l[..colon], trim_ows(&l[colon + 1..]));
-        if name.is_empty() || name.iter().any(|&b| is_ows(b)) {
-            return Err(format!("bad header line {}", wire::show(l)));
+        if folded(head, h.value) {
+            return Err(Malformed(format!("folded Content-Length or Transfer-Encoding line {}", wire::show(h.value))));
         }
-        framing_field = false;
-        if name.eq_ignore_ascii_case(b"content-length") {
-            framing_field = true;
+        let value = trim_ows(h.value);
+        if is_length {
             let n = content_length(value)
                 .filter(|&n| length.is_none_or(|m| m == n))
-                .ok_or_else(|| format!("bad or conflicting Content-Length {}", wire::show(value)))?;
+                .ok_or_else(|| Malformed(format!("bad or conflicting Content-Length {}", wire::show(value))))?;
             length = Some(n);
-        } else if name.eq_ignore_ascii_case(b"transfer-encoding") {
-            framing_field = true;
+        } else {
             let last = value.rsplit(|&b| b == b',').next().map(trim_ows).unwrap_or_default();
             chunked = Some(last.eq_ignore_ascii_case(b"chunked"));
         }
     }
-    let framing = match (code, chunked, length) {
-        (101, ..) => return Err("101 Switching Protocols on a GET: not an HTTP/1.1 reply stream".into()),
+    Ok(Some((framing(code, chunked, length)?, outcome(code, head))))
+}
+
+/// Whether the field whose value is `value` (a slice of `head`, trimmed by httparse) is folded:
+/// continued on a line that starts with whitespace (obs-fold), even one of whitespace alone.
+fn folded(head: &[u8], value: &[u8]) -> bool {
+    let end = (value.as_ptr() as usize).wrapping_sub(head.as_ptr() as usize).saturating_add(value.len()).min(head.len());
+    value.contains(&b'\n') || memchr::memchr(b'\n', &head[end..]).is_some_and(|lf| head.get(end + lf + 1).is_some_and(|&b| is_ows(b)))
+}
+
+/// The body's framing by status and framing fields (RFC 9112 §6.3).
+fn framing(code: u16, chunked: Option<bool>, length: Option<u64>) -> Result<Framing, Malformed> {
+    Ok(match (code, chunked, length) {
+        (101, ..) => return Err(Malformed("101 Switching Protocols on a GET: not an HTTP/1.1 reply stream".into())),
         (100..=199, ..) => Framing::Interim,
         (204 | 304, ..) => Framing::Empty,
         // Transfer-Encoding overrides Content-Length (RFC 9112 §6.3 rule 3).
         (_, Some(true), _) => Framing::Chunked,
         (_, None, Some(n)) if n > MAX_REPLY as u64 => {
-            return Err(format!("body of {n} bytes above the limit {MAX_REPLY}"))
+            return Err(Malformed(format!("body of {n} bytes above the limit {MAX_REPLY}")))
         }
         (_, None, Some(n)) => Framing::Length(n as usize),
-        _ => return Err("reply without Content-Length or chunked encoding: keep-alive measurement impossible".into()),
-    };
-    let outcome = if (100..400).contains(&code) {
-        Outcome::Done
-    } else {
-        Outcome::Error(format!("HTTP {code} {}", wire::text(trim_ows(reason))).trim_end().to_owned())
-    };
-    Ok((framing, outcome))
+        _ => {
+            return Err(Malformed(
+                "reply without Content-Length or chunked encoding: keep-alive measurement impossible".into(),
+            ))
+        }
+    })
 }
 
-/// The length of the head ending in the first CRLF CRLF of `buf`, looking at LFs from `from` on
-/// (those before were looked at by an earlier call).
+/// The first line of `head`, without its line end.
+fn status_line(head: &[u8]) -> &[u8] {
+    let line = &head[..memchr::memchr(b'\n', head).unwrap_or(head.len())];
+    line.strip_suffix(b"\r").unwrap_or(line)
+}
+
+/// 2xx and 3xx are done; any other status an error named by its code and reason phrase (taken
+/// from the raw status line, which httparse has checked: it empties a phrase with obs-text).
+fn outcome(code: u16, head: &[u8]) -> Outcome {
+    if (100..400).contains(&code) {
+        return Outcome::Done;
+    }
+    let reason = status_line(head).get(b"HTTP/1.1 200 ".len()..).unwrap_or_default();
+    Outcome::Error(format!("HTTP {code} {}", wire::text(trim_ows(reason))).trim_end().to_owned())
+}
+
+/// The first header line httparse refuses, as the reason (the head is malformed: a cold path).
+fn bad_header(head: &[u8]) -> Malformed {
+    let fields = &head[..head.len() - 2];
+    let refused = |l: &&[u8]| {
+        let folded = l.first().is_some_and(|&b| is_ows(b));
+        !folded && httparse::parse_headers(&[l, &b"\r\n"[..]].concat(), &mut [httparse::EMPTY_HEADER; 1]).is_err()
+    };
+    let line = fields.split_inclusive(|&b| b == b'\n').skip(1).find(refused).unwrap_or(fields);
+    let line = line.strip_suffix(b"\n").unwrap_or(line);
+    Malformed(format!("bad header line {}", wire::show(line.strip_suffix(b"\r").unwrap_or(line))))
+}
+
+/// The length of the head ending in the first CRLF CRLF of `buf`, searching from `from` on (the
+/// bytes before were searched by an earlier call).
 fn head_end(buf: &[u8], from: usize) -> Option<usize> {
-    let from = from.min(buf.len());
-    memchr::memchr_iter(b'\n', &buf[from..])
-        .map(|i| from + i)
-        .find(|&i| i >= 3 && &buf[i - 3..=i] == b"\r\n\r\n")
-        .map(|i| i + 1)
+    // Back 3 bytes: the CRLF CRLF may straddle the end of the earlier search.
+    let from = from.min(buf.len()).saturating_sub(3);
+    wire::find_crlf_crlf(&buf[from..]).map(|i| from + i + 4)
 }
 
 /// The size of a chunk-size line `<hex>[BWS][;ext...]` (RFC 9112 §7.1); sizes above
@@ -205,23 +255,23 @@ fn chunk_size(l: &[u8]) -> Option<usize> {
 
 impl State {
     /// Advance through a chunked body; `Ok(Some(end))` when the reply is complete.
-    fn chunks(&mut self, buf: &[u8]) -> Result<Option<usize>, String> {
+    fn chunks(&mut self, buf: &[u8]) -> Result<Option<usize>, Malformed> {
         let Some(Head { body: Body::Chunked { start, pos, size, trailers }, .. }) = &mut self.head else {
             return Ok(None);
         };
         loop {
             if *pos - *start > MAX_REPLY + MAX_HEAD {
-                return Err(format!("chunked body longer than {} bytes on the wire", MAX_REPLY + MAX_HEAD));
+                return Err(Malformed(format!("chunked body longer than {} bytes on the wire", MAX_REPLY + MAX_HEAD)));
             }
             let max = if trailers.is_some() { MAX_HEAD } else { MAX_CHUNK_LINE };
             let end = match line(&buf[*pos..], max) {
                 Line::Found { end } => *pos + end,
                 Line::Incomplete => return Ok(None),
                 Line::TooLong => {
-                    return Err(format!("chunk line longer than {max} bytes: {}", wire::show(&buf[*pos..])))
+                    return Err(Malformed(format!("chunk line longer than {max} bytes: {}", wire::show(&buf[*pos..]))))
                 }
                 Line::BareLf { at } => {
-                    return Err(format!("chunk line ended by LF without CR: {}", wire::show(&buf[*pos..*pos + at + 1])))
+                    return Err(Malformed(format!("chunk line ended by LF without CR: {}", wire::show(&buf[*pos..*pos + at + 1]))))
                 }
             };
             if let Some(trailer_start) = *trailers {
@@ -229,16 +279,16 @@ impl State {
                     return Ok(Some(end + 2));
                 }
                 if end - trailer_start > MAX_HEAD {
-                    return Err(format!("trailer section longer than {MAX_HEAD} bytes"));
+                    return Err(Malformed(format!("trailer section longer than {MAX_HEAD} bytes")));
                 }
                 *pos = end + 2;
                 continue;
             }
             let l = &buf[*pos..end];
-            let n = chunk_size(l).ok_or_else(|| format!("bad chunk size line {}", wire::show(l)))?;
+            let n = chunk_size(l).ok_or_else(|| Malformed(format!("bad chunk size line {}", wire::show(l))))?;
             *size += n;
             if *size > MAX_REPLY {
-                return Err(format!("chunked body above the limit {MAX_REPLY}"));
+                return Err(Malformed(format!("chunked body above the limit {MAX_REPLY}")));
             }
             if n == 0 {
                 *pos = end + 2;
@@ -251,10 +301,10 @@ impl State {
                 return Ok(None);
             }
             if &buf[data_end..data_end + 2] != b"\r\n" {
-                return Err(format!(
+                return Err(Malformed(format!(
                     "chunk of {n} bytes not followed by CRLF: {}",
                     wire::show(&buf[data_end..data_end + 2])
-                ));
+                )));
             }
             *pos = data_end + 2;
         }
@@ -290,7 +340,7 @@ impl Codec for Client {
                 };
                 let (framing, outcome) = match parse_head(&resp[..head_len]) {
                     Ok(h) => h,
-                    Err(reason) => return malformed(reason),
+                    Err(m) => return m.into(),
                 };
                 let body_start = st.base + head_len;
                 let body = match framing {
@@ -312,7 +362,7 @@ impl Codec for Client {
                 Some(Head { body: Body::Fixed(end), .. }) => (buf.len() >= *end).then_some(*end),
                 _ => match st.chunks(buf) {
                     Ok(end) => end,
-                    Err(reason) => return malformed(reason),
+                    Err(m) => return m.into(),
                 },
             };
             let Some(len) = end else {
@@ -482,6 +532,24 @@ mod tests {
             many.extend_from_slice(ext.as_bytes());
         }
         assert!(bad(parse(&many), "on the wire"));
+    }
+
+    #[test]
+    fn heads_parsed_by_httparse_keep_their_limits_and_words() {
+        // More fields than the stack holds: parsed again with room for any head.
+        let mut r = b"HTTP/1.1 200 OK\r\n".to_vec();
+        for i in 0..(HEADERS * 3) {
+            r.extend_from_slice(format!("X-{i}: v\r\n").as_bytes());
+        }
+        r.extend_from_slice(b"Content-Length: 2\r\n\r\nok");
+        assert_eq!(parse(&r), reply(r.len(), Outcome::Done));
+        // The reason phrase as the server wrote it, obs-text included.
+        let r = "HTTP/1.1 503 Überlastet\r\nContent-Length: 0\r\n\r\n".as_bytes();
+        assert_eq!(parse(r), reply(r.len(), Outcome::Error("HTTP 503 Überlastet".into())));
+        // An empty line before the end of the head, and empty lines before the status line.
+        assert!(bad(parse(b"HTTP/1.1 200 OK\r\nA: b\n\nContent-Length: 0\r\n\r\n"), "bad header line"));
+        assert!(bad(parse(b"\r\nHTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n"), "bad HTTP status line"));
+        assert!(bad(parse(b"HTTP/1.1 200 OK\r\nA: 1\r\nB\x01: 2\r\n\r\n"), "bad header line \"B\\x01: 2\""));
     }
 
     #[test]

@@ -75,6 +75,28 @@ pub enum Parsed {
     Malformed { reason: String },
 }
 
+/// Why bytes are not the protocol, in words (`wire::show` excerpts of them): only ever shown — as
+/// a reply's [`Parsed::Malformed`] reason or a server's refusal — never matched on.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct Malformed(pub String);
+
+impl crate::error::Problem for Malformed {
+    fn kind(&self) -> crate::error::Kind {
+        crate::error::Kind::Target
+    }
+
+    fn remedy(&self) -> String {
+        String::new()
+    }
+}
+
+impl From<Malformed> for Parsed {
+    fn from(m: Malformed) -> Parsed {
+        Parsed::Malformed { reason: m.0 }
+    }
+}
+
 /// The client side of a request/response protocol.
 pub trait Codec: Send {
     /// Append `req` to `out` (for a datagram codec, `out` is empty and receives one datagram).

@@ -22,7 +22,7 @@
 //! `HELLO 3`) are malformed.
 
 use super::wire::{self, line, push_decimal, Line};
-use super::{Codec, OpKind, Outcome, Parsed, Request, MAX_REPLY};
+use super::{Codec, Malformed, OpKind, Outcome, Parsed, Request, MAX_REPLY};
 
 /// Deepest nesting of arrays accepted.
 pub const MAX_DEPTH: usize = 8;
@@ -52,22 +52,25 @@ pub fn encode_request(req: &Request, out: &mut Vec<u8>) {
 }
 
 /// Incomplete, or (end of the value, its outcome), or why the bytes are not RESP.
-type Step = Result<Option<(usize, Outcome)>, String>;
+///
+/// RESP is parsed by hand here, not by a library: it is the timing path (one reply per request,
+/// no allocation for a hit) and the grammar is a few line types (see the table above).
+type Step = Result<Option<(usize, Outcome)>, Malformed>;
 
 /// The line starting at `start` (after the type byte): its end, `None` if incomplete.
-fn line_at(buf: &[u8], start: usize, max: usize) -> Result<Option<usize>, String> {
+fn line_at(buf: &[u8], start: usize, max: usize) -> Result<Option<usize>, Malformed> {
     match line(&buf[start..], max) {
         Line::Found { end } => Ok(Some(start + end)),
         Line::Incomplete => Ok(None),
-        Line::TooLong => Err(format!("RESP line longer than {max} bytes: {}", wire::show(&buf[start - 1..]))),
+        Line::TooLong => Err(Malformed(format!("RESP line longer than {max} bytes: {}", wire::show(&buf[start - 1..])))),
         Line::BareLf { at } => {
-            Err(format!("RESP line ended by LF without CR: {}", wire::show(&buf[start - 1..start + at + 1])))
+            Err(Malformed(format!("RESP line ended by LF without CR: {}", wire::show(&buf[start - 1..start + at + 1]))))
         }
     }
 }
 
 /// A length or integer: `-1`, or digits; anything else is an error naming the line.
-fn number(s: &[u8], what: &str) -> Result<i64, String> {
+fn number(s: &[u8], what: &str) -> Result<i64, Malformed> {
     let (neg, digits) = match s.strip_prefix(b"-") {
         Some(d) => (true, d),
         None => (false, s),
@@ -75,7 +78,7 @@ fn number(s: &[u8], what: &str) -> Result<i64, String> {
     match wire::parse_decimal(digits, i64::MAX as u64) {
         Some(n) if neg => Ok(-(n as i64)),
         Some(n) => Ok(n as i64),
-        None => Err(format!("bad {what} {}", wire::show(s))),
+        None => Err(Malformed(format!("bad {what} {}", wire::show(s)))),
     }
 }
 
@@ -89,7 +92,7 @@ fn parse_value(buf: &[u8], pos: usize, depth: usize) -> Step {
     let max = match kind {
         b'+' | b'-' => MAX_LINE,
         b'$' | b'*' | b':' | b'_' => MAX_NUMBER,
-        _ => return Err(format!("unknown RESP type byte {}", wire::show(&buf[pos..buf.len().min(pos + 32)]))),
+        _ => return Err(Malformed(format!("unknown RESP type byte {}", wire::show(&buf[pos..buf.len().min(pos + 32)])))),
     };
     let Some(end) = line_at(buf, start, max)? else {
         return Ok(None);
@@ -102,11 +105,11 @@ fn parse_value(buf: &[u8], pos: usize, depth: usize) -> Step {
         b'-' => Ok(Some((next, if top { Outcome::Error(wire::text(text)) } else { Outcome::Done }))),
         b':' => number(text, "integer").map(|_| Some((next, Outcome::Done))),
         b'_' if text.is_empty() => Ok(Some((next, Outcome::Miss))),
-        b'_' => Err(format!("bad RESP3 null {}", wire::show(&buf[pos..next]))),
+        b'_' => Err(Malformed(format!("bad RESP3 null {}", wire::show(&buf[pos..next])))),
         b'$' => match number(text, "bulk length")? {
             -1 => Ok(Some((next, Outcome::Miss))),
             n if n < 0 || n as u64 > MAX_REPLY as u64 => {
-                Err(format!("bulk length {n} out of range (-1 or 0..={MAX_REPLY})"))
+                Err(Malformed(format!("bulk length {n} out of range (-1 or 0..={MAX_REPLY})")))
             }
             n => {
                 let data_end = next + n as usize;
@@ -114,10 +117,10 @@ fn parse_value(buf: &[u8], pos: usize, depth: usize) -> Step {
                     return Ok(None);
                 }
                 if &buf[data_end..data_end + 2] != b"\r\n" {
-                    return Err(format!(
+                    return Err(Malformed(format!(
                         "bulk string of {n} bytes not followed by CRLF: {}",
                         wire::show(&buf[data_end..data_end + 2])
-                    ));
+                    )));
                 }
                 Ok(Some((data_end + 2, Outcome::Hit)))
             }
@@ -126,11 +129,11 @@ fn parse_value(buf: &[u8], pos: usize, depth: usize) -> Step {
             // b'*'
             -1 => Ok(Some((next, Outcome::Miss))),
             n if n < 0 || n as u64 > MAX_REPLY as u64 => {
-                Err(format!("array length {n} out of range (-1 or 0..={MAX_REPLY})"))
+                Err(Malformed(format!("array length {n} out of range (-1 or 0..={MAX_REPLY})")))
             }
             n => {
                 if depth >= MAX_DEPTH {
-                    return Err(format!("arrays nested more than {MAX_DEPTH} deep"));
+                    return Err(Malformed(format!("arrays nested more than {MAX_DEPTH} deep")));
                 }
                 let mut at = next;
                 for _ in 0..n {
@@ -139,7 +142,7 @@ fn parse_value(buf: &[u8], pos: usize, depth: usize) -> Step {
                         Some((e, _)) => at = e,
                     }
                     if at > MAX_REPLY {
-                        return Err(format!("array reply longer than {MAX_REPLY} bytes"));
+                        return Err(Malformed(format!("array reply longer than {MAX_REPLY} bytes")));
                     }
                 }
                 Ok(Some((at, Outcome::Done)))
@@ -169,7 +172,7 @@ impl Codec for Client {
         match parse_value(buf, 0, 0) {
             Ok(None) => Parsed::Incomplete,
             Ok(Some((len, outcome))) => Parsed::Reply { len, id: None, outcome },
-            Err(reason) => Parsed::Malformed { reason },
+            Err(m) => m.into(),
         }
     }
 }

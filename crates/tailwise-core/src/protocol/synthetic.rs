@@ -13,7 +13,7 @@
 //! id and the service time actually spun. The first byte 0xA7 is not ASCII, which lets the server
 //! tell this protocol apart from memcached's text protocol on the same port.
 
-use super::{Codec, Outcome, Parsed, Request as Req};
+use super::{Codec, Malformed, Outcome, Parsed, Request as Req};
 
 pub const MAGIC: [u8; 4] = [0xA7, b'T', b'W', 0x01];
 pub const HEADER_LEN: usize = 24;
@@ -52,27 +52,27 @@ fn u64_at(b: &[u8], i: usize) -> u64 {
     u64::from_le_bytes(b[i..i + 8].try_into().unwrap())
 }
 
-fn check_magic(buf: &[u8], what: &str) -> Result<(), String> {
+fn check_magic(buf: &[u8], what: &str) -> Result<(), Malformed> {
     let n = buf.len().min(4);
     if buf[..n] != MAGIC[..n] {
-        return Err(format!(
+        return Err(Malformed(format!(
             "not a synthetic-protocol {what}: first bytes {:02x?}, expected {:02x?}",
             &buf[..n],
             &MAGIC[..n]
-        ));
+        )));
     }
     Ok(())
 }
 
 /// Server side: one request from the front of `buf`, `Ok(None)` if incomplete.
-pub fn parse_request(buf: &[u8]) -> Result<Option<(usize, Request)>, String> {
+pub fn parse_request(buf: &[u8]) -> Result<Option<(usize, Request)>, Malformed> {
     check_magic(buf, "request")?;
     if buf.len() < HEADER_LEN {
         return Ok(None);
     }
     let r = Request { service_ns: u32_at(buf, 4), reply_pad: u32_at(buf, 8), id: u64_at(buf, 16) };
     if r.reply_pad > MAX_PAD {
-        return Err(format!("reply_pad {} above the limit {MAX_PAD}", r.reply_pad));
+        return Err(Malformed(format!("reply_pad {} above the limit {MAX_PAD}", r.reply_pad)));
     }
     Ok(Some((HEADER_LEN, r)))
 }
@@ -101,8 +101,8 @@ impl Codec for Client {
         if buf.is_empty() {
             return Parsed::Incomplete;
         }
-        if let Err(reason) = check_magic(buf, "reply") {
-            return Parsed::Malformed { reason };
+        if let Err(m) = check_magic(buf, "reply") {
+            return m.into();
         }
         if buf.len() < HEADER_LEN {
             return Parsed::Incomplete;

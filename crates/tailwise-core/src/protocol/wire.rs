@@ -1,6 +1,9 @@
 //! Small byte-level helpers shared by the codecs: decimal formatting without `format!`, line
 //! finding, number parsing, and printable excerpts of bad input for `Malformed` reasons.
 
+use memchr::memmem::Finder;
+use std::sync::LazyLock;
+
 /// Append `n` in decimal (the request encoders' hot path: no allocation beyond `out`).
 #[inline]
 pub fn push_decimal(out: &mut Vec<u8>, mut n: u64) {
@@ -34,6 +37,7 @@ pub enum Line {
 #[inline]
 pub fn line(buf: &[u8], max: usize) -> Line {
     let window = &buf[..buf.len().min(max + 2)];
+    // The LF, not the CRLF (`memmem`), is searched: a bare LF before the first CRLF must be seen.
     // memchr pays off beyond a few dozen bytes; Redis length lines are shorter.
     let lf = if window.len() <= 32 { window.iter().position(|&b| b == b'\n') } else { memchr::memchr(b'\n', window) };
     match lf {
@@ -43,6 +47,21 @@ pub fn line(buf: &[u8], max: usize) -> Line {
         None if buf.len() > max + 1 => Line::TooLong,
         None => Line::Incomplete,
     }
+}
+
+/// The first CRLF in `buf`, by a searcher built once (building one per search cost more than the
+/// search on short lines).
+#[inline]
+pub fn find_crlf(buf: &[u8]) -> Option<usize> {
+    static CRLF: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b"\r\n"));
+    CRLF.find(buf)
+}
+
+/// The first CRLF CRLF (the end of an HTTP head) in `buf`.
+#[inline]
+pub fn find_crlf_crlf(buf: &[u8]) -> Option<usize> {
+    static CRLF_CRLF: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b"\r\n\r\n"));
+    CRLF_CRLF.find(buf)
 }
 
 /// A non-empty run of ASCII digits as a number, `None` if empty, not digits or above `max`.

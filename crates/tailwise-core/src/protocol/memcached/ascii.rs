@@ -51,11 +51,35 @@ pub enum Step {
     Done { len: usize, close: bool },
 }
 
-fn find_crlf(buf: &[u8]) -> Option<usize> {
-    buf.windows(2).position(|w| w == b"\r\n")
+/// Execute one command from the front of `buf`, appending its reply to `out`.
+pub fn serve_one(store: &Store, buf: &[u8], out: &mut Vec<u8>) -> Step {
+    let Some(eol) = super::super::wire::find_crlf(buf) else {
+        if buf.len() > MAX_LINE {
+            out.extend_from_slice(b"CLIENT_ERROR line too long\r\n");
+            return Step::Done { len: buf.len(), close: true };
+        }
+        return Step::Incomplete;
+    };
+    let line = &buf[..eol];
+    let mut words = line.split(|&b| b == b' ').filter(|w| !w.is_empty());
+    let cmd = words.next().unwrap_or(b"");
+    let len = eol + 2;
+    match cmd {
+        b"get" | b"gets" => serve_get(store, cmd == b"gets", words, out),
+        b"set" | b"add" | b"replace" => return serve_set(store, buf, len, &words.collect::<Vec<_>>(), out),
+        b"delete" => {
+            let removed = words.next().map(|k| store.items.lock().unwrap().remove(k).is_some());
+            out.extend_from_slice(if removed == Some(true) { b"DELETED\r\n" } else { b"NOT_FOUND\r\n" });
+        }
+        b"version" => out.extend_from_slice(concat!("VERSION tailwise-", env!("CARGO_PKG_VERSION"), "\r\n").as_bytes()),
+        b"stats" => serve_stats(store, out),
+        b"quit" => return Step::Done { len, close: true },
+        _ => out.extend_from_slice(b"ERROR\r\n"),
+    }
+    Step::Done { len, close: false }
 }
 
-/// `get`/`gets` of `keys`: a VALUE block for each key found, then END.
+/// `get`/`gets` of `keys`: a VALUE block per key found (with a cas of 0 for `gets`), then END.
 fn serve_get<'a>(store: &Store, gets: bool, keys: impl Iterator<Item = &'a [u8]>, out: &mut Vec<u8>) {
     let items = store.items.lock().unwrap();
     for key in keys {
@@ -78,9 +102,9 @@ fn serve_get<'a>(store: &Store, gets: bool, keys: impl Iterator<Item = &'a [u8]>
     out.extend_from_slice(b"END\r\n");
 }
 
-/// `set`/`add`/`replace` with the command line's `args`, its data block after the line's `len`
-/// bytes of `buf`.
-fn serve_set(store: &Store, buf: &[u8], mut len: usize, args: Vec<&[u8]>, out: &mut Vec<u8>) -> Step {
+/// `set`/`add`/`replace <key> <flags> <exptime> <bytes> [noreply]` (its line `len` bytes long)
+/// and its data block; all three store.
+fn serve_set(store: &Store, buf: &[u8], len: usize, args: &[&[u8]], out: &mut Vec<u8>) -> Step {
     let num = |i: usize| -> Option<usize> { std::str::from_utf8(args.get(i)?).ok()?.parse().ok() };
     let (Some(key), Some(flags), Some(_exp), Some(bytes)) = (args.first(), num(1), num(2), num(3)) else {
         out.extend_from_slice(b"CLIENT_ERROR bad command line format\r\n");
@@ -98,62 +122,36 @@ fn serve_set(store: &Store, buf: &[u8], mut len: usize, args: Vec<&[u8]>, out: &
         out.extend_from_slice(b"CLIENT_ERROR bad data chunk\r\n");
         return Step::Done { len: len + bytes + 2, close: true };
     }
-    len += bytes + 2;
     store.cmd_set.fetch_add(1, Relaxed);
     store.items.lock().unwrap().insert(key.to_vec(), (flags as u32, value));
     if args.get(4) != Some(&&b"noreply"[..]) {
         out.extend_from_slice(b"STORED\r\n");
     }
-    Step::Done { len, close: false }
+    Step::Done { len: len + bytes + 2, close: false }
 }
 
-/// Execute one command from the front of `buf`, appending its reply to `out`.
-pub fn serve_one(store: &Store, buf: &[u8], out: &mut Vec<u8>) -> Step {
-    let Some(eol) = find_crlf(buf) else {
-        if buf.len() > MAX_LINE {
-            out.extend_from_slice(b"CLIENT_ERROR line too long\r\n");
-            return Step::Done { len: buf.len(), close: true };
-        }
-        return Step::Incomplete;
-    };
-    let line = &buf[..eol];
-    let mut words = line.split(|&b| b == b' ').filter(|w| !w.is_empty());
-    let cmd = words.next().unwrap_or(b"");
-    let len = eol + 2;
-    match cmd {
-        b"get" | b"gets" => serve_get(store, cmd == b"gets", words, out),
-        b"set" | b"add" | b"replace" => return serve_set(store, buf, len, words.collect(), out),
-        b"delete" => {
-            let removed = words.next().map(|k| store.items.lock().unwrap().remove(k).is_some());
-            out.extend_from_slice(if removed == Some(true) { b"DELETED\r\n" } else { b"NOT_FOUND\r\n" });
-        }
-        b"version" => out.extend_from_slice(concat!("VERSION tailwise-", env!("CARGO_PKG_VERSION"), "\r\n").as_bytes()),
-        b"stats" => {
-            let items = store.items.lock().unwrap().len();
-            for (name, v) in [
-                ("cmd_get", store.cmd_get.load(Relaxed)),
-                ("cmd_set", store.cmd_set.load(Relaxed)),
-                ("get_hits", store.get_hits.load(Relaxed)),
-                ("get_misses", store.get_misses.load(Relaxed)),
-                ("curr_connections", store.curr_connections.load(Relaxed)),
-                ("total_connections", store.total_connections.load(Relaxed)),
-                ("curr_items", items as u64),
-            ] {
-                out.extend_from_slice(format!("STAT {name} {v}\r\n").as_bytes());
-            }
-            out.extend_from_slice(b"END\r\n");
-        }
-        b"quit" => return Step::Done { len, close: true },
-        _ => out.extend_from_slice(b"ERROR\r\n"),
+/// `stats`: the counters load generators and `tailwise run` read.
+fn serve_stats(store: &Store, out: &mut Vec<u8>) {
+    let items = store.items.lock().unwrap().len();
+    for (name, v) in [
+        ("cmd_get", store.cmd_get.load(Relaxed)),
+        ("cmd_set", store.cmd_set.load(Relaxed)),
+        ("get_hits", store.get_hits.load(Relaxed)),
+        ("get_misses", store.get_misses.load(Relaxed)),
+        ("curr_connections", store.curr_connections.load(Relaxed)),
+        ("total_connections", store.total_connections.load(Relaxed)),
+        ("curr_items", items as u64),
+    ] {
+        out.extend_from_slice(format!("STAT {name} {v}\r\n").as_bytes());
     }
-    Step::Done { len, close: false }
+    out.extend_from_slice(b"END\r\n");
 }
 
 // ---------------------------------------------------------------------------------------------
 // Client side.
 
 use super::super::wire::{self, line, push_decimal, Line};
-use super::super::{Codec, OpKind, Outcome, Parsed, Request, MAX_REPLY};
+use super::super::{Codec, Malformed, OpKind, Outcome, Parsed, Request, MAX_REPLY};
 
 /// Reply lines a server may start with; anything else is not memcached.
 const REPLY_WORDS: [&[u8]; 9] =
@@ -195,10 +193,10 @@ fn plausible_start(rest: &[u8]) -> bool {
 }
 
 /// The `<bytes>` of a `VALUE <key> <flags> <bytes>[ <cas>]` line (given without `VALUE `).
-fn value_len(args: &[u8]) -> Result<usize, String> {
+fn value_len(args: &[u8]) -> Result<usize, Malformed> {
     let mut it = args.split(|&b| b == b' ');
     let (key, flags, bytes, cas) = (it.next(), it.next(), it.next(), it.next());
-    let bad = || format!("bad VALUE line {}", wire::show(args));
+    let bad = || Malformed(format!("bad VALUE line {}", wire::show(args)));
     if it.next().is_some() || key.is_none_or(|k| k.is_empty()) {
         return Err(bad());
     }
@@ -208,12 +206,13 @@ fn value_len(args: &[u8]) -> Result<usize, String> {
     }
     let n = bytes.and_then(|b| wire::parse_decimal(b, u64::MAX)).ok_or_else(bad)?;
     if n > MAX_REPLY as u64 {
-        return Err(format!("value of {n} bytes above the limit {MAX_REPLY}"));
+        return Err(Malformed(format!("value of {n} bytes above the limit {MAX_REPLY}")));
     }
     Ok(n as usize)
 }
 
-/// One text-protocol reply from the front of `buf` (shared with the UDP codec).
+/// One text-protocol reply from the front of `buf` (shared with the UDP codec). Parsed by hand, not
+/// by a library: it is the timing path, and a reply is a few fixed line shapes.
 pub fn parse_reply(buf: &[u8]) -> Parsed {
     let mut pos = 0;
     let mut hit = false;
@@ -238,7 +237,7 @@ pub fn parse_reply(buf: &[u8]) -> Parsed {
         if let Some(args) = l.strip_prefix(b"VALUE ") {
             let n = match value_len(args) {
                 Ok(n) => n,
-                Err(reason) => return malformed(reason),
+                Err(m) => return m.into(),
             };
             let data = pos + end + 2;
             // Several VALUE blocks (never for one key, but harmless) stay within the bound too.
