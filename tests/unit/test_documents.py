@@ -1,6 +1,6 @@
 """Issue 20: each document is one set of typed models that writes both the JSON and its schema.
 
-docs/schema/summary.schema.json and sweep.schema.json are generated from the models; these tests
+docs/schema/summary.schema.json, sweep.schema.json and compare.schema.json are generated from the models; these tests
 fail when the committed files and the models disagree, and hold the models to writing values as
 given (JSON's types are the contract) and only the keys they declare.
 """
