@@ -190,6 +190,9 @@ def test_memcached_run_validates(memcached, tmp_path):
     assert_valid("summary", doc, "`tailwise run memcached:// --json`")
     assert_valid("summary", read_json(out / "summary.json"), "summary.json of a memcached run")
     assert doc["target_stats"]["source"] == "memcached stats"
+    from tailwise.results.documents.base import STRICT
+    from tailwise.results.documents.run import Summary
+    Summary.model_validate(doc, context=STRICT)  # the server's counters too: only declared fields
     assert doc["config"]["workload"] is not None and doc["hit_ratio"] is not None
 
 
@@ -331,6 +334,9 @@ def test_compare_validates(run_out, threshold_out, tmp_path):
     doc = strict_json(r.stdout, "stdout of tailwise compare")
     errs = errors_of(schema, doc)
     assert not errs, "`tailwise compare --json` does not validate:\n" + "\n".join(errs[:30])
+    from tailwise.results.documents.base import STRICT
+    from tailwise.results.documents.compare import Comparison
+    Comparison.model_validate(doc, context=STRICT)  # only the fields its model declares
     if (out / "summary.json").is_file():
         assert not errors_of(schema, read_json(out / "summary.json"))
 
@@ -417,3 +423,21 @@ def test_no_temporary_files_are_left(run_out, sweep_out):
     for root in (run_out[1], sweep_out[1]):
         left = [str(p) for p in root.rglob(".*")]
         assert not left, f"temporary files left: {left}"
+
+
+# --------------------------------------------------------------------------- issue 20: one definition
+
+def test_the_documents_declare_every_field_they_hold(run_out, threshold_out, sweep_out, slo_sweep_out):
+    """What tailwise wrote holds only the fields its models (and so the schemas generated from
+    them) declare: strict validation refuses any other key, at any depth."""
+    from tailwise.results.documents.base import STRICT
+    from tailwise.results.documents.run import Summary
+    from tailwise.results.documents.sweep import SweepSummary
+
+    for doc, _ in (run_out, threshold_out):
+        assert Summary.model_validate(doc, context=STRICT).to_json() == doc
+    for doc, out in (sweep_out, slo_sweep_out):
+        assert SweepSummary.model_validate(doc, context=STRICT).to_json() == doc
+        for row in doc["points"]:
+            point = read_json(out / row["dir"] / "summary.json")
+            assert Summary.model_validate(point, context=STRICT).to_json() == point

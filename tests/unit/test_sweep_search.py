@@ -370,3 +370,15 @@ def test_a_point_saturated_on_the_clients_window_is_not_the_servers_capacity():
     assert reason == "rate: sent 60,000 req/s and completed 50,000 req/s of 60,000 (+0.0% / -16.7%; tolerance ±5.0%)"
     rows = [point_row(0, 60_000, "000-60000rps", big, 90.0, reason, None, [], None)]
     assert conclude(rows, [60_000], None, 90.0)["capacity_rps"] == 50_000
+
+
+def test_the_sweep_summary_declares_every_field_it_writes(fake_sweep):
+    """The sweep's summary is written through its model (results/documents/sweep.py): every key it
+    holds is one the model, and so docs/schema/sweep.schema.json, declares."""
+    from tailwise.results.documents.base import STRICT
+    from tailwise.results.documents.sweep import SweepSummary
+
+    k = 1e3
+    _, doc = fake_sweep({10 * k: [INCONCLUSIVE, MET], 50 * k: [MISSED], 30 * k: [MET], 40 * k: [MISSED],
+                         35 * k: [MET]})
+    assert SweepSummary.model_validate(doc, context=STRICT).to_json() == doc

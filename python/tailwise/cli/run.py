@@ -53,7 +53,7 @@ def _run(kw: dict) -> int:
     # The statistics stack (scipy, statsmodels) loads in ~1 s: only the commands that use it pay.
     from tailwise.measure.point import measure, prepare, round_line
     from tailwise.results.files import check_out_dir, dumps, new_dirs, refuse_results, remove_new_dirs
-    from tailwise.results.summary import SAMPLE_FORMATS, write_out
+    from tailwise.results.summary import SAMPLE_FORMATS, amend, write_out
     from tailwise.spec.threshold import Threshold, parse_all as parse_thresholds
     from tailwise.spec.workload import command_setting, load_file
 
@@ -86,7 +86,7 @@ def _run(kw: dict) -> int:
         remove_new_dirs(made)  # nothing was measured: no directory of ours is left behind
         raise
     summary, result = m.summary, m.result
-    summary["thresholds"] = [g.evaluate(summary["latency"]["percentiles"]) for g in gates]
+    amend(summary, thresholds=[g.evaluate(summary["latency"]["percentiles"]) for g in gates])
     if out:
         write_out(out, summary, result, m.analysis.used_mask, samples_format)
     if json_out:

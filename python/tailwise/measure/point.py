@@ -121,7 +121,7 @@ def measure(rs: RunSpec, setup: Setup, command: str, *, quiet: bool = False, bar
     from tailwise.measure import serverstats
     from tailwise.methodology import Controller
     from tailwise.methodology.controller import fixed_methodology
-    from tailwise.results.summary import build_summary
+    from tailwise.results.summary import amend, build_summary
 
     signals.check()  # a stop signal between measurements (a sweep's points) ends here
     config = rs.config(command)
@@ -170,13 +170,13 @@ def measure(rs: RunSpec, setup: Setup, command: str, *, quiet: bool = False, bar
         with builtin_server(service=rs.service, workers=rs.workers, seed=rs.seed, pin=rs.pin,
                             busy_poll=setup.server_spin) as srv:
             m = one([srv.addr], f"synthetic://{srv.addr}", (srv.take_stalls,))
-            m.summary["target_stats"] = server_stats(srv, parse_dist(rs.service)[1], m.result.elapsed_ns, rs.workers,
-                                                     m.result.target_stalls_ns)
+            amend(m.summary, target_stats=server_stats(srv, parse_dist(rs.service)[1], m.result.elapsed_ns, rs.workers,
+                                                       m.result.target_stalls_ns))
     else:
         tgts = list(rs.targets)
         before = serverstats.fetch_all(tgts)
         m = one([t.socket_addr() for t in tgts], tgts[0].url if len(tgts) == 1 else ", ".join(t.url for t in tgts))
-        m.summary["target_stats"] = serverstats.compare_all(tgts, before, m.result.counters)
+        amend(m.summary, target_stats=serverstats.compare_all(tgts, before, m.result.counters))
     if m.result.interrupted and not m.result.counters["sent"]:
         raise signals.Interrupted(signals.received() or signal.SIGINT)  # stopped before its first request
     return m

@@ -18,6 +18,7 @@ from tailwise import __version__
 from tailwise.errors import InputError
 from tailwise.render.report import (ccdf_overlay_figure, figure, fmt_ns, prepare_out, read_histogram, render, save_figure,
                                     table, value_text)
+from tailwise.results.documents.compare import Comparison
 from tailwise.results.files import COMPARE_SCHEMA, RUN_SCHEMA, SWEEP_SCHEMA, load_summary, write_json
 
 SCHEMA = COMPARE_SCHEMA
@@ -91,13 +92,13 @@ def compare_doc(entries: list[Entry]) -> dict:
                           "diff_rel": None if diff is None or not b else diff / b,
                           "ci_overlap": ci_overlap(runs[i], base)})
         rows.append({"p": p, "runs": runs, "diffs": diffs})
-    return {
+    return Comparison.model_validate({
         "schema": SCHEMA,
         "tool": {"name": "tailwise", "version": __version__},
         "runs": [_run_info(x) for x in entries],
         "percentiles": rows,
         "note": NOTE,
-    }
+    }).to_json()
 
 
 def _run_info(x: Entry) -> dict:

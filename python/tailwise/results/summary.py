@@ -21,6 +21,8 @@ from hdrh.iterators import PercentileIterator
 
 from tailwise import __version__, _core
 from tailwise.agent.local import AgentResult, Flag
+from tailwise.results.documents import base as documents_base
+from tailwise.results.documents.run import Summary, Tool
 from tailwise.results.files import RUN_SCHEMA, SAMPLE_COLUMN_DTYPES, STAGE, check_out_dir, install, write_json
 from tailwise.stats.histogram import decode
 from tailwise.stats.quantiles import DEFAULT_PERCENTILES
@@ -165,92 +167,107 @@ def _hist_params() -> dict:
     return {"unit": "ns", "lowest_ns": lowest, "highest_ns": highest, "significant_digits": digits}
 
 
-def _engine_json(result: AgentResult) -> dict:
-    """The engine's own costs: pinned CPUs, CPU time, preemptions, stalls, the host's steal."""
-    sent = result.counters["sent"]
-    return {
-        "pinned_cpus": result.pinned_cpus,
-        "cpu_s": result.cpu_ns / 1e9,
-        "cpu_ns_per_request": result.cpu_ns / max(sent, 1) if sent else None,
-        "preemptions": result.preemptions,
-        "stalls": result.stalls,
-        "stalled_s": result.stalled_ns / 1e9,
-        "stall_threshold_ns": STALL_NS,
-        "host_steal_s": result.steal_s,
-    }
-
-
 def build_summary(*, target: str, config: dict, host: dict, result: AgentResult, analysis: Analysis,
                   methodology: dict) -> dict:
+    """The run's summary, written through its model (results/documents/run.Summary): the one
+    writer of its keys. What is known only later (the target's counters, thresholds, a sweep
+    point's place) is added with ``amend``."""
     c = result.counters
     d = analysis.to_dict()
-    # The schedule's own time: the coordinator's pauses (no request due) left out.
-    paused_s = (d.get("pauses") or {}).get("total_s", 0.0)
-    elapsed_s = result.elapsed_ns / 1e9 - paused_s
-    achieved = c["sent"] / elapsed_s if elapsed_s > 0 else None
-    completed = result.received_in_window / elapsed_s if elapsed_s > 0 else None
-    lat_hist = decode_histogram(result.latency_hist)
-    lag_hist = decode_histogram(result.send_lag_hist)
     ok = analysis.ok and not result.error and not result.interrupted
-    return {
-        "schema": SCHEMA,
-        "tool": {"name": "tailwise", "version": __version__},
-        "target": target,
-        "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(result.wall_start_s)),
-        "verdict": "ok" if ok else "not-measurable",
-        "error": result.error,
-        "interrupted": result.interrupted,
-        "rate": {
-            # What the target was offered: the load and, with --probe, the probe's requests.
-            "target_rps": float(config["rate_rps"]) + (config.get("probe") or {}).get("rate_rps", 0.0),
-            "achieved_rps": achieved,
-            "completed_rps": completed,
-            "duration_s": elapsed_s,
-            "paused_s": paused_s,
-        },
-        "latency": {
-            # Where each reply's receive time came from (spec.timestamp_source), and why not a better one.
-            "source": config.get("timestamps", "user"),
-            "source_note": config.get("timestamps_note"),
-            "kernel_stamped_replies": result.counters.get("rx_kernel", 0),
-            # Replies whose request carries the kernel's transmit stamp (samples: sent_ns).
-            "kernel_stamped_sends": result.counters.get("tx_kernel", 0),
-            # Samples behind the percentiles: every one after the warm-up.
-            "samples": analysis.samples_used,
-            "sample_every": methodology["effective_sample_every"],
-            "confidence": config["confidence"],
-            "percentiles": [p.as_json() for p in analysis.percentiles],
-            "target": analysis.target.as_json() if analysis.target else None,
-            # Every request of the run (warm-up included; censored ones at the time they waited).
-            "histogram": _hist_json(lat_hist, [p.p for p in analysis.percentiles] or DEFAULT_PERCENTILES) | _hist_params(),
-            # Every request intended in the window the statistics used (those left out included).
-            "window": {"start_ns": analysis.window[0], "end_ns": analysis.window[1]} | d.get("window_every_request", {}),
-        },
-        "warmup": d["warmup"],
+    return Summary(
+        schema=SCHEMA,
+        tool=Tool(name="tailwise", version=__version__),
+        target=target,
+        started_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(result.wall_start_s)),
+        verdict="ok" if ok else "not-measurable",
+        error=result.error,
+        interrupted=result.interrupted,
+        rate=_rate(config, result, d),
+        latency=_latency(config, result, analysis, methodology, d),
+        warmup=d["warmup"],
         # Nothing leaves the statistics but the warm-up (kept for the fields' sake: 0 left out).
-        "exclusions": d["exclusions"],
+        exclusions=d["exclusions"],
         # The requests tailwise itself delayed, in the statistics as intervals (stats/bounds.py):
         # how many, why, the floor their lower bounds start from, and what they do to each percentile.
-        "delayed": d["delayed"],
+        delayed=d["delayed"],
         # Whether the host paused the client and the target together (information).
-        "host_pauses": d["host_pauses"],
-        "send_lag": _hist_json(lag_hist) | {
+        host_pauses=d["host_pauses"],
+        send_lag=_hist_json(decode_histogram(result.send_lag_hist)) | {
             "late_threshold_ns": config.get("late_ns"),
             # The same, for requests whose wait no stall of an engine thread overlapped: the
             # client's own lag when it is not preempted.
             "unstalled": _hist_json(decode_histogram(result.send_lag_unstalled_hist)),
         },
-        "counters": dict(c),
+        counters=dict(c),
         # The latency probe (--probe): its requests are the only ones timed; its own counters.
-        "probe": None if not config.get("probe") else config["probe"] | {"counters": result.probe_counters},
+        probe=None if not config.get("probe") else config["probe"] | {"counters": result.probe_counters},
         # Gets answered with a value / all gets answered (memcached, redis); null without gets.
-        "hit_ratio": c["hits"] / (c["hits"] + c["misses"]) if c.get("hits", 0) + c.get("misses", 0) else None,
-        "error_reasons": [{"reason": r, "count": n} for r, n in result.error_reasons],
-        "checks": [ch.as_json() for ch in analysis.checks],
-        "methodology": methodology,
-        "engine": _engine_json(result),
-        "config": config,
-        "host": host,
+        hit_ratio=c["hits"] / (c["hits"] + c["misses"]) if c.get("hits", 0) + c.get("misses", 0) else None,
+        error_reasons=[{"reason": r, "count": n} for r, n in result.error_reasons],
+        checks=[ch.as_json() for ch in analysis.checks],
+        methodology=methodology,
+        engine=_engine(result),
+        config=config,
+        host=host,
+        target_stats=None,
+        thresholds=[],
+    ).to_json()
+
+
+def amend(summary: dict, **fields) -> dict:
+    """Add to a built summary what is known only after it (``target_stats``, ``thresholds``,
+    ``sweep``), each validated as the model declares it."""
+    return documents_base.amend(summary, Summary, **fields)
+
+
+def _rate(config: dict, result: AgentResult, d: dict) -> dict:
+    # The schedule's own time: the coordinator's pauses (no request due) left out.
+    paused_s = (d.get("pauses") or {}).get("total_s", 0.0)
+    elapsed_s = result.elapsed_ns / 1e9 - paused_s
+    return {
+        # What the target was offered: the load and, with --probe, the probe's requests.
+        "target_rps": float(config["rate_rps"]) + (config.get("probe") or {}).get("rate_rps", 0.0),
+        "achieved_rps": result.counters["sent"] / elapsed_s if elapsed_s > 0 else None,
+        "completed_rps": result.received_in_window / elapsed_s if elapsed_s > 0 else None,
+        "duration_s": elapsed_s,
+        "paused_s": paused_s,
+    }
+
+
+def _latency(config: dict, result: AgentResult, analysis: Analysis, methodology: dict, d: dict) -> dict:
+    lat_hist = decode_histogram(result.latency_hist)
+    return {
+        # Where each reply's receive time came from (spec.timestamp_source), and why not a better one.
+        "source": config.get("timestamps", "user"),
+        "source_note": config.get("timestamps_note"),
+        "kernel_stamped_replies": result.counters.get("rx_kernel", 0),
+        # Replies whose request carries the kernel's transmit stamp (samples: sent_ns).
+        "kernel_stamped_sends": result.counters.get("tx_kernel", 0),
+        # Samples behind the percentiles: every one after the warm-up.
+        "samples": analysis.samples_used,
+        "sample_every": methodology["effective_sample_every"],
+        "confidence": config["confidence"],
+        "percentiles": [p.as_json() for p in analysis.percentiles],
+        "target": analysis.target.as_json() if analysis.target else None,
+        # Every request of the run (warm-up included; censored ones at the time they waited).
+        "histogram": _hist_json(lat_hist, [p.p for p in analysis.percentiles] or DEFAULT_PERCENTILES) | _hist_params(),
+        # Every request intended in the window the statistics used (those left out included).
+        "window": {"start_ns": analysis.window[0], "end_ns": analysis.window[1]}
+                  | d.get("window_every_request", {}),
+    }
+
+
+def _engine(result: AgentResult) -> dict:
+    return {
+        "pinned_cpus": result.pinned_cpus,
+        "cpu_s": result.cpu_ns / 1e9,
+        "cpu_ns_per_request": result.cpu_ns / max(result.counters["sent"], 1) if result.counters["sent"] else None,
+        "preemptions": result.preemptions,
+        "stalls": result.stalls,
+        "stalled_s": result.stalled_ns / 1e9,
+        "stall_threshold_ns": STALL_NS,
+        "host_steal_s": result.steal_s,
     }
 
 

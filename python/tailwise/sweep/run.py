@@ -148,9 +148,11 @@ class Sweep:
                 "assumed_response_ns": ASSUMED_RESPONSE_NS, "sized": self.plan.window_sized}
 
     def summary(self) -> dict:
+        """The sweep's summary, written through its model (results/documents/sweep.SweepSummary)."""
         from tailwise import __version__
+        from tailwise.results.documents.sweep import SweepSummary
 
-        return {
+        return SweepSummary.model_validate({
             "schema": SCHEMA,
             "tool": {"name": "tailwise", "version": __version__},
             "target": self.base.targets[0].url if self.base.targets else f"synthetic (built-in server, {self.base.service})",
@@ -169,7 +171,7 @@ class Sweep:
         } | conclude(self.rows, self.grid, self.slo, self.base.percentile) | {
             "config": self.config(),
             "host": self.setup.host,
-        }
+        }).to_json()
 
     def save(self) -> dict:
         from tailwise.results.files import write_json
@@ -198,7 +200,7 @@ class Sweep:
         """Measure one point (or a load again) and write it whole (a hidden temporary directory,
         then renamed); False when the sweep must stop (interrupted, or the target failed)."""
         from tailwise.measure.point import longest_s, measure
-        from tailwise.results.summary import write_out
+        from tailwise.results.summary import amend, write_out
         from tailwise.spec.runspec import RunSpec
 
         rate = self.grid[index]
@@ -208,8 +210,8 @@ class Sweep:
         spec = RunSpec.parse(self.base.to_json() | {"rate": rate, "seed": seed})
         m = measure(spec, self.setup, self.command, quiet=True)
         s = m.summary
-        s["thresholds"] = self.judge(s)
-        s["sweep"] = {"index": index, "rate_rps": rate, "grid_size": len(self.grid), "attempt": attempt}
+        amend(s, thresholds=self.judge(s),
+              sweep={"index": index, "rate_rps": rate, "grid_size": len(self.grid), "attempt": attempt})
         name = point_dir_name(index, rate, attempt)
         if m.result.interrupted:
             # What was measured is kept, apart from the complete points: --resume measures it again.
