@@ -28,7 +28,8 @@ import numpy as np
 
 from tailwise.agent.local import SAMPLE_DTYPE
 from tailwise.agent.host import host_info
-from tailwise.methodology.analysis import AnalysisInput, Precision, RunPlan, analyse
+from tailwise.methodology.analysis import AnalysisInput, RunPlan, analyse
+from tailwise.spec.precision import Precision
 from tailwise.stats.histogram import Buckets
 
 

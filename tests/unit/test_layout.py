@@ -28,10 +28,7 @@ LAYERS = {
 }
 
 #: Imports against the flow that remain, each with its reason. Empty is the goal.
-EXCEPTIONS: dict[tuple[str, str], str] = {
-    ("measure.point", "render"): "round lines and the live line: until the round events reach render",
-    ("spec.runspec", "methodology"): "Precision lives with the analysis until it moves into spec",
-}
+EXCEPTIONS: dict[tuple[str, str], str] = {}
 
 
 def _imports(path: Path) -> set[str]:

@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from tailwise.agent.local import SAMPLE_DTYPE
-from tailwise.methodology.analysis import AnalysisInput, Precision, RunPlan, analyse
+from tailwise.methodology.analysis import AnalysisInput, RunPlan, analyse
+from tailwise.spec.precision import Precision
 from tailwise.methodology.checks import confidence_check, errors_check, rate_check
 from tailwise.methodology.words import remedy_words
 from tailwise.stats.arrivals import arrival_fit

@@ -51,7 +51,8 @@ def run_flags(kw: dict) -> dict:
 def _run(kw: dict) -> int:
     from tailwise import signals
     # The statistics stack (scipy, statsmodels) loads in ~1 s: only the commands that use it pay.
-    from tailwise.measure.point import measure, prepare, round_line
+    from tailwise.measure.point import measure, prepare
+    from tailwise.render.point import PointDisplay
     from tailwise.results.files import check_out_dir, dumps, new_dirs, refuse_results, remove_new_dirs
     from tailwise.results.summary import SAMPLE_FORMATS, amend, write_out
     from tailwise.spec.threshold import Threshold, parse_all as parse_thresholds
@@ -79,9 +80,11 @@ def _run(kw: dict) -> int:
         check_out_dir(out)  # before the first request: a bad --out must not lose a measured run
     try:
         signals.check()
-        setup = prepare(rs)
-        m = measure(rs, setup, shlex.join(["tailwise", *sys.argv[1:]]), quiet=quiet, bar=not json_out,
-                    on_round=round_line)
+        setup = prepare(rs, warn)
+        display = PointDisplay(quiet=quiet, live=not json_out, rate_rps=rs.rate_rps,
+                               span_s=(rs.duration_ns or rs.max_time_ns) / 1e9, fixed=bool(rs.duration_ns),
+                               percentile=rs.percentile)
+        m = measure(rs, setup, shlex.join(["tailwise", *sys.argv[1:]]), display)
     except BaseException:
         remove_new_dirs(made)  # nothing was measured: no directory of ours is left behind
         raise

@@ -195,7 +195,7 @@ def _in_stall(intended: np.ndarray, latency: np.ndarray, stalls: list[tuple[int,
 def model_bias(seconds: float = MODEL_SECONDS) -> dict:
     """The whole tool against the model: `tailwise run --service fixed:10us` at 20 % load, once per
     source, minus the M/D/1 sojourn percentiles."""
-    from tailwise.methodology.analysis import Precision
+    from tailwise.spec.precision import Precision
     from tailwise.methodology.controller import fixed_methodology
     from tailwise.stats.model import model_percentiles
     from tailwise.measure.server import builtin_server

@@ -12,21 +12,17 @@ from __future__ import annotations
 import ipaddress
 import os
 import signal
-import sys
-from contextlib import nullcontext
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Protocol
 
 from tailwise import signals
 from tailwise.agent.local import AgentResult, LocalAgent
 from tailwise.errors import InputError
 from tailwise.agent.host import host_info, isolated_cpus, listener_cpus
-from tailwise.render.live import LiveLine
 from tailwise.methodology.checks import Setting
-from tailwise.render.output import err_console, fmt_ns, warn
 from tailwise.measure.server import builtin_server, server_stats
 from tailwise.spec.runspec import RunSpec, timestamp_source
-from tailwise.spec.units import parse_dist, parse_time_ns
+from tailwise.spec.units import fmt_ns, parse_dist, parse_time_ns
 
 #: CPU seconds one analysis takes per million samples kept, with room for a busy machine
 #: (BENCHMARKS.md: ~2 s per million on this machine kind), for the stated time budget.
@@ -53,8 +49,43 @@ class Measurement:
     analysis: object  # methodology.analysis.Analysis
 
 
-def prepare(rs: RunSpec) -> Setup:
-    """The machine-dependent decisions, with their warnings (given once, before any request)."""
+class Display(Protocol):
+    """What shows a measurement while it runs (render/point.py): this module only tells it what
+    happens — the measurement starting, the engine's session, each methodology round."""
+
+    def __enter__(self) -> Display: ...
+    def __exit__(self, *exc) -> None: ...
+    def measuring(self, target_url: str, rate_rps: float, goal: str) -> None: ...
+    def started(self, session) -> None: ...
+    #: Called with each methodology round (`controller.RoundInfo`); None: not wanted.
+    round: Callable[[object], None] | None
+
+
+class Silent:
+    """A measurement nobody watches (a sweep's points: the sweep shows its own lines)."""
+
+    def __enter__(self) -> Silent:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        pass
+
+    def measuring(self, target_url: str, rate_rps: float, goal: str) -> None:
+        pass
+
+    def started(self, session) -> None:
+        pass
+
+    round = None
+
+
+#: A warning of `prepare`: the cause and what to do, shown by whoever called it.
+Warn = Callable[[str, str], None]
+
+
+def prepare(rs: RunSpec, warn: Warn = lambda cause, remedy: None) -> Setup:
+    """The machine-dependent decisions, with their warnings (given once, before any request, to
+    ``warn``)."""
     host = host_info()
     threads, workers = rs.threads, rs.workers
     # The probe thread always spins, on a CPU of its own when there is one.
@@ -113,11 +144,8 @@ def longest_s(rs: RunSpec) -> float:
     return (rs.duration_ns or rs.max_time_ns) / 1e9 + conclude_s(rs)
 
 
-def measure(rs: RunSpec, setup: Setup, command: str, *, quiet: bool = False, bar: bool = True,
-            on_round: Callable | None = None) -> Measurement:
-    """Measure ``rs`` once. ``quiet``: no 'measuring' line, no round lines, no live line;
-    ``bar``: the live line on a terminal (live.py; it stands for the round lines there);
-    ``on_round``: called with each methodology round (adaptive mode) off a terminal."""
+def measure(rs: RunSpec, setup: Setup, command: str, display: Display | None = None) -> Measurement:
+    """Measure ``rs`` once, telling ``display`` what happens (render/point.py; none: `Silent`)."""
     from tailwise.measure import serverstats
     from tailwise.methodology import Controller
     from tailwise.methodology.controller import fixed_methodology
@@ -128,6 +156,7 @@ def measure(rs: RunSpec, setup: Setup, command: str, *, quiet: bool = False, bar
     if rs.builtin:
         config["builtin_server"]["busy_poll"] = setup.server_spin
     precision = rs.precision()
+    shown = display or Silent()
 
     def one(addrs: list[str], target_url: str, stall_sources=()) -> Measurement:
         source, note = timestamp_source(rs.timestamps, addrs[0])
@@ -139,24 +168,17 @@ def measure(rs: RunSpec, setup: Setup, command: str, *, quiet: bool = False, bar
                 f"until p{rs.percentile:g} ± {fmt_ns(rs.ci_ns) if rs.ci_ns else f'{rs.ci_rel:.0%}'}, at most {span_s:g} s")
         goal += f" (+ {conclude_s(rs):.1f} s to conclude)"
 
-        show_live = bar and not quiet and err_console.is_terminal
-        live = (LiveLine(err_console, rate_rps=rs.rate_rps, span_s=span_s, fixed=bool(rs.duration_ns),
-                         percentile=rs.percentile) if show_live else nullcontext())
-
         def started(session) -> None:
-            if not quiet:
-                print(f"measuring {target_url} at {rs.rate_rps:,.0f} req/s {goal}", file=sys.stderr, flush=True)
-            if show_live:
-                live.attach(session)
+            shown.measuring(target_url, rs.rate_rps, goal)
+            shown.started(session)
 
-        with live:
+        with shown:
             if rs.duration_ns:
                 result = agent.run(spec, stall_sources=stall_sources, on_start=started)
                 analysis, methodology = fixed_methodology(result, spec, precision, rs.seed,
                                                           bound_delays=not rs.keep_stalls, setting=setup.setting)
             else:
-                progress = None if quiet else live.round if show_live else on_round
-                controller = Controller(spec, precision, seed=rs.seed, progress=progress,
+                controller = Controller(spec, precision, seed=rs.seed, progress=shown.round,
                                         bound_delays=not rs.keep_stalls, busy_cpus=setup.busy_cpus,
                                         setting=setup.setting)
                 session = agent.start(controller.spec, stall_sources)
@@ -195,17 +217,3 @@ def _test_stall() -> tuple[int, int, int, int] | None:
     at, dur = (parse_time_ns(x, what="TAILWISE_TEST_ENGINE_STALL") for x in parts[:2])
     every, count = (parse_time_ns(parts[2], what="TAILWISE_TEST_ENGINE_STALL"), int(parts[3])) if len(parts) == 4 else (0, 1)
     return at, dur, every, count
-
-
-def round_line(r) -> None:
-    """One line per methodology round on stderr off a terminal (a log; on a terminal the live line
-    stands for it): where the CI stands, the time so far and an estimate of the time still needed —
-    said to be one: the samples a percentile needs grow with the correlation found, so it can grow
-    from round to round (--max-time is the bound)."""
-    width = fmt_ns(r.ci_width_ns) if r.ci_width_ns is not None else "unbounded"
-    target = fmt_ns(r.ci_target_ns) if r.ci_target_ns is not None else "—"
-    failing = ", ".join(r.failed) if r.failed else "none"
-    eta = f" · est. {r.eta_s:.0f} s more" if r.eta_s else ""
-    line = (f"round {r.round} · elapsed {r.elapsed_s:.1f} s{eta} · {r.samples:,} samples ({r.used:,} used) · "
-            f"p{r.percentile:g} CI width {width} / target {target} · failing: {failing}")
-    print(line, file=sys.stderr, flush=True)

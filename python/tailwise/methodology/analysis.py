@@ -63,14 +63,14 @@ from tailwise.stats.arrivals import ArrivalFit, arrival_fit
 from tailwise.stats.bounds import bounded_percentile, floor_ns, lower_bounds
 from tailwise.stats.histogram import Buckets
 from tailwise.stats.independence import Independence
-from tailwise.stats.quantiles import DEFAULT_PERCENTILES, Percentile, percentile_ci
+from tailwise.spec.precision import Precision
+from tailwise.stats.quantiles import Percentile, percentile_ci
 from tailwise.stats.stationarity import Stationarity, stationarity
 
 #: Width of the engine's every-request interval histograms (the engine's own: recorder.rs).
 INTERVAL_NS: int = _core.INTERVAL_NS
 #: The warm-up never takes more than this share of the run.
 WARMUP_MAX_SHARE = 0.10
-DEFAULT_WARMUP_NS = 100_000_000
 #: The reported intervals are checked against the every-request distribution at this confidence,
 #: so that the six default percentiles give a false alarm in ~0.6 % of runs, not in ~26 %.
 CONSISTENCY_CONFIDENCE = 0.999
@@ -82,25 +82,6 @@ PROBE_NS = 10_000_000
 PROBE_RATIO = 3.0
 PROBE_ALPHA = 1e-3
 PROBE_MIN_HITS = 5
-
-
-@dataclass(frozen=True)
-class Precision:
-    """What the user asks for: a percentile, the CI width (absolute or relative), confidence; and
-    the time budget and the warm-up bound; and the percentiles to report (``percentile`` among them)."""
-
-    percentile: float = 99.0
-    ci_ns: float | None = None
-    ci_rel: float | None = None
-    confidence: float = 0.95
-    max_time_s: float = 60.0
-    warmup_ns: int = DEFAULT_WARMUP_NS
-    percentiles: tuple[float, ...] = DEFAULT_PERCENTILES
-
-    @property
-    def reported(self) -> list[float]:
-        """The percentiles a summary reports: those asked and the one whose CI must meet --ci."""
-        return sorted({*self.percentiles, self.percentile})
 
 
 @dataclass(frozen=True)

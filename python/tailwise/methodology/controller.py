@@ -48,7 +48,8 @@ import numpy as np
 from tailwise import signals
 from tailwise.agent.local import AgentResult, Session, Taken
 from tailwise.spec.load import LoadSpec
-from tailwise.methodology.analysis import STEPS, Analysis, AnalysisInput, Precision, RunPlan, analyse
+from tailwise.methodology.analysis import STEPS, Analysis, AnalysisInput, RunPlan, analyse
+from tailwise.spec.precision import Precision
 from tailwise.methodology.checks import Check, Setting, target_width_ns
 from tailwise.methodology.remedies import Advice, FreeHeldSlots, HeldSlots, RaiseMaxTime, Remedy, RunLonger, RunToEnd
 from tailwise.methodology.words import held_words

@@ -2,7 +2,7 @@
 rates sent and completed over the last second, p50 and p99 of every request so far, and where the
 asked percentile's CI stands against its target (from the coordinator's latest round).
 
-Only on a terminal, and never with --quiet: off a terminal the round lines (measurement.round_line)
+Only on a terminal, and never with --quiet: off a terminal the round lines (render/point.round_line)
 are the log. The line is drawn by its own thread from the engine's counters (a snapshot taken
 without the interpreter, so it never waits on the coordinator) and the every-request interval
 histograms; it asks nothing of the timing path.

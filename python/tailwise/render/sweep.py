@@ -6,8 +6,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from tailwise.render.output import err_console, fmt_ns, stdout_console
-from tailwise.sweep.events import Event, PointDone, Resuming
+from tailwise.render.output import err_console, fmt_ns, stdout_console, warn
+from tailwise.sweep.events import Event, PointDone, Resuming, Warned
 from tailwise.sweep.search import MAX_ATTEMPTS
 
 
@@ -110,6 +110,9 @@ def print_sweep(doc: dict) -> None:
 
 def show_event(event: Event) -> None:
     """A running sweep's event, as one line on stderr."""
+    if isinstance(event, Warned):
+        warn(event.cause, event.remedy)
+        return
     if isinstance(event, Resuming):
         line = f"resuming {event.out}: {event.n_points} point(s) already measured"
     elif isinstance(event, PointDone):

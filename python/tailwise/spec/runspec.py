@@ -269,7 +269,7 @@ class RunSpec:
         return not self.targets
 
     def precision(self):
-        from tailwise.methodology import Precision
+        from tailwise.spec.precision import Precision
 
         return Precision(percentile=self.percentile, ci_ns=self.ci_ns, ci_rel=self.ci_rel, confidence=self.confidence,
                          max_time_s=self.max_time_ns / 1e9, warmup_ns=self.warmup_ns, percentiles=self.percentiles)

@@ -30,5 +30,13 @@ class PointDone:
     eta_s: float | None
 
 
+@dataclass(frozen=True)
+class Warned:
+    """A warning about the machine (measure/point.py `prepare`), given once before the first point."""
+
+    cause: str
+    remedy: str
+
+
 #: What `Sweep` emits.
-Event = Resuming | PointDone
+Event = Resuming | PointDone | Warned

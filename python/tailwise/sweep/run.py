@@ -18,7 +18,7 @@ from pathlib import Path
 
 from tailwise.results.files import SWEEP_SCHEMA
 from tailwise.spec.threshold import Threshold
-from tailwise.sweep.events import Event, PointDone, Resuming
+from tailwise.sweep.events import Event, PointDone, Resuming, Warned
 from tailwise.sweep.search import (ASSUMED_RESPONSE_NS, MAX_ATTEMPTS, client_limited, conclude, next_index, outcomes,
                                    point_row, points_left, response_ns, saturation, why_stopped, window_needed)
 
@@ -88,7 +88,7 @@ class Sweep:
         clean_partial(self.points_dir)
         self.slo, self.gates = plan.slo_threshold, [T.parse(t) for t in plan.thresholds]
         self.grid = plan.rates_rps
-        self.setup = prepare(base)
+        self.setup = prepare(base, lambda cause, remedy: on_event and on_event(Warned(cause, remedy)))
         self.started, self.wall_start = time.monotonic(), time.time()
         now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self.wall_start))
         # The command that started the sweep stays; each resume is added to its history.
@@ -208,7 +208,7 @@ class Sweep:
         # A new attempt draws new schedules and samples.
         seed = self.base.seed + index + (attempt - 1) * len(self.grid)
         spec = RunSpec.parse(self.base.to_json() | {"rate": rate, "seed": seed})
-        m = measure(spec, self.setup, self.command, quiet=True)
+        m = measure(spec, self.setup, self.command)
         s = m.summary
         amend(s, thresholds=self.judge(s),
               sweep={"index": index, "rate_rps": rate, "grid_size": len(self.grid), "attempt": attempt})
