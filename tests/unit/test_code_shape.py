@@ -112,3 +112,13 @@ def test_no_code_branches_on_a_message_text():
             if any(p.search(line) for p in TEXT_BRANCH):
                 found.append(f"{path.relative_to(ROOT)}:{i}: {line.strip()}")
     assert not found, "decide on a type or a field, never on a message's words:\n" + "\n".join(found)
+
+
+def test_comments_cite_only_the_repository_or_public_sources():
+    # ../shared (the design notes kept beside the checkout) is not in the repository: a reader of
+    # the code cannot follow such a citation.
+    found = [f"{p.relative_to(ROOT)}:{i}" for base in (PYTHON, CRATES, ROOT / "tests", ROOT / "bench")
+             for p in sorted([*base.rglob("*.py"), *base.rglob("*.rs")])
+             for i, line in enumerate(p.read_text().splitlines(), 1)
+             if re.search(r"\bshared/(?:notes|papers|DESIGN)", line) and p.name != "test_code_shape.py"]
+    assert not found, "cite the repository or a public source instead of ../shared: " + ", ".join(found)

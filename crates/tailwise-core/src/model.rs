@@ -65,8 +65,7 @@
 //! Philos. Soc.* 48 (1952) 277–289; J. Kiefer & J. Wolfowitz, "On the theory of queues with many
 //! servers", *Trans. AMS* 78 (1955) 1–18; S. Asmussen, *Applied Probability and Queues*, 2nd ed.,
 //! Springer 2003 (the GI/G/1 and many-server chapters); W. Whitt, "Planning queueing
-//! simulations", *Management Science* 35 (1989) 1341–1366 (run lengths); `../shared/notes/
-//! statistics.md`, "Queueing ground truth".
+//! simulations", *Management Science* 35 (1989) 1341–1366 (run lengths).
 
 use crate::dist::{Dist, DistError};
 use crate::error::{Kind, Problem};

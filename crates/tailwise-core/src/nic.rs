@@ -8,7 +8,7 @@
 //!    and receive stamps in hardware (`RAW_HARDWARE`), the `HWTSTAMP_TX_ON` transmit type, the
 //!    `HWTSTAMP_FILTER_ALL` receive filter (NICs built for PTP alone stamp only PTP packets) — and
 //!    the index of its PTP hardware clock (PHC). lo, veth and virtio list software stamps only
-//!    (and answer `SIOCGHWTSTAMP` with EOPNOTSUPP: shared/notes/platform.md); a socket option
+//!    (and answer `SIOCGHWTSTAMP` with EOPNOTSUPP, as this module's tests see on lo); a socket option
 //!    alone is accepted silently and no stamp ever comes, so only the driver can tell;
 //! 2. the interface switched to stamp (`SIOCSHWTSTAMP`, which needs CAP_NET_ADMIN) unless it
 //!    already does; [`NicStamping`] puts the previous setting back when it is dropped;

@@ -1,7 +1,7 @@
 """Statistics of the coordinator: plain functions on numpy arrays, results as small types.
 
 Everything statistical lives here, in one place, and leans on scipy and statsmodels rather than
-hand-written formulas (see shared/notes/statistics.md for the references and the pitfalls).
+hand-written formulas; each module's docstring derives its method and cites its references.
 
 * quantiles: percentiles with distribution-free intervals, on every sample, widened to the
   effective sample size; censored samples; how many samples a percentile needs.

@@ -43,7 +43,7 @@ percentile is never reported as a number.
 
 What may be left out, and censored values
 -----------------------------------------
-No sample leaves the statistics because of its value (shared/notes/statistics.md). A request that
+No sample leaves the statistics because of its value. A request that
 timed out, was never sent or is still in flight has a right-censored latency: the true value is at
 least the time it has been outstanding (its *bound*). Sort every sample at its value or bound
 (``y(1) <= … <= y(n)``); the true order statistics satisfy ``x(r) >= y(r)`` for every rank, since

@@ -1,8 +1,8 @@
 """Is the latency series steady: no drift of its level, no transient holding its tail?
 
 The samples given are tested as they are. The warm-up is not searched for in the data: a rule
-that drops samples by looking at their latencies is biased by construction (shared/notes/
-statistics.md, "What may be left out"), so the caller cuts a leading span fixed by the clock and
+that drops samples by looking at their latencies is biased by construction (stats/quantiles.py,
+"What may be left out"), so the caller cuts a leading span fixed by the clock and
 passes only what follows. A transient found here is a verdict, never a trim.
 
 Level
