@@ -60,7 +60,7 @@ def make_run(rng, n=60_000, burst=None, stalls=(), guard_ns=100_000, freeze_of_t
         flags[across] |= np.uint32(Flag.INFLATED)
         over = np.clip(np.minimum(t + lat, b) - a, 0, None)  # the part of the stall it waited out
         lat[across] += over[across]
-        infl[across] = over[across]
+        infl[across] += over[across].astype(np.uint32)  # across several stalls: the stall time it spans, all of it (the engine's union)
     s["intended_ns"], s["sent_ns"], s["latency_ns"], s["flags"], s["inflation_ns"] = t, sent, lat, flags, infl
     return s, true
 
