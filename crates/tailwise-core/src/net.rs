@@ -639,7 +639,7 @@ mod tests {
         assert_eq!(rx & (SOF_TIMESTAMPING_RX_SOFTWARE | SOF_TIMESTAMPING_SOFTWARE), 0);
         assert_ne!(rx & nic::SOF_TIMESTAMPING_RAW_HARDWARE, 0);
         assert_eq!(tx, nic::SOF_TIMESTAMPING_TX_HARDWARE);
-        // The socket option is accepted even where no stamp will come (platform.md): only the
+        // The socket option is accepted even where no stamp will come (lo, veth, virtio): only the
         // driver can tell (nic::hardware_timestamping).
         let s = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
         assert!(enable_timestamps(s.as_raw_fd(), false, StampClock::Nic).unwrap());

@@ -5,7 +5,7 @@ in ways it cannot see (a client that miscounts, requests that never left a queue
 also carries what the *server* counted: memcached's ``stats`` and redis's ``INFO``, read once
 before and once after the run, and their difference. Tools our users use today have been caught
 reporting rates the server never saw, while memcached's ``cmd_get`` agreed with the true rate
-(shared notes, peers.md): this block is how a reader checks our counts against the server's.
+(checked against memcached's own counters on this machine): this block is how a reader checks our counts against the server's.
 
 What the queries themselves add to the counters:
 

@@ -8,7 +8,7 @@ use std::collections::VecDeque;
 
 /// A loop iteration longer than this is a stall (preemption, or a long syscall); the sends it
 /// delays are counted apart so that the send lag of an unpreempted thread can be read. A lone
-/// pinned spinner here sees ~400 gaps/s above 5 µs (platform.md); the loop's own work takes
+/// pinned spinner here sees ~400 gaps/s above 5 µs (BENCHMARKS.md, the machine floor); the loop's own work takes
 /// a few µs per syscall.
 pub(crate) const STALL_NS: u64 = 20_000;
 /// Cost of one send before any has been measured (a loopback `send` here: 3–5 µs, BENCHMARKS.md).

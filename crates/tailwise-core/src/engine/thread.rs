@@ -39,7 +39,7 @@ use std::sync::atomic::Ordering::{Relaxed, SeqCst};
 use std::sync::Arc;
 
 /// In blocking mode, wake this long before the next intended send and spin the rest
-/// (sleeps overshoot ~6 µs p50 and ~35 µs p99 here even at 1 ns slack: platform.md).
+/// (sleeps overshoot ~6 µs p50 and ~35 µs p99 on the project's machine even at 1 ns slack).
 const SPIN_NS: u64 = 50_000;
 /// Timeouts, reconnections and the reachability of the target are looked at this often.
 const TICK_NS: u64 = 1_000_000;
