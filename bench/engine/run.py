@@ -30,14 +30,17 @@ from tailwise import _core
 from tailwise.agent.host import host_info
 from tailwise.stats.model import model_percentiles
 from tailwise.results.summary import decode_histogram
+from tailwise.spec.load import LoadSpec
 
 
 def one_run(rate: float, *, seconds: float, conns: int, outstanding: int, service: str = "fixed:0",
             sample_every: int = 1, server_spin: bool = True, engine_spin: bool = True) -> dict:
     srv = _core.Server("127.0.0.1:0", workers=1, service=service, pin=True, busy_poll=server_spin)
     try:
-        eng = _core.Engine([srv.addr], rate, int(seconds * 1e9), conns=conns, outstanding=outstanding,
-                           busy_poll=engine_spin, pin=True, sample_every=sample_every, seed=int(time.time_ns() % 2**31))
+        spec = LoadSpec(targets=[srv.addr], rate_rps=rate, duration_ns=int(seconds * 1e9), conns=conns,
+                        outstanding=outstanding, busy_poll=engine_spin, pin=True, sample_every=sample_every,
+                        seed=int(time.time_ns() % 2**31))
+        eng = _core.Engine(spec.to_json())
         r = eng.join()
     finally:
         srv.stop()

@@ -9,7 +9,8 @@ from typing import Final, TypedDict, final
 __all__ = [
     "SAMPLE_FLAGS", "SAMPLE_FIELDS", "SAMPLE_BYTES", "HIST_LOWEST_NS", "HIST_MAX_NS", "HIST_SIGFIG", "INTERVAL_NS",
     "INTERVAL_SIGFIG", "STALL_NS", "MASK_STALL_NS", "ECHO_MIN_DATAGRAM", "ECHO_MAX_DATAGRAM", "PROTOCOLS",
-    "MODEL_MAX_CUSTOMERS", "MODEL_MAX_WORKERS", "TEST_HOOKS", "parse_dist", "route_interface", "hardware_timestamping", "now_ns",
+    "MODEL_MAX_CUSTOMERS", "MODEL_MAX_WORKERS", "TEST_HOOKS", "ENGINE_DEFAULTS", "UDP_SIZE", "parse_dist",
+    "check_engine_config", "route_interface", "hardware_timestamping", "now_ns",
     "clock_cost_ns", "histogram_params", "interval_params", "measure_stalls", "check_workload", "parse_arrival",
     "preload", "model_sojourn", "model_summary", "Server", "Engine", "Intervals", "Histogram",
     "__version__",
@@ -46,9 +47,14 @@ PROTOCOLS: Final[dict[str, _ProtocolTraits]]
 #: The queueing model's bounds.
 MODEL_MAX_CUSTOMERS: Final[int]
 MODEL_MAX_WORKERS: Final[int]
-#: Whether the engine's test hook is built in (cargo feature ``test-hooks``): without it
-#: ``Engine(test_stall_ns=…)`` raises ``InputError``.
+#: Whether the engine's test hook is built in (cargo feature ``test-hooks``): without it a
+#: configuration with ``test_stall`` raises ``InputError``.
 TEST_HOOKS: Final[bool]
+#: Every field of an engine configuration with its default (EngineConfig::default, engine/config.rs):
+#: the one definition of the engine's defaults, which ``spec.load.LoadSpec`` reads.
+ENGINE_DEFAULTS: Final[dict[str, object]]
+#: A udp:// datagram's bytes when its URL gives no ``?size=``.
+UDP_SIZE: Final[int]
 
 class _ProtocolTraits(TypedDict):
     keys: bool
@@ -142,6 +148,9 @@ class _Joined(TypedDict):
 def parse_dist(spec: str) -> tuple[str, float]: ...
 def parse_arrival(text: str) -> str: ...
 def route_interface(target: str) -> str: ...
+#: An engine configuration (JSON) checked as ``Engine`` would before it connects, returned whole
+#: with every default filled in; InputError naming the field otherwise.
+def check_engine_config(config: str) -> str: ...
 #: Returns when the interface can stamp every packet in hardware for this process, else raises
 #: HostError saying why.
 def hardware_timestamping(ifname: str) -> None: ...
@@ -216,40 +225,9 @@ class Histogram:
 
 @final
 class Engine:
-    def __new__(
-        cls,
-        targets: list[str],
-        rate_rps: float,
-        duration_ns: int,
-        *,
-        threads: int = 1,
-        conns: int = 1,
-        outstanding: int = 1,
-        arrival: str = "exp",
-        sample_every: int = 1,
-        timeout_ns: int = 1_000_000_000,
-        late_ns: int = 50_000,
-        connect_timeout_ns: int = 2_000_000_000,
-        unreachable_ns: int = 2_000_000_000,
-        test_stall_ns: tuple[int, int, int, int] | None = None,
-        timestamps: str = "user",
-        seed: int = 1,
-        pin: bool = True,
-        busy_poll: bool = True,
-        service_ns: int | None = None,
-        reply_pad: int = 0,
-        scheme: str = "synthetic",
-        http_host: str = "",
-        http_path: str = "/",
-        udp_size: int = 64,
-        keys: int = 10_000,
-        key_size: str = "30",
-        value_size: str = "200",
-        popularity: str = "uniform",
-        set_fraction: float = 0.0,
-        probe_conns: int = 0,
-        probe_rate_rps: float = 0.0,
-    ) -> Engine: ...
+    #: ``config``: an engine configuration, JSON (``LoadSpec.to_json()``; every field and its
+    #: default in ``ENGINE_DEFAULTS``).
+    def __new__(cls, config: str) -> Engine: ...
     @property
     def start_mono_ns(self) -> int: ...
     def snapshot(self) -> _Snapshot: ...

@@ -178,18 +178,18 @@ def test_unanswered_datagrams_are_named_as_what_held_the_slots():
     """Lost datagrams hold their slot until --timeout: with 2 % lost at 2,000 req/s and a 1 s
     timeout, 40 slots of 32 are held on average: the rate and arrivals checks say so, with the
     figure, instead of blaming the server's speed or the client."""
-    from tailwise.spec.load import LoadSpec
+    from tailwise.spec.load import LoadSpec, protocol
     from tailwise.methodology.checks import Check
     from tailwise.methodology.controller import Ending, adjust_remedies, held_slots
     from tailwise.methodology.remedies import Advice, FreeHeldSlots
     from tailwise.methodology.words import held_words, remedy_words
 
-    udp = LoadSpec(targets=["127.0.0.1:9"], rate_rps=2000, duration_ns=3_000_000_000, scheme="udp")
+    udp = LoadSpec(targets=["127.0.0.1:9"], rate_rps=2000, duration_ns=3_000_000_000, protocol=protocol("udp"))
     counters = {"timeouts": 120, "sent": 6000}
     held = held_slots(udp, counters, 3.0)
     said = held_words(held)
     assert held and "held by unanswered datagrams" in said and "120" in said and "40 of the 32 slots" in said
-    assert held_slots(LoadSpec(targets=["127.0.0.1:9"], rate_rps=2000, duration_ns=1, scheme="synthetic"),
+    assert held_slots(LoadSpec(targets=["127.0.0.1:9"], rate_rps=2000, duration_ns=1, protocol=protocol("synthetic")),
                       counters, 3.0) is None
     assert held_slots(udp, {"timeouts": 10}, 3.0) is None  # 3 slots of 32: not what limited the rate
     checks = [Check("rate", False, "sent …", Advice.SERVER_BEHIND),

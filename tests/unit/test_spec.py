@@ -9,9 +9,12 @@ import json
 
 import pytest
 
+from tailwise import _core
 from tailwise.errors import InputError
+from tailwise.spec.load import LoadSpec
 from tailwise.spec.runspec import RunSpec
-from tailwise.spec.workload import DEFAULTS
+from tailwise.spec.units import parse_time_ns
+from tailwise.spec.workload import DEFAULTS, parse_mix
 
 NONE = {name: None for name in DEFAULTS}
 
@@ -50,8 +53,38 @@ def test_flags_win_over_the_workload_file_and_the_file_over_the_defaults(tmp_pat
 def test_the_load_spec_it_gives_the_engine():
     rs = RunSpec.from_flags(_flags(targets=["udp://127.0.0.1:9?size=100"], rate="5k", duration="1"), None)
     ls = rs.load_spec(["127.0.0.1:9"], "kernel")
-    assert ls.scheme == "udp" and ls.udp_size == 100 and ls.rate_rps == 5000 and ls.duration_ns == 1_000_000_000
-    assert ls.timestamps == "kernel" and ls.seed == rs.seed and ls.probe_conns == 0
+    assert ls.protocol == {"scheme": "udp", "size": 100} and ls.rate_rps == 5000 and ls.duration_ns == 1_000_000_000
+    assert ls.timestamps == "kernel" and ls.seed == rs.seed and ls.probe is None
+    # What the engine receives: the same, every default filled in from the engine's own.
+    engine = json.loads(_core.check_engine_config(ls.to_json()))
+    assert engine == ls.engine_config() | {"protocol": {"scheme": "udp", "size": 100}}
+
+
+def test_load_spec_is_the_engine_configuration_field_for_field():
+    """One definition of the engine's settings and their defaults: EngineConfig (Rust, serde).
+    LoadSpec has exactly its fields, takes its defaults from it, and so do the command's."""
+    assert sorted(f.name for f in dataclasses.fields(LoadSpec)) == sorted(_core.ENGINE_DEFAULTS)
+    ls = LoadSpec(targets=["127.0.0.1:9"], rate_rps=1.0, duration_ns=1)
+    given = {"targets": ["127.0.0.1:9"], "rate_rps": 1.0, "duration_ns": 1}
+    assert json.loads(_core.check_engine_config(ls.to_json())) == _core.ENGINE_DEFAULTS | given
+    engine, work = _core.ENGINE_DEFAULTS, _core.ENGINE_DEFAULTS["workload"]
+    assert {k: DEFAULTS[k] for k in ("arrival", "threads", "conns", "outstanding", "pin")} == \
+        {k: engine[k] for k in ("arrival", "threads", "conns", "outstanding", "pin")}
+    assert {k: DEFAULTS[k] for k in ("keys", "key_size", "value_size", "popularity")} == \
+        {k: work[k] for k in ("keys", "key_size", "value_size", "popularity")}
+    assert parse_mix(DEFAULTS["mix"]) == work["set_fraction"]
+    assert parse_time_ns(DEFAULTS["timeout"]) == engine["timeout_ns"]
+    assert parse_time_ns(DEFAULTS["late"]) == engine["late_ns"]
+    assert (DEFAULTS["poll"] == "spin") == engine["busy_poll"]
+
+
+def test_a_configuration_the_engine_would_refuse_is_refused_whole():
+    with pytest.raises(InputError) as e:
+        _core.check_engine_config(json.dumps({"targets": ["127.0.0.1:9"], "rate_rps": 1, "duration_ns": 1, "conn": 3}))
+    assert "unknown field `conn`" in e.value.problem and "ENGINE_DEFAULTS" in e.value.remedy
+    with pytest.raises(InputError) as e:
+        _core.check_engine_config(json.dumps({"protocol": {"scheme": "memcached", "size": 3}}))
+    assert "has no parameter 'size'" in e.value.problem
 
 
 @pytest.mark.parametrize("given, words", [

@@ -10,8 +10,9 @@ use crate::error::{Kind, Problem};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
-/// The inter-arrival process.
-#[derive(Clone, Copy, Debug, PartialEq)]
+/// The inter-arrival process. In an engine configuration (JSON), its name (`"lognormal:2"`).
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(try_from = "String", into = "String")]
 pub enum Arrival {
     /// Exponential gaps: a Poisson process.
     Exp,
@@ -69,6 +70,20 @@ impl Arrival {
             Arrival::Uniform => "uniform".into(),
             Arrival::LogNormal { sigma } => format!("lognormal:{sigma}"),
         }
+    }
+}
+
+impl TryFrom<String> for Arrival {
+    type Error = ArrivalError;
+
+    fn try_from(text: String) -> Result<Arrival, ArrivalError> {
+        Arrival::parse(&text)
+    }
+}
+
+impl From<Arrival> for String {
+    fn from(a: Arrival) -> String {
+        a.name()
     }
 }
 

@@ -100,7 +100,8 @@ fn named(name: &str, for_keys: bool) -> Option<SizeDist> {
 }
 
 impl SizeDist {
-    /// Parse `fixed:200`, `uniform:10:100`, `gev:30.8:8.2:0.079`, `gpareto:15:214:0.35`, `etc`,
+    /// Parse `fixed:200`, `uniform:10:100`, `gev:30.8:8.2:0.079`, `gpareto:15:214:0.35`, `choice:16:21`
+    /// (one of these sizes, equally likely), `etc`,
     /// `usr` (the Facebook shapes, whose meaning depends on `for_keys`), or a bare number.
     pub fn parse(spec: &str, for_keys: bool) -> Result<SizeDist, WorkloadError> {
         let spec = spec.trim().to_ascii_lowercase();
@@ -119,6 +120,7 @@ impl SizeDist {
             ("fixed", [n]) => SizeDist::Fixed(*n),
             ("uniform", [lo, hi]) if lo <= hi => SizeDist::Uniform { lo: *lo, hi: *hi },
             ("gev", [loc, scale, shape]) if *scale > 0.0 => SizeDist::Gev { loc: *loc, scale: *scale, shape: *shape },
+            ("choice", sizes) if !sizes.is_empty() && sizes.iter().all(|n| *n >= 1.0) => SizeDist::Choice(sizes.to_vec()),
             ("gpareto", [loc, scale, shape]) if *scale > 0.0 => {
                 SizeDist::GPareto { loc: *loc, scale: *scale, shape: *shape }
             }
@@ -130,6 +132,18 @@ impl SizeDist {
             }
         }
         Ok(d)
+    }
+
+    /// The text `parse` reads back as this distribution (a named shape as its parameters).
+    pub fn spec(&self) -> String {
+        // f64's Display is the shortest text that parses back to the same number.
+        match self {
+            SizeDist::Fixed(n) => format!("{n}"),
+            SizeDist::Uniform { lo, hi } => format!("uniform:{lo}:{hi}"),
+            SizeDist::Gev { loc, scale, shape } => format!("gev:{loc}:{scale}:{shape}"),
+            SizeDist::GPareto { loc, scale, shape } => format!("gpareto:{loc}:{scale}:{shape}"),
+            SizeDist::Choice(v) => format!("choice:{}", v.iter().map(|x| format!("{x}")).collect::<Vec<_>>().join(":")),
+        }
     }
 
     /// The size at quantile `u` in (0, 1), before clamping.
@@ -175,6 +189,14 @@ pub enum Popularity {
 }
 
 impl Popularity {
+    /// The text `parse` reads back.
+    pub fn spec(&self) -> String {
+        match self {
+            Popularity::Uniform => "uniform".into(),
+            Popularity::Zipf(s) => format!("zipf:{s}"),
+        }
+    }
+
     pub fn parse(spec: &str) -> Result<Popularity, WorkloadError> {
         let s = spec.trim().to_ascii_lowercase();
         if s == "uniform" {
@@ -190,8 +212,10 @@ impl Popularity {
     }
 }
 
-/// The workload of one run; the same for every engine thread.
-#[derive(Clone, Debug, PartialEq)]
+/// The workload of one run; the same for every engine thread. In an engine configuration
+/// (JSON), its settings as users write them ([`WorkloadSpec`]).
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(try_from = "WorkloadSpec", into = "WorkloadSpec")]
 pub struct Workload {
     pub keys: u64,
     pub key_size: SizeDist,
@@ -211,6 +235,44 @@ impl Default for Workload {
             popularity: Popularity::Uniform,
             set_fraction: 0.0,
         }
+    }
+}
+
+/// A workload as users write it: sizes and popularity by name (`SizeDist::parse`,
+/// `Popularity::parse`); a missing field takes [`Workload::default`]'s.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct WorkloadSpec {
+    pub keys: u64,
+    pub key_size: String,
+    pub value_size: String,
+    pub popularity: String,
+    pub set_fraction: f64,
+}
+
+impl Default for WorkloadSpec {
+    fn default() -> WorkloadSpec {
+        Workload::default().into()
+    }
+}
+
+impl From<Workload> for WorkloadSpec {
+    fn from(w: Workload) -> WorkloadSpec {
+        WorkloadSpec {
+            keys: w.keys,
+            key_size: w.key_size.spec(),
+            value_size: w.value_size.spec(),
+            popularity: w.popularity.spec(),
+            set_fraction: w.set_fraction,
+        }
+    }
+}
+
+impl TryFrom<WorkloadSpec> for Workload {
+    type Error = WorkloadError;
+
+    fn try_from(s: WorkloadSpec) -> Result<Workload, WorkloadError> {
+        Workload::parse(s.keys, &s.key_size, &s.value_size, &s.popularity, s.set_fraction)
     }
 }
 
@@ -430,5 +492,24 @@ mod tests {
         assert!(Popularity::parse("hot").unwrap_err().remedy().contains("uniform"));
         let e = Workload::parse(10, "gev:1:0:1", "200", "uniform", 0.0).unwrap_err();
         assert!(e.to_string().starts_with("key size: ") && e.remedy().contains("gpareto"), "{e}");
+    }
+}
+
+#[cfg(test)]
+mod spec_tests {
+    use super::*;
+
+    #[test]
+    fn every_size_and_popularity_reads_back_from_its_spec() {
+        for (text, keys) in [("30", true), ("uniform:10:100", false), ("etc", true), ("etc", false), ("usr", true), ("usr", false), ("gev:1.5:2:0.1", false)] {
+            let d = SizeDist::parse(text, keys).unwrap();
+            assert_eq!(SizeDist::parse(&d.spec(), keys).unwrap(), d, "{text}");
+        }
+        for text in ["uniform", "zipf:0.99", "zipf:0"] {
+            let p = Popularity::parse(text).unwrap();
+            assert_eq!(Popularity::parse(&p.spec()).unwrap(), p);
+        }
+        let w = Workload::parse(500, "usr", "etc", "zipf:1.1", 0.25).unwrap();
+        assert_eq!(Workload::try_from(WorkloadSpec::from(w.clone())).unwrap(), w);
     }
 }

@@ -5,16 +5,14 @@
 mod hist;
 mod model;
 
-use pyo3::exceptions::{PyConnectionError, PyRuntimeError, PyValueError};
+use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::sync::{Arc, Mutex};
 use tailwise_core::dist::Dist;
 use tailwise_core::error::{Kind, Problem};
-#[cfg(feature = "test-hooks")]
-use tailwise_core::engine::TestStall;
-use tailwise_core::engine::{Counters, Engine, EngineConfig, Probe, Snapshot, Timestamps};
+use tailwise_core::engine::{Counters, Engine, EngineConfig, Snapshot};
 use tailwise_core::protocol::Protocol;
 use tailwise_core::recorder::{
     encode_histogram, flags, samples_to_le_bytes, Intervals, HIST_LOWEST_NS, HIST_MAX_NS, HIST_SIGFIG, INTERVAL_NS,
@@ -41,18 +39,6 @@ pub(crate) fn raise<E: Problem>(e: E) -> PyErr {
             },
             Err(err) => err,
         }
-    })
-}
-
-/// The protocol a target's scheme names, with its parameters.
-fn protocol(scheme: &str, service_ns: Option<u32>, reply_pad: u32, http_host: &str, http_path: &str, udp_size: usize) -> PyResult<Protocol> {
-    let named = Protocol::each().into_iter().find(|p| p.name() == scheme);
-    Ok(match named {
-        Some(Protocol::Synthetic { .. }) => Protocol::Synthetic { service_ns, reply_pad },
-        Some(Protocol::Http { .. }) => Protocol::Http { host: http_host.into(), path: http_path.into() },
-        Some(Protocol::UdpEcho { .. }) => Protocol::UdpEcho { size: udp_size },
-        Some(other) => other,
-        None => return Err(PyValueError::new_err(format!("unknown protocol '{scheme}'"))),
     })
 }
 
@@ -94,7 +80,7 @@ fn check_workload(keys: u64, key_size: &str, value_size: &str, popularity: &str,
 fn preload<'py>(py: Python<'py>, target: &str, scheme: &str, keys: u64, key_size: &str, value_size: &str, conns: usize, depth: usize, timeout_ns: u64) -> PyResult<Bound<'py, PyDict>> {
     let cfg = PreloadConfig {
         target: resolve(target)?,
-        protocol: protocol(scheme, None, 0, "", "/", 64)?,
+        protocol: Protocol::named(scheme).map_err(raise)?,
         workload: workload(keys, key_size, value_size, "uniform", 0.0)?,
         conns,
         depth,
@@ -110,11 +96,36 @@ fn preload<'py>(py: Python<'py>, target: &str, scheme: &str, keys: u64, key_size
     Ok(d)
 }
 
+/// An address Python gave that is no socket address.
+#[derive(Debug, thiserror::Error)]
+enum AddrError {
+    #[error("cannot resolve '{addr}': {err}")]
+    Resolve { addr: String, err: std::io::Error },
+    #[error("'{0}' resolves to no address")]
+    NoAddress(String),
+    #[error("cannot listen on {addr}: {err}")]
+    Listen { addr: String, err: std::io::Error },
+}
+
+impl Problem for AddrError {
+    fn kind(&self) -> Kind {
+        match self {
+            AddrError::Listen { .. } => Kind::Target,
+            _ => Kind::Input,
+        }
+    }
+
+    fn remedy(&self) -> String {
+        match self {
+            AddrError::Listen { .. } => "choose another --listen address or port".into(),
+            _ => "give HOST:PORT with a host that resolves, e.g. 127.0.0.1:11211".into(),
+        }
+    }
+}
+
 fn resolve(addr: &str) -> PyResult<SocketAddr> {
-    addr.to_socket_addrs()
-        .map_err(|e| PyValueError::new_err(format!("cannot resolve '{addr}': {e}")))?
-        .next()
-        .ok_or_else(|| PyValueError::new_err(format!("'{addr}' resolves to no address")))
+    let mut found = addr.to_socket_addrs().map_err(|err| raise(AddrError::Resolve { addr: addr.into(), err }))?;
+    found.next().ok_or_else(|| raise(AddrError::NoAddress(addr.into())))
 }
 
 /// Parse a distribution; returns (canonical spec, mean_ns). Raises InputError naming the fix.
@@ -128,6 +139,15 @@ fn parse_dist(spec: &str) -> PyResult<(String, f64)> {
 #[pyfunction]
 fn parse_arrival(text: &str) -> PyResult<String> {
     Arrival::parse(text).map(|a| a.name()).map_err(raise)
+}
+
+/// An engine configuration (JSON) checked as `Engine` would before it connects: returns it
+/// whole, every default filled in. Raises InputError naming the field.
+#[pyfunction]
+fn check_engine_config(config: &str) -> PyResult<String> {
+    let cfg = EngineConfig::from_json(config).map_err(raise)?;
+    cfg.validate().map_err(raise)?;
+    Ok(cfg.to_json())
 }
 
 /// CLOCK_MONOTONIC in ns, the clock of every data-plane timestamp.
@@ -199,7 +219,7 @@ impl PyServer {
         };
         let s = py
             .detach(|| Server::start(cfg))
-            .map_err(|e| PyConnectionError::new_err(format!("cannot listen on {listen}: {e}")))?;
+            .map_err(|err| raise(AddrError::Listen { addr: listen.into(), err }))?;
         let addr = s.addr().to_string();
         Ok(PyServer { inner: Mutex::new(Some(s)), addr })
     }
@@ -305,15 +325,6 @@ fn counters_dict<'py>(py: Python<'py>, c: &Counters) -> PyResult<Bound<'py, PyDi
     Ok(d)
 }
 
-fn timestamp_source(name: &str) -> PyResult<Timestamps> {
-    match name {
-        "user" => Ok(Timestamps::User),
-        "kernel" => Ok(Timestamps::Kernel),
-        "nic" => Ok(Timestamps::Nic),
-        other => Err(PyValueError::new_err(format!("timestamps {other:?}: use user, kernel or nic"))),
-    }
-}
-
 #[pyclass(name = "Engine", module = "tailwise._core")]
 struct PyEngine {
     inner: Mutex<Option<Engine>>,
@@ -322,79 +333,13 @@ struct PyEngine {
 
 #[pymethods]
 impl PyEngine {
-    /// Connect and start. Raises tailwise.errors' InputError (bad config), TargetError (cannot
-    /// connect) or HostError (timestamps, a NIC), each with its remedy.
+    /// Connect and start, as `config` (an engine configuration, JSON: EngineConfig in
+    /// tailwise-core, every field and default in `ENGINE_DEFAULTS`) says. Raises tailwise.errors'
+    /// InputError (bad config), TargetError (cannot connect) or HostError (timestamps, a NIC),
+    /// each with its remedy.
     #[new]
-    #[pyo3(signature = (targets, rate_rps, duration_ns, *, threads=1, conns=1, outstanding=1,
-        arrival="exp", sample_every=1, timeout_ns=1_000_000_000, late_ns=50_000,
-        connect_timeout_ns=2_000_000_000, unreachable_ns=2_000_000_000, test_stall_ns=None,
-        timestamps="user", seed=1, pin=true, busy_poll=true,
-        service_ns=None, reply_pad=0, scheme="synthetic", http_host="", http_path="/", udp_size=64,
-        keys=10_000, key_size="30", value_size="200", popularity="uniform", set_fraction=0.0,
-        probe_conns=0, probe_rate_rps=0.0))]
-    #[allow(clippy::too_many_arguments)]
-    fn new(
-        py: Python<'_>,
-        targets: Vec<String>,
-        rate_rps: f64,
-        duration_ns: u64,
-        threads: usize,
-        conns: usize,
-        outstanding: usize,
-        arrival: &str,
-        sample_every: u64,
-        timeout_ns: u64,
-        late_ns: u64,
-        connect_timeout_ns: u64,
-        unreachable_ns: u64,
-        test_stall_ns: Option<(u64, u64, u64, u32)>,
-        timestamps: &str,
-        seed: u64,
-        pin: bool,
-        busy_poll: bool,
-        service_ns: Option<u32>,
-        reply_pad: u32,
-        scheme: &str,
-        http_host: &str,
-        http_path: &str,
-        udp_size: usize,
-        keys: u64,
-        key_size: &str,
-        value_size: &str,
-        popularity: &str,
-        set_fraction: f64,
-        probe_conns: usize,
-        probe_rate_rps: f64,
-    ) -> PyResult<Self> {
-        #[cfg(not(feature = "test-hooks"))]
-        if test_stall_ns.is_some() {
-            return Err(raise(tailwise_core::engine::EngineError::NoTestHooks));
-        }
-        let cfg = EngineConfig {
-            targets: targets.iter().map(|t| resolve(t)).collect::<PyResult<_>>()?,
-            protocol: protocol(scheme, service_ns, reply_pad, http_host, http_path, udp_size)?,
-            workload: workload(keys, key_size, value_size, popularity, set_fraction)?,
-            rate_rps,
-            duration_ns,
-            threads,
-            conns,
-            outstanding,
-            arrival: Arrival::parse(arrival).map_err(raise)?,
-            sample_every,
-            timeout_ns,
-            late_ns,
-            connect_timeout_ns,
-            unreachable_ns,
-            seed,
-            pin,
-            busy_poll,
-            #[cfg(feature = "test-hooks")]
-            test_stall: test_stall_ns
-                .map(|(at_ns, for_ns, every_ns, count)| TestStall { at_ns, for_ns, every_ns, count }),
-            timestamps: timestamp_source(timestamps)?,
-            // probe_conns 0: no probe; every load request is timed.
-            probe: (probe_conns > 0).then_some(Probe { conns: probe_conns, rate_rps: probe_rate_rps }),
-        };
+    fn new(py: Python<'_>, config: &str) -> PyResult<Self> {
+        let cfg = EngineConfig::from_json(config).map_err(raise)?;
         let e = py.detach(|| Engine::start(cfg)).map_err(raise)?;
         let intervals = e.intervals();
         Ok(PyEngine { inner: Mutex::new(Some(e)), intervals })
@@ -552,7 +497,11 @@ fn add_constants(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("PROTOCOLS", protocols)?;
     m.add("MODEL_MAX_CUSTOMERS", model::MAX_CUSTOMERS)?;
     m.add("MODEL_MAX_WORKERS", model::MAX_WORKERS)?;
-    // Whether the engine's test hook (`Engine(test_stall_ns=…)`) is built in (feature test-hooks).
+    // Every field of an engine configuration with its default: the one definition of them.
+    let defaults = py.import("json")?.call_method1("loads", (EngineConfig::default().to_json(),))?;
+    m.add("ENGINE_DEFAULTS", defaults)?;
+    m.add("UDP_SIZE", tailwise_core::protocol::UDP_SIZE)?;
+    // Whether the engine's test hook (a configuration's `test_stall`) is built in (feature test-hooks).
     m.add("TEST_HOOKS", cfg!(feature = "test-hooks"))?;
     Ok(())
 }
@@ -561,6 +510,7 @@ fn add_constants(m: &Bound<'_, PyModule>) -> PyResult<()> {
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     add_constants(m)?;
     m.add_function(wrap_pyfunction!(parse_dist, m)?)?;
+    m.add_function(wrap_pyfunction!(check_engine_config, m)?)?;
     m.add_function(wrap_pyfunction!(route_interface, m)?)?;
     m.add_function(wrap_pyfunction!(hardware_timestamping, m)?)?;
     m.add_function(wrap_pyfunction!(now_ns, m)?)?;

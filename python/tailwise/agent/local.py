@@ -214,36 +214,7 @@ class LocalAgent:
 
     def start(self, spec: LoadSpec, stall_sources: tuple[StallSource, ...] = ()) -> Session:
         # The engine raises tailwise.errors' classes itself, each with its problem and remedy.
-        engine = _core.Engine(
-            spec.targets,
-            spec.rate_rps,
-            spec.duration_ns,
-            threads=spec.threads,
-            conns=spec.conns,
-            outstanding=spec.outstanding,
-            arrival=spec.arrival,
-            sample_every=spec.sample_every,
-            timeout_ns=spec.timeout_ns,
-            late_ns=spec.late_ns,
-            unreachable_ns=spec.unreachable_ns,
-            test_stall_ns=spec.test_stall_ns,
-            timestamps=spec.timestamps,
-            seed=spec.seed,
-            pin=spec.pin,
-            busy_poll=spec.busy_poll,
-            service_ns=spec.service_ns,
-            scheme=spec.scheme,
-            http_host=spec.http_host,
-            http_path=spec.http_path,
-            udp_size=spec.udp_size,
-            keys=spec.workload.keys,
-            key_size=spec.workload.key_size,
-            value_size=spec.workload.value_size,
-            popularity=spec.workload.popularity,
-            set_fraction=spec.workload.set_fraction,
-            probe_conns=spec.probe_conns,
-            probe_rate_rps=spec.probe_rate_rps,
-        )
+        engine = _core.Engine(spec.to_json())
         session = Session(engine, spec, stall_sources)
         signals.attach(session.stop)  # a stop signal from now on stops sending; the run is still written
         return session

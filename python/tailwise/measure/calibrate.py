@@ -36,7 +36,7 @@ import numpy as np
 
 from tailwise import _core
 from tailwise.agent.local import Flag, LocalAgent
-from tailwise.spec.load import LoadSpec
+from tailwise.spec.load import LoadSpec, protocol
 from tailwise.errors import TailwiseError
 from tailwise.results.files import CALIBRATE_SCHEMA
 from tailwise.agent.host import host_info
@@ -112,7 +112,7 @@ def source_figures(samples: np.ndarray, start_ns: int = WARMUP_NS) -> dict:
 
 def _ping_samples(addr: str, scheme: str, rate_rps: float, seconds: float, source: str) -> np.ndarray:
     spec = LoadSpec(targets=[addr], rate_rps=rate_rps, duration_ns=int(seconds * 1e9), conns=1, outstanding=1,
-                    sample_every=1, timestamps=source, scheme=scheme)
+                    sample_every=1, timestamps=source, protocol=protocol(scheme))
     result = LocalAgent().run(spec)
     if result.error:
         raise TailwiseError(f"calibration traffic to {addr} ({source} stamps) failed: {result.error}",

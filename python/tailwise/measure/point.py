@@ -21,6 +21,7 @@ from tailwise.errors import InputError
 from tailwise.agent.host import host_info, isolated_cpus, listener_cpus
 from tailwise.methodology.checks import Setting
 from tailwise.measure.server import builtin_server, server_stats
+from tailwise.spec.load import TestStall
 from tailwise.spec.runspec import RunSpec, timestamp_source
 from tailwise.spec.units import fmt_ns, parse_dist, parse_time_ns
 
@@ -161,7 +162,7 @@ def measure(rs: RunSpec, setup: Setup, command: str, display: Display | None = N
     def one(addrs: list[str], target_url: str, stall_sources=()) -> Measurement:
         source, note = timestamp_source(rs.timestamps, addrs[0])
         config["timestamps"], config["timestamps_note"] = source, note
-        spec = rs.load_spec(addrs, source, test_stall_ns=_test_stall())
+        spec = rs.load_spec(addrs, source, test_stall=_test_stall())
         agent = LocalAgent()
         span_s = (rs.duration_ns or rs.max_time_ns) / 1e9
         goal = (f"for {span_s:g} s" if rs.duration_ns else
@@ -204,7 +205,7 @@ def measure(rs: RunSpec, setup: Setup, command: str, display: Display | None = N
     return m
 
 
-def _test_stall() -> tuple[int, int, int, int] | None:
+def _test_stall() -> TestStall | None:
     """Tests only: TAILWISE_TEST_ENGINE_STALL=AT:FOR[:EVERY:COUNT] (e.g. 1.5s:2ms, or 1s:5ms:500ms:4)
     stops each engine thread for FOR at AT, then every EVERY, COUNT times in all (once by default)."""
     hook = os.environ.get("TAILWISE_TEST_ENGINE_STALL")
@@ -216,4 +217,4 @@ def _test_stall() -> tuple[int, int, int, int] | None:
                          "give e.g. 1.5s:2ms or 1s:5ms:500ms:4")
     at, dur = (parse_time_ns(x, what="TAILWISE_TEST_ENGINE_STALL") for x in parts[:2])
     every, count = (parse_time_ns(parts[2], what="TAILWISE_TEST_ENGINE_STALL"), int(parts[3])) if len(parts) == 4 else (0, 1)
-    return at, dur, every, count
+    return TestStall(at, dur, every, count)

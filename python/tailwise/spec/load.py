@@ -1,11 +1,57 @@
 """`LoadSpec`: what one agent is asked to do — the engine's whole configuration, as the
-coordinator gives it (`RunSpec.load_spec`) and an agent receives it."""
+coordinator gives it (`RunSpec.load_spec`) and an agent receives it.
+
+Its fields are the engine configuration's own (``EngineConfig`` in
+crates/tailwise-core/src/engine/config.rs), named alike, and their defaults are read from there
+(``_core.ENGINE_DEFAULTS``), never written again here: ``to_json()`` is what ``_core.Engine`` and
+an agent's ``configure`` take, and tests/unit/test_spec.py holds the two types to the same fields.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any
 
+from tailwise import _core
 from tailwise.spec.workload import Workload
+
+#: Every field of the engine's configuration with its default: the one definition of them.
+ENGINE: dict[str, Any] = _core.ENGINE_DEFAULTS
+
+
+@dataclass(frozen=True)
+class Probe:
+    """The latency probe (--probe; engine/config.rs, ``Probe``): its own connections with one
+    request outstanding each, Poisson at its own rate."""
+
+    conns: int
+    rate_rps: float
+
+
+@dataclass(frozen=True)
+class TestStall:
+    """Tests only (a build with the test-hooks feature): each engine thread stops for ``for_ns``,
+    first ``at_ns`` into the schedule, then every ``every_ns``, ``count`` times."""
+
+    __test__ = False  # not a pytest class
+
+    at_ns: int
+    for_ns: int
+    every_ns: int
+    count: int
+
+
+def protocol(scheme: str, *, service_ns: int | None = None, host: str = "", path: str = "/",
+             size: int | None = None) -> dict[str, Any]:
+    """A configuration's ``protocol``: the scheme with the parameters that protocol has."""
+    if scheme == "synthetic":
+        return {"scheme": scheme, "service_ns": service_ns}
+    if scheme == "http":
+        return {"scheme": scheme, "host": host, "path": path}
+    if scheme == "udp":
+        return {"scheme": scheme, "size": size if size is not None else _core.UDP_SIZE}
+    return {"scheme": scheme}
 
 
 @dataclass(frozen=True)
@@ -15,43 +61,48 @@ class LoadSpec:
     targets: list[str]  # "ip:port"
     rate_rps: float
     duration_ns: int
-    threads: int = 1
-    conns: int = 8
-    outstanding: int = 4
-    arrival: str = "exp"
-    sample_every: int = 1
-    timeout_ns: int = 1_000_000_000
-    late_ns: int = 50_000
-    seed: int = 1
-    pin: bool = True
-    busy_poll: bool = True
+    threads: int = ENGINE["threads"]
+    conns: int = ENGINE["conns"]
+    outstanding: int = ENGINE["outstanding"]
+    arrival: str = ENGINE["arrival"]
+    sample_every: int = ENGINE["sample_every"]
+    timeout_ns: int = ENGINE["timeout_ns"]
+    late_ns: int = ENGINE["late_ns"]
+    connect_timeout_ns: int = ENGINE["connect_timeout_ns"]
     #: A target that stays unreachable this long (refused, or closing before replying) ends the run.
-    unreachable_ns: int = 2_000_000_000
-    #: Tests only: (at_ns, for_ns, every_ns, count) — each engine thread stops, as a preemption would.
-    test_stall_ns: tuple[int, int, int, int] | None = None
-    #: Receive times: "kernel" (SO_TIMESTAMPING software stamps) or "user" (the clock after read).
-    timestamps: str = "user"
-    service_ns: int | None = None  # carried in each synthetic request; None: the server chooses
-    scheme: str = "synthetic"
-    http_host: str = ""  # Host header of http:// requests
-    http_path: str = "/"
-    udp_size: int = 64  # udp:// datagram bytes
+    unreachable_ns: int = ENGINE["unreachable_ns"]
+    seed: int = ENGINE["seed"]
+    pin: bool = ENGINE["pin"]
+    busy_poll: bool = ENGINE["busy_poll"]
+    test_stall: TestStall | None = None
+    #: Receive times: "kernel" (SO_TIMESTAMPING software stamps), "nic" or "user" (the clock after read).
+    timestamps: str = ENGINE["timestamps"]
+    #: The scheme and its parameters (``protocol()``).
+    protocol: dict[str, Any] = field(default_factory=lambda: dict(ENGINE["protocol"]))
     workload: Workload = field(default_factory=Workload)
-    #: The latency probe (--probe; engine/mod.rs, `Probe`): its own connections with one request
-    #: outstanding each, Poisson at its own rate; 0 connections: no probe.
-    probe_conns: int = 0
-    probe_rate_rps: float = 0.0
+    probe: Probe | None = None
+
+    def engine_config(self) -> dict[str, Any]:
+        """The engine configuration: every field by its name."""
+        return asdict(self)
+
+    def to_json(self) -> str:
+        return json.dumps(self.engine_config())
+
+    @property
+    def scheme(self) -> str:
+        return self.protocol["scheme"]
 
     # What the statistics see. With a probe, the timed requests are the probe's (Poisson, every
     # one kept) while the target is offered the load and the probe together.
     @property
     def offered_rps(self) -> float:
-        return self.rate_rps + (self.probe_rate_rps if self.probe_conns else 0.0)
+        return self.rate_rps + (self.probe.rate_rps if self.probe else 0.0)
 
     @property
     def timed_arrival(self) -> str:
-        return "exp" if self.probe_conns else self.arrival
+        return "exp" if self.probe else self.arrival
 
     @property
     def timed_sample_every(self) -> int:
-        return 1 if self.probe_conns else self.sample_every
+        return 1 if self.probe else self.sample_every

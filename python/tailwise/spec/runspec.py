@@ -16,7 +16,7 @@ import random
 from dataclasses import dataclass
 from typing import Any
 
-from tailwise.spec.load import LoadSpec
+from tailwise.spec.load import ENGINE, LoadSpec, Probe, TestStall, protocol
 from tailwise.errors import HostError, InputError
 from tailwise.spec.target import KEYED, UDP_SIZE, Target, parse_targets
 from tailwise.spec.units import parse_arrival, parse_dist, parse_rate, parse_time_ns
@@ -32,9 +32,9 @@ AUTO_SAMPLES_PER_S = 20_000
 DEFAULT_CI = "10%"
 #: The built-in server's service time without --service.
 BUILTIN_SERVICE = "fixed:10us"
-#: A target refusing connections (or closing them before any reply) this long, or twice
-#: --timeout if longer, ends the run: a restart takes less, a dead server more.
-UNREACHABLE_NS = 2_000_000_000
+#: A target refusing connections (or closing them before any reply) this long (the engine's
+#: default), or twice --timeout if longer, ends the run: a restart takes less, a dead server more.
+UNREACHABLE_NS: int = ENGINE["unreachable_ns"]
 TIMESTAMPS = ("auto", "nic", "kernel", "user")
 #: Flags that only apply to keyed protocols (memcached, redis).
 KEY_FLAGS = {"keys": "--keys", "key_size": "--key-size", "value_size": "--value-size", "popularity": "--popularity",
@@ -274,19 +274,19 @@ class RunSpec:
         return Precision(percentile=self.percentile, ci_ns=self.ci_ns, ci_rel=self.ci_rel, confidence=self.confidence,
                          max_time_s=self.max_time_ns / 1e9, warmup_ns=self.warmup_ns, percentiles=self.percentiles)
 
-    def load_spec(self, addrs: list[str], timestamps: str, test_stall_ns: tuple[int, int, int, int] | None = None) -> LoadSpec:
+    def load_spec(self, addrs: list[str], timestamps: str, test_stall: TestStall | None = None) -> LoadSpec:
         """What the engine is asked to do, once the target's addresses and the timestamp source
         (decided by the interface that routes to it) are known."""
         first = self.targets[0] if self.targets else None
+        proto = protocol(self.scheme, service_ns=self.service_ns, host=first.netloc if first else "",
+                         path=first.path if first and first.path else "/", size=first.udp_size if first else UDP_SIZE)
         return LoadSpec(
             targets=addrs, rate_rps=self.rate_rps, duration_ns=self.duration_ns or self.max_time_ns,
             threads=self.threads, conns=self.conns, outstanding=self.outstanding, arrival=self.arrival,
             sample_every=self.sample_every, timeout_ns=self.timeout_ns, late_ns=self.late_ns, seed=self.seed,
-            pin=self.pin, busy_poll=self.busy_poll, service_ns=self.service_ns, scheme=self.scheme,
-            http_host=first.netloc if first else "", http_path=first.path if first and first.path else "/",
-            udp_size=first.udp_size if first else UDP_SIZE, workload=self.workload,
-            unreachable_ns=max(UNREACHABLE_NS, 2 * self.timeout_ns), test_stall_ns=test_stall_ns,
-            timestamps=timestamps, probe_conns=self.probe_conns, probe_rate_rps=self.probe_rate_rps,
+            pin=self.pin, busy_poll=self.busy_poll, protocol=proto, workload=self.workload,
+            unreachable_ns=max(UNREACHABLE_NS, 2 * self.timeout_ns), test_stall=test_stall, timestamps=timestamps,
+            probe=Probe(self.probe_conns, self.probe_rate_rps) if self.probe_conns else None,
         )
 
     def config(self, command: str) -> dict[str, Any]:

@@ -26,8 +26,8 @@ SCHEMES: tuple[str, ...] = tuple(_core.PROTOCOLS)
 KEYED: tuple[str, ...] = tuple(name for name, p in _core.PROTOCOLS.items() if p["keys"])
 #: Schemes that send one request per datagram.
 DATAGRAM: tuple[str, ...] = tuple(name for name, p in _core.PROTOCOLS.items() if p["datagram"])
-#: Default UDP echo datagram size (bytes).
-UDP_SIZE = 64
+#: Default UDP echo datagram size (bytes): the engine's own.
+UDP_SIZE: int = _core.UDP_SIZE
 
 
 @dataclass(frozen=True)

@@ -16,33 +16,47 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tailwise import _core
 from tailwise.errors import InputError
+
+#: The engine's own defaults (EngineConfig::default, crates/tailwise-core/src/engine/config.rs):
+#: the settings below that the engine takes are read from there, not written again.
+_ENGINE: dict[str, Any] = _core.ENGINE_DEFAULTS
+_WORKLOAD: dict[str, Any] = _ENGINE["workload"]
+
+
+def _as_setting(ns: int) -> str:
+    """A time as the command line writes it, in the largest unit that holds it whole (``1s``)."""
+    for unit, size in (("s", 10**9), ("ms", 10**6), ("us", 10**3)):
+        if ns and ns % size == 0:
+            return f"{ns // size}{unit}"
+    return f"{ns}ns"
+
 
 #: Every setting of a measurement a workload file may hold, with its default (None: no default,
 #: or computed).
 DEFAULTS: dict[str, Any] = {
     "targets": None,
     "rate": "10k",
-    "arrival": "exp",
-    "threads": 1,
-    "conns": 8,
-    "outstanding": 4,
-    # mutilate's defaults: 10k keys of 30 bytes, 200-byte values, uniform popularity, gets only.
-    "keys": 10_000,
-    "key_size": "30",
-    "value_size": "200",
-    "popularity": "uniform",
-    "mix": "1:0",
+    "arrival": _ENGINE["arrival"],
+    "threads": _ENGINE["threads"],
+    "conns": _ENGINE["conns"],
+    "outstanding": _ENGINE["outstanding"],
+    "keys": _WORKLOAD["keys"],
+    "key_size": _WORKLOAD["key_size"],
+    "value_size": _WORKLOAD["value_size"],
+    "popularity": _WORKLOAD["popularity"],
+    "mix": "1:0",  # the engine's set_fraction, 0 (tests/unit/test_spec.py holds them together)
     "percentile": 99.0,
     "percentiles": None,  # DEFAULT_PERCENTILES
     "ci": None,
     "confidence": 0.95,
     "max_time": "60s",
     "duration": None,
-    "timeout": "1s",
-    "late": "50us",
+    "timeout": _as_setting(_ENGINE["timeout_ns"]),
+    "late": _as_setting(_ENGINE["late_ns"]),
     "warmup": "100ms",
-    "poll": "spin",
+    "poll": "spin" if _ENGINE["busy_poll"] else "block",
     "timestamps": "auto",
     "sample_every": None,
     "seed": None,
@@ -52,7 +66,7 @@ DEFAULTS: dict[str, Any] = {
     "probe": False,
     "probe_conns": 4,
     "probe_rate": "2k",
-    "pin": True,
+    "pin": _ENGINE["pin"],
     "keep_stalls": False,
 }
 
@@ -178,7 +192,7 @@ class Workload:
     key_size: str = DEFAULTS["key_size"]
     value_size: str = DEFAULTS["value_size"]
     popularity: str = DEFAULTS["popularity"]
-    set_fraction: float = 0.0
+    set_fraction: float = _WORKLOAD["set_fraction"]
 
     @classmethod
     def from_settings(cls, s: dict[str, Any]) -> Workload:
@@ -189,8 +203,6 @@ class Workload:
 
     def check(self) -> tuple[float, float]:
         """Validate in the data plane's own parser; returns mean key and value sizes (bytes)."""
-        from tailwise import _core
-
         if self.keys < 1:
             raise InputError(f"--keys {self.keys} must be at least 1", "give --keys 1 or more")
         try:

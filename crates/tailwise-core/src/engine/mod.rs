@@ -20,6 +20,7 @@
 //! Busy-poll mode spins on `epoll_wait(0)`; blocking mode sleeps in `epoll_pwait2` until a reply
 //! arrives or until `SPIN_NS` before the next send, then spins (timer slack 1 ns).
 
+mod config;
 mod conn;
 mod finish;
 mod handover;
@@ -34,78 +35,24 @@ mod test_hook;
 mod thread;
 mod tx_stamps;
 
+pub use config::{ConfigError, EngineConfig, Probe, TestStall, Timestamps};
 pub use problem::{Abort, EngineError, Failure, IoErr, Killed, Lost, NoReply};
-#[cfg(any(test, feature = "test-hooks"))]
-pub use test_hook::TestStall;
 
 /// A timing-loop iteration longer than this counts as a stall (`stalls` in the result; the
 /// summary's `engine.stall_threshold_ns`).
 pub const STALL_NS: u64 = stalls::STALL_NS;
 
-use crate::net::{self, StampClock};
+use crate::net;
 use crate::nic::NicStamping;
-use crate::protocol::Protocol;
 use crate::recorder::{Histograms, Intervals, Sample, SampleStore};
 use crate::schedule::Arrival;
 use crate::stall::StallLog;
-use crate::workload::Workload;
 use std::net::{SocketAddr, TcpStream, UdpSocket};
 use std::os::fd::{AsRawFd, RawFd};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed, Ordering::SeqCst};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
-
-#[derive(Clone, Debug)]
-pub struct EngineConfig {
-    pub targets: Vec<SocketAddr>,
-    pub protocol: Protocol,
-    /// Keys, sizes and mix (used by the protocols with keys).
-    pub workload: Workload,
-    pub rate_rps: f64,
-    pub duration_ns: u64,
-    pub threads: usize,
-    /// Connections in all, spread over threads and targets.
-    pub conns: usize,
-    /// Requests in flight per connection, at most.
-    pub outstanding: usize,
-    pub arrival: Arrival,
-    /// Keep a random 1 in `sample_every` requests raw.
-    pub sample_every: u64,
-    /// A request without reply after this long is a timeout.
-    pub timeout_ns: u64,
-    /// A request sent more than this after its intended time is late.
-    pub late_ns: u64,
-    pub connect_timeout_ns: u64,
-    /// A thread whose target has not replied for this long, with its connections refused or
-    /// closed by the target meanwhile, ends the run (a frozen target that accepts is only slow).
-    pub unreachable_ns: u64,
-    pub seed: u64,
-    pub pin: bool,
-    pub busy_poll: bool,
-    /// Tests only: each engine thread stops as a preemption would (and says so on stderr).
-    #[cfg(any(test, feature = "test-hooks"))]
-    pub test_stall: Option<TestStall>,
-    /// Where a reply's receive time comes from (`Timestamps`).
-    pub timestamps: Timestamps,
-    /// The latency probe: when set, the threads above only load the target and the probe's
-    /// requests are the only ones whose latency is recorded (`Probe`).
-    pub probe: Option<Probe>,
-}
-
-/// Lancet's latency agent in its asymmetric mode (Lancet, ATC'19, §4.2): beside the open-loop
-/// load, a thread of its own (pinned to the next CPU the engine takes) sends Poisson requests at
-/// `rate_rps` over `conns` connections with one request outstanding each, spinning on its
-/// sockets (SO_BUSY_POLL where the driver polls; lo and veth do not). Its requests wait behind
-/// no earlier request of the client's own, and its receive path is never busy with load replies,
-/// so their latency is the server's and the network's. The load threads' requests go
-/// unrecorded (counted, not timed). What the probe cannot see: queueing behind the client's own
-/// pipelined requests on a load connection, which its requests never share.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct Probe {
-    pub conns: usize,
-    pub rate_rps: f64,
-}
 
 /// Whether an engine thread's requests are timed (`Measure`, and the `Probe`: histograms,
 /// intervals, samples) or only counted (`Load`, beside a probe).
@@ -114,37 +61,6 @@ pub(crate) enum Role {
     Measure,
     Load,
     Probe,
-}
-
-/// The source of receive times. `User`: the clock read after `read` returns (a stalled engine
-/// thread adds its stall to every reply that arrives meanwhile). `Kernel`: the kernel's software
-/// stamp of the packet's arrival (SO_TIMESTAMPING), converted to CLOCK_MONOTONIC; taken whether
-/// or not the engine runs. `Nic`: the NIC's hardware stamp of the packet on the wire, on its PTP
-/// clock converted to CLOCK_MONOTONIC (nic.rs); the interface that routes to the targets is
-/// switched to stamp every packet for the run (`Engine::start` fails, saying why, where it
-/// cannot). For TCP a read's stamp is that of the last segment it took bytes from, and every
-/// reply completed by that read gets it: a reply that arrived in an earlier segment of the same
-/// read is overstated by the gap between the two segments, never understated. `Kernel` and `Nic`
-/// also stamp every send (the transmit stamp, kept beside the user-space send time): a request
-/// gets the stamp of the send that carried its last byte (tx_stamps.rs). The
-/// user-space stamps are kept with every sample either way, for comparison.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum Timestamps {
-    #[default]
-    User,
-    Kernel,
-    Nic,
-}
-
-impl Timestamps {
-    /// The clock that stamps packets, if any.
-    pub fn clock(self) -> Option<StampClock> {
-        match self {
-            Timestamps::User => None,
-            Timestamps::Kernel => Some(StampClock::Kernel),
-            Timestamps::Nic => Some(StampClock::Nic),
-        }
-    }
 }
 
 /// Request counts. `intended` = `sent` + `never_sent`; every sent request ends as exactly one of
@@ -348,39 +264,6 @@ pub struct Engine {
 /// spinning before the schedule starts.
 const START_DELAY_NS: u64 = 5_000_000;
 
-/// Above this a thread's schedule outruns any socket: refuse rather than queue without end
-/// (bench/engine: one thread sustains 1.5M req/s pipelined on this machine kind).
-const MAX_RATE_PER_THREAD: f64 = 10_000_000.0;
-
-fn validate(cfg: &EngineConfig) -> Result<(), EngineError> {
-    if !(cfg.rate_rps > 0.0 && cfg.rate_rps.is_finite()) {
-        return Err(EngineError::Rate(cfg.rate_rps));
-    }
-    let per_thread = cfg.rate_rps / cfg.threads.max(1) as f64;
-    if per_thread > MAX_RATE_PER_THREAD {
-        let threads_needed = (cfg.rate_rps / MAX_RATE_PER_THREAD).ceil();
-        return Err(EngineError::RatePerThread { per_thread, threads_needed });
-    }
-    if cfg.threads == 0 || cfg.conns == 0 || cfg.outstanding == 0 {
-        return Err(EngineError::Zero);
-    }
-    if cfg.conns < cfg.threads {
-        return Err(EngineError::ConnsBelowThreads { conns: cfg.conns, threads: cfg.threads });
-    }
-    if cfg.targets.is_empty() {
-        return Err(EngineError::NoTarget);
-    }
-    if cfg.duration_ns == 0 {
-        return Err(EngineError::Duration);
-    }
-    if let Some(p) = cfg.probe {
-        if p.conns == 0 || !(p.rate_rps > 0.0 && p.rate_rps.is_finite()) {
-            return Err(EngineError::Probe);
-        }
-    }
-    cfg.workload.validate().map_err(EngineError::Workload)
-}
-
 /// Add `n` occurrences of `reason` to a list of distinct reasons with their counts.
 pub fn count_reason(reasons: &mut Vec<(String, u64)>, reason: String, n: u64) {
     match reasons.iter_mut().find(|(r, _)| *r == reason) {
@@ -510,7 +393,7 @@ fn connect_all(cfg: &EngineConfig) -> Result<Vec<Vec<Sock>>, EngineError> {
 impl Engine {
     /// Connect every connection (failing fast with a clear message), then start the threads.
     pub fn start(cfg: EngineConfig) -> Result<Engine, EngineError> {
-        validate(&cfg)?;
+        cfg.validate()?;
         let nic = match cfg.timestamps {
             Timestamps::Nic => Some(Arc::new(nic_stamping(&cfg.targets)?)),
             _ => None,

@@ -61,7 +61,7 @@ pub enum EngineError {
     #[error("cannot start engine thread: {0}")]
     Spawn(io::Error),
     /// A test hook asked of a build without them (the `test-hooks` feature).
-    #[error("the engine's test hook (TAILWISE_TEST_ENGINE_STALL, test_stall_ns) is not in this build")]
+    #[error("the engine's test hook (TAILWISE_TEST_ENGINE_STALL, a configuration's test_stall) is not in this build")]
     NoTestHooks,
 }
 

@@ -5,6 +5,7 @@
 
 use super::*;
 use crate::clock::now_ns;
+use crate::protocol::Protocol;
 use crate::recorder::{flags as F, Sample};
 use crate::workload::{SizeDist, Workload};
 use std::io::{Read, Write};
@@ -115,21 +116,17 @@ fn config(addr: SocketAddr, rate: f64, duration_ms: u64, outstanding: usize, wor
         workload,
         rate_rps: rate,
         duration_ns: duration_ms * 1_000_000,
-        threads: 1,
         conns: 1,
         outstanding,
         arrival: Arrival::Fixed,
-        sample_every: 1,
         timeout_ns: 3_000_000_000,
         late_ns: 1_000_000,
         connect_timeout_ns: 1_000_000_000,
-        unreachable_ns: 2_000_000_000,
         seed: 5,
         pin: false,
         busy_poll: false,
-        test_stall: None,
         timestamps: Timestamps::Kernel,
-        probe: None,
+        ..EngineConfig::default()
     }
 }
 

@@ -3,22 +3,7 @@
 //! have none of it in the timing loop.
 
 use super::thread::Worker;
-
-/// Stop each engine thread for `for_ns`, first `at_ns` into the schedule, then every `every_ns`
-/// after the previous stop began, `count` times in all.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct TestStall {
-    pub at_ns: u64,
-    pub for_ns: u64,
-    pub every_ns: u64,
-    pub count: u32,
-}
-
-impl TestStall {
-    pub fn once(at_ns: u64, for_ns: u64) -> TestStall {
-        TestStall { at_ns, for_ns, every_ns: 0, count: 1 }
-    }
-}
+use super::TestStall;
 
 impl Worker {
     /// Stop at the first moment after each stop's time with a request sent in the last 200 µs

@@ -1,6 +1,7 @@
 use super::*;
 use crate::dist::Dist;
 use crate::error::Problem;
+use crate::protocol::Protocol;
 use crate::recorder::{flags as F, Sample};
 use crate::server::{Server, ServerConfig};
 use std::time::Duration;
@@ -28,25 +29,16 @@ fn line(e: &impl Problem) -> String {
 fn config(addr: SocketAddr, rate: f64, duration_ms: u64) -> EngineConfig {
     EngineConfig {
         targets: vec![addr],
-        protocol: Protocol::Synthetic { service_ns: None, reply_pad: 0 },
-        workload: Default::default(),
         rate_rps: rate,
         duration_ns: duration_ms * 1_000_000,
-        threads: 1,
         conns: 2,
-        outstanding: 4,
-        arrival: Arrival::Exp,
-        sample_every: 1,
-        timeout_ns: 1_000_000_000,
         late_ns: 1_000_000,
         connect_timeout_ns: 1_000_000_000,
         unreachable_ns: 500_000_000,
         seed: 11,
         pin: false,
         busy_poll: false,
-        test_stall: None,
-        timestamps: Timestamps::User,
-        probe: None,
+        ..EngineConfig::default()
     }
 }
 

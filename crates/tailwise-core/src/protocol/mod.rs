@@ -109,8 +109,10 @@ pub trait Codec: Send {
     }
 }
 
-/// The protocols a target URL can name.
-#[derive(Clone, Debug, PartialEq)]
+/// The protocols a target URL can name. In an engine configuration (JSON), an object named by
+/// its scheme with the parameters it has ([`ProtocolSpec`]): `{"scheme": "http", "path": "/"}`.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(try_from = "ProtocolSpec", into = "ProtocolSpec")]
 pub enum Protocol {
     /// `synthetic://`: tailwise's own; the request may carry its service time.
     Synthetic { service_ns: Option<u32>, reply_pad: u32 },
@@ -122,6 +124,99 @@ pub enum Protocol {
     Http { host: String, path: String },
     /// UDP datagrams of `size` bytes (at least 8: the id), echoed back.
     UdpEcho { size: usize },
+}
+
+/// A protocol as written in a configuration: its scheme ([`Protocol::name`]) and, of the
+/// parameters, only those its protocol has; a missing one takes [`Protocol::each`]'s. (Serde's
+/// own enum tagging would let a parameter given to the wrong protocol pass unseen.)
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProtocolSpec {
+    pub scheme: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub service_ns: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reply_pad: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub size: Option<usize>,
+}
+
+impl From<Protocol> for ProtocolSpec {
+    fn from(p: Protocol) -> ProtocolSpec {
+        let scheme = p.name().to_string();
+        match p {
+            Protocol::Synthetic { service_ns, reply_pad } => {
+                ProtocolSpec { scheme, service_ns, reply_pad: Some(reply_pad), ..Default::default() }
+            }
+            Protocol::Http { host, path } => ProtocolSpec { scheme, host: Some(host), path: Some(path), ..Default::default() },
+            Protocol::UdpEcho { size } => ProtocolSpec { scheme, size: Some(size), ..Default::default() },
+            _ => ProtocolSpec { scheme, ..Default::default() },
+        }
+    }
+}
+
+impl TryFrom<ProtocolSpec> for Protocol {
+    type Error = UnknownScheme;
+
+    fn try_from(s: ProtocolSpec) -> Result<Protocol, UnknownScheme> {
+        let p = match Protocol::named(&s.scheme)? {
+            Protocol::Synthetic { .. } => {
+                Protocol::Synthetic { service_ns: s.service_ns, reply_pad: s.reply_pad.unwrap_or(0) }
+            }
+            Protocol::Http { .. } => {
+                Protocol::Http { host: s.host.clone().unwrap_or_default(), path: s.path.clone().unwrap_or_else(|| "/".into()) }
+            }
+            Protocol::UdpEcho { .. } => Protocol::UdpEcho { size: s.size.unwrap_or(UDP_SIZE) },
+            other => other,
+        };
+        // A parameter its protocol does not have: refused, not ignored.
+        let (given, kept) = (s, ProtocolSpec::from(p.clone()));
+        let extra = [
+            ("service_ns", given.service_ns.is_some() && kept.service_ns.is_none()),
+            ("reply_pad", given.reply_pad.is_some() && kept.reply_pad.is_none()),
+            ("host", given.host.is_some() && kept.host.is_none()),
+            ("path", given.path.is_some() && kept.path.is_none()),
+            ("size", given.size.is_some() && kept.size.is_none()),
+        ];
+        match extra.iter().find(|(_, bad)| *bad) {
+            Some((field, _)) => Err(UnknownScheme::Parameter { scheme: given.scheme, field }),
+            None => Ok(p),
+        }
+    }
+}
+
+/// A datagram's bytes when a `udp://` URL gives no `?size=`.
+pub const UDP_SIZE: usize = 64;
+
+/// A URL scheme that names no protocol, or a parameter its protocol does not have.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum UnknownScheme {
+    #[error("unknown protocol '{0}'")]
+    Scheme(String),
+    #[error("protocol '{scheme}' has no parameter '{field}'")]
+    Parameter { scheme: String, field: &'static str },
+}
+
+impl crate::error::Problem for UnknownScheme {
+    fn kind(&self) -> crate::error::Kind {
+        crate::error::Kind::Input
+    }
+
+    fn remedy(&self) -> String {
+        match self {
+            UnknownScheme::Scheme(_) => {
+                let names: Vec<&str> = Protocol::each().iter().map(Protocol::name).collect();
+                format!("use one of {}", names.join(", "))
+            }
+            UnknownScheme::Parameter { .. } => {
+                "service_ns and reply_pad are synthetic's, host and path http's, size udp's".into()
+            }
+        }
+    }
 }
 
 impl Protocol {
@@ -150,8 +245,13 @@ impl Protocol {
             Protocol::MemcachedUdp,
             Protocol::Redis,
             Protocol::Http { host: String::new(), path: "/".into() },
-            Protocol::UdpEcho { size: 64 },
+            Protocol::UdpEcho { size: UDP_SIZE },
         ]
+    }
+
+    /// The protocol `scheme` names, with its default parameters.
+    pub fn named(scheme: &str) -> Result<Protocol, UnknownScheme> {
+        Protocol::each().into_iter().find(|p| p.name() == scheme).ok_or_else(|| UnknownScheme::Scheme(scheme.into()))
     }
 
     /// The URL scheme that names it.
