@@ -311,6 +311,9 @@ def test_calibrate_validates(tmp_path):
     doc = cli_json("calibrate", "--json", "--no-model", "--duration", "1", "--out", str(out), ok=(0,), timeout=90)
     assert_valid("calibrate", doc, "`tailwise calibrate --json --no-model`")
     assert read_json(out / "summary.json") == doc
+    from tailwise.results.documents.base import STRICT
+    from tailwise.results.documents.calibrate import Calibration
+    assert Calibration.model_validate(doc, context=STRICT).to_json() == doc  # only the fields its model declares
     # veth only where namespaces can be made (root); it is then listed under not_tried instead.
     assert [p["path"] for p in doc["paths"]][0] == "loopback"
     broken = copy.deepcopy(doc)

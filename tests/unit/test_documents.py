@@ -1,6 +1,7 @@
 """Issue 20: each document is one set of typed models that writes both the JSON and its schema.
 
-docs/schema/summary.schema.json, sweep.schema.json and compare.schema.json are generated from the models; these tests
+docs/schema/summary.schema.json, sweep.schema.json, compare.schema.json and calibrate.schema.json are generated
+from the models; these tests
 fail when the committed files and the models disagree, and hold the models to writing values as
 given (JSON's types are the contract) and only the keys they declare.
 """
@@ -13,11 +14,19 @@ import numpy as np
 import pytest
 from pydantic import ValidationError
 
+from support.schemas import assert_valid
+from tailwise.measure.calibrate import _bias, _figures
 from tailwise.results.documents.__main__ import schemas
 from tailwise.results.documents.base import STRICT, amend
+from tailwise.results.documents.calibrate import Calibration
 from tailwise.results.documents.run import Counters, Summary, Warmup, Window
 
 SCHEMA_DIR = Path(__file__).resolve().parents[2] / "docs" / "schema"
+
+
+def test_every_document_has_its_generated_schema():
+    assert sorted(schemas()) == ["calibrate.schema.json", "compare.schema.json", "summary.schema.json",
+                                 "sweep.schema.json"]
 
 
 @pytest.mark.parametrize("name", sorted(schemas()))
@@ -65,3 +74,79 @@ def test_amend_sets_declared_fields_only():
         amend(doc, Summary, not_a_field=1)
     with pytest.raises(ValidationError):
         amend(doc, Summary, thresholds=[{"threshold": "p99<1ms"}])  # a threshold without its verdict
+
+
+# --------------------------------------------------------------------------- the calibration
+
+def _calibration(rtt: np.ndarray, with_nic: bool) -> dict:
+    """A calibrate document as measure/calibrate.calibrate builds it, numpy values included: one
+    path tried (with the NIC's run, or without it and why), veth not tried, and the model bias."""
+    stamped = _figures(rtt)
+    nic = {"available": False, "reason": "lo cannot stamp in hardware: no PTP clock"}
+    kernel = {"rtt": stamped}
+    if with_nic:
+        nic = {"available": True, "reason": None, "requests": np.int64(len(rtt)), "stamped": len(rtt),
+               "rtt": stamped, "user_bias": _bias(rtt // 2)}
+        kernel["bias_vs_nic"] = {"min_ns": 0, "p50_ns": None, "p99_ns": 3}
+    path = {"path": "loopback", "tried": True, "target": "synthetic://127.0.0.1:1", "interface": "lo",
+            "rate_rps": 2_000, "seconds": 2.0, "best": "nic" if with_nic else "kernel", "requests": len(rtt),
+            "kernel_stamped": len(rtt), "kernel": kernel,
+            "user": {"rtt": _figures(rtt + 5), "bias": _bias(np.full(len(rtt), 5)), "send_side": _bias(rtt[:0]),
+                     "receive_side": _bias(rtt[:0])},
+            "nic": nic}
+    gaps = {"p50_ns": np.float64(1.5), "p99_ns": None, "p99.9_ns": -2}
+    source = {"samples": 10, "verdict_state": "done", "p50_ns": 12_001.0, "p99_ns": None, "p99.9_ns": np.int64(9),
+              "minus_model": gaps, "server_stalls_left_out": {"server_stalls": 0, "requests_left_out": 0,
+                                                              "minus_model": gaps}}
+    return {
+        "schema": "tailwise.calibrate/1",
+        "host": {"hostname": "h", "kernel": "6.1", "cpu_model": None, "cores": 2, "usable_cores": 2,
+                 "clocksource": "tsc", "python": "3.11"},
+        "clock": {"monotonic_read_ns": 20.5, "realtime_read_ns": np.float64(21.0)},
+        "paths": [path, {"path": "veth", "tried": False, "reason": "not root"}],
+        "model_bias": {"service": "fixed:10us", "load": 0.2, "rate_rps": 20_000.0, "seconds": 3.0, "model": "M/D/1",
+                       "model_ns": {"p50_ns": 10_500.0, "p99_ns": 30_000.0, "p99.9_ns": 40_000.0},
+                       "sources": {"kernel": source, "user": source},
+                       "goal": {"with": "kernel", "within_ns": {"p50_ns": 12_000, "p99_ns": 30_000}, "met": False},
+                       "note": "every request in"},
+        "not_tried": [{"what": "veth", "why": "not root"}] + ([] if with_nic else [
+            {"what": "nic", "why": nic["reason"], "path": "loopback"}]),
+    }
+
+
+@pytest.mark.parametrize("with_nic", [False, True], ids=["kernel", "nic"])
+@pytest.mark.parametrize("n", [0, 100])
+def test_the_calibration_model_takes_what_calibrate_writes(with_nic, n):
+    """Every key measure/calibrate writes is declared (strictly), written back as given, and the
+    document validates against the generated schema, empty figures (only n) included."""
+    doc = _calibration(np.arange(1_000, 1_000 + n, dtype=np.int64), with_nic)
+    out = Calibration.model_validate(doc, context=STRICT).to_json()
+    assert out == doc
+    assert out["paths"][0]["kernel"]["rtt"].get("p99.9_ns") == (None if n == 0 else 1_099)
+    assert type(out["clock"]["realtime_read_ns"]) is float and type(out["model_bias"]["sources"]["kernel"]["p99.9_ns"]) is int
+    assert_valid(out, "calibrate")
+    assert_valid(out | {"model_bias": None}, "calibrate")
+
+
+@pytest.mark.parametrize("change", ["tried path without user", "figures without percentiles", "nic without rtt",
+                                    "untried path without reason", "unknown best", "no path"])
+def test_a_broken_calibration_fails_the_schema(change):
+    import jsonschema
+
+    doc = Calibration.model_validate(_calibration(np.arange(1_000, 1_100, dtype=np.int64), True)).to_json()
+    assert_valid(doc, "calibrate")
+    path = doc["paths"][0]
+    if change == "tried path without user":
+        del path["user"]
+    elif change == "figures without percentiles":
+        del path["kernel"]["rtt"]["p99.9_ns"]
+    elif change == "nic without rtt":
+        del path["nic"]["rtt"]
+    elif change == "untried path without reason":
+        del doc["paths"][1]["reason"]
+    elif change == "unknown best":
+        path["best"] = "user"
+    else:
+        doc["paths"] = []
+    with pytest.raises(jsonschema.ValidationError):
+        assert_valid(doc, "calibrate")

@@ -38,6 +38,7 @@ from tailwise import _core
 from tailwise.agent.local import Flag, LocalAgent
 from tailwise.spec.load import LoadSpec, protocol
 from tailwise.errors import TailwiseError
+from tailwise.results.documents.calibrate import Calibration
 from tailwise.results.files import CALIBRATE_SCHEMA
 from tailwise.agent.host import host_info
 from tailwise.spec.runspec import hardware_stamping
@@ -248,7 +249,8 @@ def model_bias(seconds: float = MODEL_SECONDS) -> dict:
 
 
 def calibrate(target: str | None = None, seconds: float = PING_SECONDS, with_model: bool = True) -> dict:
-    """Every path and the model bias (no ``target``), or the sources against one reflector."""
+    """Every path and the model bias (no ``target``), or the sources against one reflector: the
+    document, written through its model (results/documents/calibrate.Calibration)."""
     mono, real = _core.clock_cost_ns()
     out = {"schema": SCHEMA, "host": host_info(), "clock": {"monotonic_read_ns": mono, "realtime_read_ns": real}}
     if target is not None:
@@ -266,4 +268,4 @@ def calibrate(target: str | None = None, seconds: float = PING_SECONDS, with_mod
     out["not_tried"] = [{"what": "nic", "why": p["nic"]["reason"], "path": p["path"]}
                         for p in out["paths"] if p["tried"] and not p["nic"]["available"]]
     out["not_tried"] += [{"what": p["path"], "why": p["reason"]} for p in out["paths"] if not p["tried"]]
-    return out
+    return Calibration.model_validate(out).to_json()
