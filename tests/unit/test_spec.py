@@ -67,6 +67,7 @@ def test_load_spec_is_the_engine_configuration_field_for_field():
     ls = LoadSpec(targets=["127.0.0.1:9"], rate_rps=1.0, duration_ns=1)
     given = {"targets": ["127.0.0.1:9"], "rate_rps": 1.0, "duration_ns": 1}
     assert json.loads(_core.check_engine_config(ls.to_json())) == _core.ENGINE_DEFAULTS | given
+    assert LoadSpec.from_engine_config(json.loads(ls.to_json())) == ls
     engine, work = _core.ENGINE_DEFAULTS, _core.ENGINE_DEFAULTS["workload"]
     assert {k: DEFAULTS[k] for k in ("arrival", "threads", "conns", "outstanding", "pin")} == \
         {k: engine[k] for k in ("arrival", "threads", "conns", "outstanding", "pin")}

@@ -270,6 +270,29 @@ impl PyIntervals {
         PyBytes::new(py, &bytes)
     }
 
+    /// Each interval that has any request, with how many: (index, count) — finished ones, or with
+    /// `pending` those outstanding at the latest snapshot. An agent sends only what changed.
+    #[pyo3(signature = (pending=false))]
+    fn counts(&self, py: Python<'_>, pending: bool) -> Vec<(usize, u64)> {
+        py.detach(|| {
+            let iv = self.inner.lock().unwrap();
+            let v = if pending { &iv.pending } else { &iv.done };
+            v.iter().enumerate().filter_map(|(i, h)| h.as_ref().map(|h| (i, h.len()))).collect()
+        })
+    }
+
+    /// The histograms of intervals `indices` (HdrHistogram V2 compressed; empty bytes for an
+    /// interval without one), finished requests or with `pending` outstanding ones.
+    #[pyo3(signature = (indices, pending=false))]
+    fn encoded<'py>(&self, py: Python<'py>, indices: Vec<usize>, pending: bool) -> Vec<Bound<'py, PyBytes>> {
+        let encoded: Vec<Vec<u8>> = py.detach(|| {
+            let iv = self.inner.lock().unwrap();
+            let v = if pending { &iv.pending } else { &iv.done };
+            indices.iter().map(|&i| v.get(i).and_then(|h| h.as_ref()).map(encode_histogram).unwrap_or_default()).collect()
+        });
+        encoded.into_iter().map(|b| PyBytes::new(py, &b)).collect()
+    }
+
     /// The finished requests' histograms, one per interval that has any: (index, V2 bytes).
     fn log<'py>(&self, py: Python<'py>) -> Vec<(usize, Bound<'py, PyBytes>)> {
         let encoded: Vec<(usize, Vec<u8>)> = py.detach(|| {

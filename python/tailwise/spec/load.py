@@ -81,6 +81,19 @@ class LoadSpec:
     protocol: dict[str, Any] = field(default_factory=lambda: dict(ENGINE["protocol"]))
     workload: Workload = field(default_factory=Workload)
     probe: Probe | None = None
+    #: False: the requests are counted, not timed (a load agent beside agents that measure).
+    timed: bool = ENGINE["timed"]
+    #: The schedule's time zero on the engine host's CLOCK_MONOTONIC (agents started together).
+    start_at_ns: int | None = None
+
+    @classmethod
+    def from_engine_config(cls, config: dict[str, Any]) -> LoadSpec:
+        """The inverse of ``engine_config`` (an agent's side of the wire)."""
+        d = dict(config)
+        d["workload"] = Workload(**d["workload"])
+        d["probe"] = Probe(**d["probe"]) if d.get("probe") else None
+        d["test_stall"] = TestStall(**d["test_stall"]) if d.get("test_stall") else None
+        return cls(**d)
 
     def engine_config(self) -> dict[str, Any]:
         """The engine configuration: every field by its name."""

@@ -62,6 +62,13 @@ pub struct EngineConfig {
     /// The latency probe: when set, the threads above only load the target and the probe's
     /// requests are the only ones whose latency is recorded (`Probe`).
     pub probe: Option<Probe>,
+    /// Whether the threads above time their requests (`false`: they only count them, as a load
+    /// agent does beside agents that measure).
+    pub timed: bool,
+    /// The schedule's time zero on this host's CLOCK_MONOTONIC, so that agents on several hosts
+    /// start together; `None`: 5 ms after the connections are up. A time nearer than that (or
+    /// past) is moved to it: `Engine::start_mono_ns` says when the schedule really began.
+    pub start_at_ns: Option<u64>,
 }
 
 impl Default for EngineConfig {
@@ -91,6 +98,8 @@ impl Default for EngineConfig {
             test_stall: None,
             timestamps: Timestamps::User,
             probe: None,
+            timed: true,
+            start_at_ns: None,
         }
     }
 }

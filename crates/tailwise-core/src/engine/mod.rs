@@ -405,7 +405,7 @@ impl Engine {
             net::await_rx_stamping(100_000_000);
         }
         let shared = Arc::new(Shared::new(per_thread.len()));
-        let start_ns = crate::clock::now_ns() + START_DELAY_NS;
+        let start_ns = (crate::clock::now_ns() + START_DELAY_NS).max(cfg.start_at_ns.unwrap_or(0));
         let cpus = net::allowed_cpus();
         let mut handles = Vec::new();
         for (t, streams) in per_thread.into_iter().enumerate() {
@@ -414,7 +414,8 @@ impl Engine {
             let (role, thread_cfg) = match cfg.probe {
                 Some(p) if t == cfg.threads => (Role::Probe, probe_config(&cfg, p)),
                 Some(_) => (Role::Load, cfg.clone()),
-                None => (Role::Measure, cfg.clone()),
+                None if cfg.timed => (Role::Measure, cfg.clone()),
+                None => (Role::Load, cfg.clone()),
             };
             let ctx = thread::ThreadCtx {
                 index: t,

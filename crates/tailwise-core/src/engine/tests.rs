@@ -612,3 +612,28 @@ fn a_probe_times_its_own_requests_and_the_load_threads_only_load() {
     }
     assert_eq!(s.served(), c.received);
 }
+
+#[test]
+fn a_load_only_engine_counts_and_times_nothing() {
+    let s = server("fixed:5us");
+    let cfg = EngineConfig { timed: false, ..config(s.addr(), 2_000.0, 300) };
+    let r = Engine::start(cfg).unwrap().join();
+    assert!(r.error.is_none(), "{:?}", r.error);
+    assert!(r.counters.received > 300, "{:?}", r.counters);
+    assert_eq!(r.hist.latency.len(), 0);
+    assert_eq!(r.samples.len(), 0);
+}
+
+#[test]
+fn the_schedule_starts_at_the_instant_asked() {
+    let s = server("fixed:5us");
+    let at = crate::clock::now_ns() + 200_000_000;
+    let e = Engine::start(EngineConfig { start_at_ns: Some(at), ..config(s.addr(), 1_000.0, 100) }).unwrap();
+    assert_eq!(e.start_mono_ns(), at);
+    let r = e.join();
+    assert!(r.error.is_none(), "{:?}", r.error);
+    // A past instant: as soon as the connections are up.
+    let past = Engine::start(EngineConfig { start_at_ns: Some(1), ..config(s.addr(), 1_000.0, 50) }).unwrap();
+    assert!(past.start_mono_ns() > at);
+    past.join();
+}
