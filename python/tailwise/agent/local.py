@@ -69,6 +69,10 @@ class AgentResult:
     target_stalls_ns: list[tuple[int, int]] = field(default_factory=list)
     #: The every-request histograms by 100 ms of intended time (``_core.Intervals``).
     intervals: object = None
+    #: A run on several agents (agent/group.py): each agent's share, clock offset and counters,
+    #: and how together they started; None for the in-process agent.
+    agents: list[dict] | None = None
+    barrier: dict | None = None
 
 
 def decode_samples(raw: bytes) -> np.ndarray:

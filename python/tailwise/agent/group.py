@@ -1,0 +1,379 @@
+"""Several agents as one: the coordinator's side of a run on many client machines.
+
+``AgentGroup`` has the ``Agent`` interface and ``GroupSession`` the ``Session`` one
+(agent/local.py), so that the controller and the methodology run unchanged on one machine or
+many (Lancet, ATC'19, §4: a coordinator drives throughput, latency and symmetric agents).
+
+* The rate (and the connections) are split over the agents that load, in proportion to their
+  engine threads; each agent gets its own seed. With a probe agent, the others only load
+  (``timed`` false: counted, not timed) and the probe agent alone measures, Poisson, one request
+  outstanding per connection (engine/config.rs, ``Probe``).
+* Start: the coordinator estimates each agent's clock offset (agent/remote.py) and gives each the
+  same future instant on its own clock; what each really started at, converted back, gives the
+  barrier's spread, reported with the offsets.
+* Snapshots and the end: counters are added, histograms merged bucket by bucket (never
+  percentiles averaged), the sampled records pooled. An agent's sample times count from its own
+  time zero; the barrier makes those zeros one instant to within the spread.
+* An agent that fails (dies, hangs past its deadline, cannot be reached) ends the run: the others
+  are stopped, what was collected is kept, and the result's error names the agent. A heartbeat
+  keeps every agent's lease while the coordinator analyses; an agent that loses it stops on its own.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field, replace
+from typing import Any, Callable
+
+import numpy as np
+
+from tailwise import _core
+from tailwise.agent.local import SAMPLE_DTYPE, AgentResult, StallSource, Taken, decode_samples
+from tailwise.agent.remote import ClockOffset, RemoteAgent
+from tailwise.errors import TailwiseError
+from tailwise.spec.load import LoadSpec, Probe
+
+#: How far ahead the common start is put: every agent must have connected before it.
+START_AHEAD_NS = 500_000_000
+#: The heartbeat's period: well inside the agents' lease (5 s by default).
+HEARTBEAT_S = 1.0
+ROLES = ("symmetric", "load", "probe")
+
+
+@dataclass
+class Member:
+    """One agent of the run, as the coordinator sees it."""
+
+    agent: RemoteAgent
+    role: str
+    spec: LoadSpec | None = None
+    offset: ClockOffset | None = None
+    #: The schedule's time zero on the agent's clock, and on the coordinator's.
+    start_mono_ns: int = 0
+    start_local_ns: int = 0
+    counters: dict = field(default_factory=dict)
+    error: str | None = None
+
+    def report(self) -> dict[str, Any]:
+        """What the summary says of this agent."""
+        return {"address": self.agent.address, "role": self.role,
+                "rate_rps": self.spec.rate_rps if self.spec else 0.0, "threads": self.spec.threads if self.spec else 0,
+                "conns": self.spec.conns if self.spec else 0, "timed": bool(self.spec and self.spec.timed),
+                "clock_offset_ns": self.offset.offset_ns if self.offset else None,
+                "clock_rtt_ns": self.offset.rtt_ns if self.offset else None,
+                "counters": self.counters, "error": self.error}
+
+
+def shares(spec: LoadSpec, threads: list[int]) -> list[LoadSpec]:
+    """``spec`` split over agents with these engine threads: rate, connections and the probe's
+    rate in proportion to threads (connections at least one per thread), a seed each."""
+    total = sum(threads)
+    out = []
+    for i, t in enumerate(threads):
+        share = t / total
+        probe = spec.probe and Probe(max(1, round(spec.probe.conns * share)), spec.probe.rate_rps * share)
+        out.append(replace(spec, rate_rps=spec.rate_rps * share, threads=t, conns=max(t, round(spec.conns * share)),
+                           seed=spec.seed + i, probe=probe))
+    return out
+
+
+def probe_spec(spec: LoadSpec) -> LoadSpec:
+    """What a probe agent runs: the probe's connections, one request outstanding each, Poisson at
+    the probe's rate, every request kept, spinning (engine/mod.rs, ``probe_config``)."""
+    assert spec.probe is not None
+    return replace(spec, rate_rps=spec.probe.rate_rps, threads=1, conns=spec.probe.conns, outstanding=1, arrival="exp",
+                   sample_every=1, busy_poll=True, probe=None, seed=spec.seed ^ 0x9B0BE000)
+
+
+class MergedIntervals:
+    """The every-request interval histograms of all agents, as ``_core.Intervals`` reads."""
+
+    def __init__(self):
+        self.done: dict[tuple[int, int], _core.Histogram] = {}
+        self.pending: dict[tuple[int, int], _core.Histogram] = {}
+
+    def update(self, member: int, meta: dict, parts: dict[str, bytes]) -> None:
+        for i in meta.get("done", []):
+            self.done[member, i] = _core.Histogram.decode(parts[f"done:{i}"])
+        if "pending" in meta:
+            for key in [k for k in self.pending if k[0] == member]:
+                del self.pending[key]
+            for i in meta["pending"]:
+                self.pending[member, i] = _core.Histogram.decode(parts[f"pending:{i}"])
+
+    def _merged(self, first: int, last: int, with_pending: bool) -> _core.Histogram:
+        out = _core.Histogram(_core.HIST_LOWEST_NS, _core.HIST_MAX_NS, _core.INTERVAL_SIGFIG)
+        for src in (self.done, self.pending) if with_pending else (self.done,):
+            for (_, i), h in src.items():
+                if first <= i < last:
+                    out.add(h)
+        return out
+
+    def window(self, first: int, last: int, with_pending: bool = True) -> bytes:
+        return self._merged(first, last, with_pending).encode()
+
+    def log(self) -> list[tuple[int, bytes]]:
+        return [(i, self._merged(i, i + 1, False).encode()) for i in sorted({i for _, i in self.done})]
+
+
+class AgentGroup:
+    """Agents at ``addresses`` (symmetric, or load agents beside one probe agent)."""
+
+    def __init__(self, addresses: list[str], token: str, probe: str | None = None, tls_ca: bytes | None = None):
+        role = "load" if probe else "symmetric"
+        self.members = [Member(RemoteAgent(a, token, tls_ca), role) for a in addresses]
+        if probe:
+            self.members.append(Member(RemoteAgent(probe, token, tls_ca), "probe"))
+
+    def start(self, spec: LoadSpec, stall_sources: tuple[StallSource, ...] = ()) -> GroupSession:
+        return GroupSession(self.members, spec)
+
+    def run(self, spec: LoadSpec, progress: Callable[[dict], None] | None = None,
+            stall_sources: tuple[StallSource, ...] = (), on_start: Callable[[GroupSession], None] | None = None) -> AgentResult:
+        """A fixed-length run: start, poll (collecting snapshots, so the agents hold little), finish."""
+        session = self.start(spec)
+        if on_start is not None:
+            on_start(session)
+        interrupted = False
+        try:
+            while not session.is_finished():
+                time.sleep(0.25)
+                session.take(merge=False)
+                if progress is not None:
+                    progress(session.snapshot())
+        except KeyboardInterrupt:
+            interrupted = True
+            session.stop()
+        return session.finish(interrupted)
+
+
+class GroupSession:
+    """A run on several agents, behind the ``Session`` interface."""
+
+    def __init__(self, members: list[Member], spec: LoadSpec):
+        self.members, self.spec, self.run_id = members, spec, uuid.uuid4().hex[:12]
+        self.intervals = MergedIntervals()
+        self.engine_stalls: list[tuple[int, int]] = []
+        self.target_stalls: list[tuple[int, int]] = []
+        self._batches: list[np.ndarray] = []
+        self._failed: str | None = None
+        self._lock = threading.Lock()
+        self._pool = ThreadPoolExecutor(max_workers=max(len(members), 1))
+        self.wall_start_s = time.time()
+        self._configure()
+        self._start()
+        self._beat = threading.Event()
+        threading.Thread(target=self._heartbeat, name="tw-heartbeat", daemon=True).start()
+
+    # -- starting ------------------------------------------------------------------------------
+
+    def _configure(self) -> None:
+        health = self._each(lambda m: m.agent.health())
+        loaders = [m for m in self.members if m.role != "probe"]
+        threads = [max(1, min(self.spec.threads, len(h.cpus) or self.spec.threads))
+                   for m, h in zip(self.members, health) if m.role != "probe"]
+        for m, s in zip(loaders, shares(self.spec if not self._has_probe_agent() else replace(self.spec, probe=None),
+                                        threads)):
+            m.spec = replace(s, timed=m.role != "load")
+        for m in self.members:
+            if m.role == "probe":
+                m.spec = probe_spec(self.spec)
+        self._each(lambda m: m.agent.configure(self.run_id, m.role, m.spec.engine_config()))
+
+    def _has_probe_agent(self) -> bool:
+        return any(m.role == "probe" for m in self.members)
+
+    def _start(self) -> None:
+        offsets = self._each(lambda m: m.agent.clock_offset())
+        at = _core.now_ns() + START_AHEAD_NS + 2 * max(o.rtt_ns for o in offsets)
+        for m, o in zip(self.members, offsets):
+            m.offset = o
+        starts = self._each(lambda m: m.agent.start(self.run_id, at + m.offset.offset_ns))
+        for m, s in zip(self.members, starts):
+            m.start_mono_ns, m.start_local_ns = s, s - m.offset.offset_ns
+        self._start_mono_ns = min(m.start_local_ns for m in self.members)
+        self.start_at_ns = at
+
+    def barrier(self) -> dict[str, Any]:
+        """How together the agents started: the spread of their time zeros on the coordinator's
+        clock, and how well the clocks are known (half the largest round trip)."""
+        local = [m.start_local_ns for m in self.members]
+        return {"asked_ns": self.start_at_ns, "spread_ns": max(local) - min(local),
+                "clock_uncertainty_ns": max(m.offset.rtt_ns for m in self.members) // 2,
+                "late_ns": max(local) - self.start_at_ns}
+
+    # -- while it runs --------------------------------------------------------------------------
+
+    def _each(self, call: Callable[[Member], Any], members: list[Member] | None = None) -> list[Any]:
+        """``call`` on every member at once; the first agent that fails fails the run (raised)."""
+        targets = members if members is not None else self.members
+        futures = [self._pool.submit(call, m) for m in targets]
+        out, first = [], None
+        for m, f in zip(targets, futures):
+            try:
+                out.append(f.result())
+            except TailwiseError as e:
+                m.error = e.line()
+                first = first or e
+                out.append(None)
+        if first is not None:
+            raise first
+        return out
+
+    def _guard(self, call: Callable[[Member], Any]) -> list[Any] | None:
+        """``_each`` during the run: a failure ends the run (the others stopped), not the coordinator."""
+        if self._failed:
+            return None
+        try:
+            return self._each(call)
+        except TailwiseError as e:
+            self._fail(e)
+            return None
+
+    def _fail(self, e: TailwiseError) -> None:
+        with self._lock:
+            if self._failed:
+                return
+            self._failed = e.line()
+        alive = [m for m in self.members if m.error is None]
+        try:
+            self._each(lambda m: m.agent.progress(self.run_id, "Stop"), alive)
+        except TailwiseError:
+            pass  # named in its member; its lease stops it
+
+    def _heartbeat(self) -> None:
+        while not self._beat.wait(HEARTBEAT_S):
+            if self._guard(lambda m: m.agent.progress(self.run_id)) is None:
+                return
+
+    def _progress(self) -> list[dict] | None:
+        got = self._guard(lambda m: m.agent.progress(self.run_id))
+        if got is not None:
+            for m, p in zip(self.members, got):
+                m.counters = p["counters"]
+        return got
+
+    def snapshot(self) -> dict:
+        got = self._progress() or []
+        return _add([p["counters"] for p in got])
+
+    def pause(self) -> None:
+        self._guard(lambda m: m.agent.progress(self.run_id, "Pause"))
+
+    def resume(self) -> None:
+        self._guard(lambda m: m.agent.progress(self.run_id, "Resume"))
+
+    def stop(self) -> None:
+        self._guard(lambda m: m.agent.progress(self.run_id, "Stop"))
+
+    def in_flight(self) -> int:
+        return sum(p["in_flight"] for p in self._progress() or [])
+
+    def is_finished(self) -> bool:
+        got = self._progress()
+        return got is None or all(p["finished"] for p in got)
+
+    def elapsed_ns(self) -> int:
+        return _core.now_ns() - self._start_mono_ns
+
+    def finished(self) -> np.ndarray:
+        if len(self._batches) != 1:
+            merged = np.concatenate(self._batches) if self._batches else np.zeros(0, dtype=SAMPLE_DTYPE)
+            merged.sort(order="intended_ns", kind="stable")
+            self._batches = [merged]
+        return self._batches[0]
+
+    def take(self, merge: bool = True) -> Taken | None:
+        got = self._guard(lambda m: m.agent.snapshot(self.run_id)) or []
+        pending = []
+        for i, (meta, parts) in enumerate(got):
+            self._batches.append(decode_samples(parts.get("samples", b"")).copy())
+            pending.append(decode_samples(parts.get("pending", b"")).copy())
+            self.engine_stalls.extend(tuple(s) for s in meta.get("engine_stalls", []))
+            self.intervals.update(i, meta, parts)
+        if not merge:
+            return None
+        pend = np.concatenate(pending) if pending else np.zeros(0, dtype=SAMPLE_DTYPE)
+        metas = [meta for meta, _ in got]
+        return Taken(self.finished(), pend, min((m["snap_ns"] for m in metas), default=0),
+                     bool(metas) and all(m["complete"] for m in metas) and not self._failed,
+                     _add([m["counters"] for m in metas]))
+
+    # -- the end --------------------------------------------------------------------------------
+
+    def finish(self, interrupted: bool = False) -> AgentResult:
+        """Wait for every agent's end and merge; an agent that failed is named in ``error``."""
+        self._beat.set()
+        wait_s = (self.spec.duration_ns + self.spec.timeout_ns) / 1e9 + 30.0
+        alive = [m for m in self.members if m.error is None]
+        results: list[tuple[Member, dict, dict]] = []
+        for m, f in [(m, self._pool.submit(m.agent.finish, self.run_id, wait_s)) for m in alive]:
+            try:
+                meta, parts = f.result()
+                results.append((m, meta, parts))
+                m.counters = meta["counters"]
+            except TailwiseError as e:
+                m.error = e.line()
+                self._failed = self._failed or e.line()
+        self._pool.shutdown(wait=False)
+        return self._merge(results, interrupted)
+
+    def _merge(self, results: list[tuple[Member, dict, dict]], interrupted: bool) -> AgentResult:
+        for m, meta, parts in results:
+            self._batches.append(decode_samples(parts.get("samples", b"")).copy())
+            # Nothing is outstanding at the end: every request is in a finished interval.
+            self.intervals.update(self.members.index(m), {**meta, "pending": []}, parts)
+        metas = [meta for _, meta, _ in results]
+        errors = [f"agent {m.agent.address}: {meta['error']}" for m, meta, _ in results if meta.get("error")]
+        return AgentResult(
+            counters=_add([m.counters for m in self.members]),
+            elapsed_ns=max((meta["elapsed_ns"] for meta in metas), default=0),
+            received_in_window=sum(meta["received_in_window"] for meta in metas),
+            latency_hist=_merge_hist([p.get("latency_hist") for _, _, p in results]),
+            send_lag_hist=_merge_hist([p.get("send_lag_hist") for _, _, p in results]),
+            send_lag_unstalled_hist=_merge_hist([p.get("send_lag_unstalled_hist") for _, _, p in results]),
+            stalls=sum(meta["stalls"] for meta in metas), stalled_ns=sum(meta["stalled_ns"] for meta in metas),
+            samples=self.finished(),
+            error=self._failed or (errors[0] if errors else None),
+            error_reasons=_add_reasons([meta["error_reasons"] for meta in metas]),
+            pinned_cpus=[c for meta in metas for c in meta["pinned_cpus"]],
+            cpu_ns=sum(meta["cpu_ns"] for meta in metas), preemptions=sum(meta["preemptions"] for meta in metas),
+            interrupted=interrupted or any(meta.get("interrupted") for meta in metas),
+            wall_start_s=self.wall_start_s,
+            engine_stalls_ns=sorted({tuple(s) for meta in metas for s in meta.get("engine_stalls_ns", [])}
+                                    | set(self.engine_stalls)),
+            intervals=self.intervals, agents=[m.report() for m in self.members], barrier=self.barrier(),
+        )
+
+
+#: Counters that are times, not counts: the group's is the latest agent's.
+_LATEST = ("elapsed_ns", "snap_ns")
+
+
+def _add(dicts: list[dict]) -> dict:
+    """Counters of several agents as one: counts added, times the largest."""
+    out: dict[str, int] = {}
+    for d in dicts:
+        for k, v in (d or {}).items():
+            if isinstance(v, (int, float)) and not isinstance(v, bool):
+                out[k] = max(out.get(k, 0), v) if k in _LATEST else out.get(k, 0) + v
+    return out
+
+
+def _add_reasons(lists: list[list]) -> list[tuple[str, int]]:
+    out: dict[str, int] = {}
+    for reasons in lists:
+        for reason, n in reasons:
+            out[reason] = out.get(reason, 0) + n
+    return list(out.items())
+
+
+def _merge_hist(raws: list[bytes | None]) -> bytes:
+    out = _core.Histogram(_core.HIST_LOWEST_NS, _core.HIST_MAX_NS, _core.HIST_SIGFIG)
+    for raw in raws:
+        if raw:
+            out.add(_core.Histogram.decode(raw))
+    return out.encode()

@@ -1,0 +1,65 @@
+"""The coordinator's arithmetic over several agents (agent/group.py): shares of the load, the
+probe agent's shape, histograms merged bucket by bucket, counters added (issue 21)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tailwise import _core
+from tailwise.agent.group import MergedIntervals, _add, probe_spec, shares
+from tailwise.spec.load import LoadSpec, Probe
+
+
+def test_the_rate_and_connections_split_in_proportion_to_threads():
+    spec = LoadSpec(targets=["127.0.0.1:9"], rate_rps=90_000.0, duration_ns=1, conns=12, seed=7,
+                    probe=Probe(4, 3_000.0))
+    parts = shares(spec, [1, 2])
+    assert sum(p.rate_rps for p in parts) == pytest.approx(90_000.0)
+    assert [p.rate_rps for p in parts] == pytest.approx([30_000.0, 60_000.0])
+    assert [p.threads for p in parts] == [1, 2] and [p.conns for p in parts] == [4, 8]
+    assert len({p.seed for p in parts}) == 2
+    assert sum(p.probe.rate_rps for p in parts) == pytest.approx(3_000.0) and all(p.probe.conns >= 1 for p in parts)
+    # Never fewer connections than threads.
+    assert [p.conns for p in shares(spec.__class__(targets=[], rate_rps=1.0, duration_ns=1, conns=1), [2, 2])] == [2, 2]
+
+
+def test_a_probe_agent_sends_what_the_local_probe_sends():
+    spec = LoadSpec(targets=["127.0.0.1:9"], rate_rps=50_000.0, duration_ns=1, threads=2, conns=8, outstanding=4,
+                    arrival="fixed", sample_every=10, busy_poll=False, probe=Probe(4, 2_000.0))
+    p = probe_spec(spec)
+    assert (p.rate_rps, p.threads, p.conns, p.outstanding, p.arrival, p.sample_every, p.busy_poll, p.probe) == \
+        (2_000.0, 1, 4, 1, "exp", 1, True, None)
+    # The methodology sees the same offered load and timed process as with a local probe.
+    assert spec.offered_rps == 52_000.0 and spec.timed_arrival == "exp" and spec.timed_sample_every == 1
+
+
+def _hist(values) -> _core.Histogram:
+    h = _core.Histogram(_core.HIST_LOWEST_NS, _core.HIST_MAX_NS, _core.INTERVAL_SIGFIG)
+    h.record_values(list(values))
+    return h
+
+
+def test_interval_histograms_merge_bucket_by_bucket():
+    rng = np.random.default_rng(3)
+    a = {i: rng.integers(1_000, 10**6, 500) for i in range(3)}
+    b = {i: rng.integers(1_000, 10**7, 300) for i in range(1, 4)}
+    m = MergedIntervals()
+    m.update(0, {"done": list(a), "pending": [3]}, {**{f"done:{i}": _hist(v).encode() for i, v in a.items()},
+                                                    "pending:3": _hist([5_000_000]).encode()})
+    m.update(1, {"done": list(b), "pending": []}, {f"done:{i}": _hist(v).encode() for i, v in b.items()})
+    every = np.concatenate([*a.values(), *b.values()])
+    merged = _core.Histogram.decode(m.window(0, 10, with_pending=False))
+    assert merged.total == len(every)
+    assert merged.value_at_percentile(99.0) == _hist(every).value_at_percentile(99.0)
+    assert _core.Histogram.decode(m.window(0, 10, with_pending=True)).total == len(every) + 1
+    assert [i for i, _ in m.log()] == [0, 1, 2, 3]
+    # A later snapshot replaces an interval's histogram and the agent's pending ones.
+    m.update(0, {"done": [0], "pending": []}, {"done:0": _hist(a[0][:10]).encode()})
+    assert _core.Histogram.decode(m.window(0, 1, with_pending=True)).total == 10
+    assert _core.Histogram.decode(m.window(0, 10, with_pending=True)).total == len(every) - 490
+
+
+def test_counters_add_and_times_take_the_latest():
+    got = _add([{"sent": 3, "elapsed_ns": 10, "x": True}, {"sent": 4, "elapsed_ns": 12}, {}])
+    assert got == {"sent": 7, "elapsed_ns": 12}
