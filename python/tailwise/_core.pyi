@@ -20,7 +20,7 @@ __version__: Final[str]
 
 # Constants, each from its one definition in tailwise-core.
 
-#: A sample's flags by name → bit, in bit order (recorder.rs, ``flags``): Python's ``agent.Flag``.
+#: A sample's flags by name → bit, in bit order (record/flags.rs): Python's ``agent.Flag``.
 SAMPLE_FLAGS: Final[dict[str, int]]
 #: The 48-byte sample row, field by field: (name, byte offset, NumPy type code): ``agent.SAMPLE_DTYPE``.
 SAMPLE_FIELDS: Final[list[tuple[str, int, str]]]
@@ -36,7 +36,7 @@ INTERVAL_NS: Final[int]
 INTERVAL_SIGFIG: Final[int]
 #: A timing-loop iteration longer than this counts as a stall (``join()["stalls"]``).
 STALL_NS: Final[int]
-#: A gap of a spinning thread's clock reads at least this long is a logged stall (stall.rs).
+#: A gap of a spinning thread's clock reads at least this long is a logged stall (time/stall.rs).
 MASK_STALL_NS: Final[int]
 #: The udp:// echo datagram's size bounds, in bytes.
 ECHO_MIN_DATAGRAM: Final[int]

@@ -6,18 +6,26 @@
 //!
 //! | module | what it holds |
 //! |---|---|
-//! | [`clock`] | the monotonic ns clock, spinning, precise sleeps (timer slack 1 ns) |
-//! | [`stall`] | stalls (≥ 200 µs) of the spinning engine and server threads, logged and turned into per-request flags |
-//! | [`dist`] | service-time / gap distributions parsed from `fixed:10us`, `exp:10us`, … |
-//! | [`schedule`] | precomputed open-loop arrival schedules (Poisson, fixed, uniform or log-normal gaps) |
-//! | [`workload`] | keys, key and value sizes (fixed, uniform, GEV, generalised Pareto, Facebook ETC/USR), Zipf popularity, get:set mix |
-//! | [`recorder`] | per-thread HDR histograms (whole run, and per 100 ms of intended time), the random 1-in-k sampler, the raw sample store with per-request flags |
-//! | [`preload`] | `tailwise load`: store every key of a workload before a run |
+//! | [`time::clock`] | the monotonic ns clock, spinning, precise sleeps (timer slack 1 ns) |
+//! | [`time::stall`] | stalls (≥ 200 µs) of the spinning engine and server threads, logged and turned into per-request flags |
+//! | [`load::dist`] | service-time / gap distributions parsed from `fixed:10us`, `exp:10us`, … |
+//! | [`load::schedule`] | precomputed open-loop arrival schedules (Poisson, fixed, uniform or log-normal gaps) |
+//! | [`load::workload`] | keys, key and value sizes (fixed, uniform, GEV, generalised Pareto, Facebook ETC/USR), Zipf popularity, get:set mix |
+//! | [`record::histogram`] | per-thread HDR histograms of the whole run (latency, send lag), merged by adding |
+//! | [`record::interval`] | every-request histograms per 100 ms of intended time, handed over at each snapshot |
+//! | [`record::sample`] | the raw sample store (48-byte rows) and the row layout Python reads |
+//! | [`record::flags`] | per-request flags of a sample, by name |
+//! | [`record::sampler`] | the random 1-in-k choice of the requests kept raw |
 //! | [`protocol`] | client codecs and server-side parsers, one module per protocol family |
-//! | [`net`] | epoll with ns timeouts, non-blocking socket I/O, kernel and NIC timestamps on sockets, CPU pinning |
-//! | [`nic`] | NIC hardware timestamps: whether a driver can stamp every packet, switching it to, its PTP clock's offset |
+//! | [`io::poll`] | epoll with ns timeouts, the eventfd waker |
+//! | [`io::socket`] | non-blocking socket read, write and connect; socket options |
+//! | [`io::route`] | the interface the kernel routes a target through |
+//! | [`io::cpu`] | CPU pinning |
+//! | [`stamp`] | kernel and NIC timestamps on sockets: SO_TIMESTAMPING on a [`stamp::StampClock`], stamps read from control messages and the error queue |
+//! | [`stamp::nic`] | NIC hardware timestamps: whether a driver can stamp every packet, switching it to, its PTP clock's offset |
 //! | [`engine`] | the open-loop load generator: threads, connections (reconnected when the target closes them), backlog, matching replies, snapshots, pauses |
 //! | [`server`] | the synthetic server behind `tailwise serve` |
+//! | [`preload`] | `tailwise load`: store every key of a workload before a run |
 //! | [`error`] | the typed problems every public function returns ([`error::Problem`]: problem, remedy, kind) |
 //! | [`model`] | queueing-model ground truth: M/G/1 (Lindley) and M/G/k (Kiefer–Wolfowitz) sojourn times |
 //!
@@ -38,17 +46,14 @@
 //!   (the statistics leave them out and count them) and those outstanding across one (kept, marked
 //!   as possibly inflated by the part of the stall they span).
 
-pub mod clock;
-pub mod dist;
 pub mod engine;
 pub mod error;
+pub mod io;
+pub mod load;
 pub mod model;
-pub mod net;
-pub mod nic;
 pub mod preload;
 pub mod protocol;
-pub mod recorder;
-pub mod schedule;
-pub mod workload;
+pub mod record;
 pub mod server;
-pub mod stall;
+pub mod stamp;
+pub mod time;

@@ -67,8 +67,8 @@
 //! Springer 2003 (the GI/G/1 and many-server chapters); W. Whitt, "Planning queueing
 //! simulations", *Management Science* 35 (1989) 1341–1366 (run lengths).
 
-use crate::dist::{Dist, DistError};
 use crate::error::{Kind, Problem};
+use crate::load::dist::{Dist, DistError};
 use rand::rngs::SmallRng;
 use rand::SeedableRng;
 use rand_distr::{Distribution, Exp1};

@@ -6,8 +6,8 @@
 
 use crate::engine::count_reason;
 use crate::error::{Kind, Problem};
+use crate::load::workload::{Workload, WorkloadError};
 use crate::protocol::{OpKind, Outcome, Parsed, Protocol, Request};
-use crate::workload::{Workload, WorkloadError};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};

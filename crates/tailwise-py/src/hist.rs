@@ -7,7 +7,7 @@ use hdrhistogram::Histogram;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
-use tailwise_core::recorder::encode_histogram;
+use tailwise_core::record::histogram::encode_histogram;
 
 /// The rank Java HdrHistogram's `getValueAtPercentile` reads for percentile `p` (0–100) of `n`
 /// counts: 1 ulp below p, clamped to 0–100, then ⌈p·n/100⌉, at least 1. The crate's

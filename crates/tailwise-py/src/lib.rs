@@ -10,18 +10,18 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::sync::{Arc, Mutex};
-use tailwise_core::dist::Dist;
-use tailwise_core::error::{Kind, Problem};
 use tailwise_core::engine::{Counters, Engine, EngineConfig, Snapshot};
-use tailwise_core::protocol::Protocol;
-use tailwise_core::recorder::{
-    encode_histogram, flags, samples_to_le_bytes, Intervals, HIST_LOWEST_NS, HIST_MAX_NS, HIST_SIGFIG, INTERVAL_NS,
-    INTERVAL_SIGFIG, SAMPLE_BYTES, SAMPLE_FIELDS,
-};
+use tailwise_core::error::{Kind, Problem};
+use tailwise_core::load::dist::Dist;
+use tailwise_core::load::schedule::Arrival;
+use tailwise_core::load::workload::Workload;
 use tailwise_core::preload::{preload as run_preload, PreloadConfig};
-use tailwise_core::schedule::Arrival;
+use tailwise_core::protocol::Protocol;
+use tailwise_core::record::flags;
+use tailwise_core::record::histogram::{encode_histogram, HIST_LOWEST_NS, HIST_MAX_NS, HIST_SIGFIG};
+use tailwise_core::record::interval::{Intervals, INTERVAL_NS, INTERVAL_SIGFIG};
+use tailwise_core::record::sample::{samples_to_le_bytes, SAMPLE_BYTES, SAMPLE_FIELDS};
 use tailwise_core::server::{Server, ServerConfig};
-use tailwise_core::workload::Workload;
 
 /// A data-plane problem raised as its `tailwise.errors` class, carrying the problem and the remedy
 /// as two values (`TailwiseError(problem, remedy)`), so Python never reads them out of a message.
@@ -50,14 +50,14 @@ fn workload(keys: u64, key_size: &str, value_size: &str, popularity: &str, set_f
 /// (ValueError if `target` does not resolve).
 #[pyfunction]
 fn route_interface(target: &str) -> PyResult<String> {
-    tailwise_core::net::route_interface(&resolve(target)?).map_err(raise)
+    tailwise_core::io::route::route_interface(&resolve(target)?).map_err(raise)
 }
 
 /// Whether `ifname` can stamp every packet in hardware for this process (its driver, the permission
 /// to switch it, its PTP clock): returns if it can, else raises HostError with the reason.
 #[pyfunction]
 fn hardware_timestamping(ifname: &str) -> PyResult<()> {
-    tailwise_core::nic::hardware_timestamping(ifname).map_err(raise)
+    tailwise_core::stamp::nic::hardware_timestamping(ifname).map_err(raise)
 }
 
 /// Check a workload's fields; returns the mean key and value sizes (bytes) over a sample of keys.
@@ -153,14 +153,14 @@ fn check_engine_config(config: &str) -> PyResult<String> {
 /// CLOCK_MONOTONIC in ns, the clock of every data-plane timestamp.
 #[pyfunction]
 fn now_ns() -> u64 {
-    tailwise_core::clock::now_ns()
+    tailwise_core::time::clock::now_ns()
 }
 
 /// What one clock read costs here: (CLOCK_MONOTONIC ns, CLOCK_REALTIME ns), medians of batches.
 #[pyfunction]
 #[pyo3(signature = (per_batch=10_000))]
 fn clock_cost_ns(py: Python<'_>, per_batch: u32) -> (f64, f64) {
-    py.detach(|| tailwise_core::clock::clock_cost_ns(per_batch))
+    py.detach(|| tailwise_core::time::clock::clock_cost_ns(per_batch))
 }
 
 /// The HDR histogram parameters used everywhere: (lowest_ns, highest_ns, significant_digits).
@@ -183,9 +183,9 @@ fn measure_stalls<'py>(py: Python<'py>, duration_ns: u64, threshold_ns: u64, cpu
     let s = py.detach(|| {
         std::thread::spawn(move || {
             if let Some(c) = cpu {
-                tailwise_core::net::pin_to_cpu(c);
+                tailwise_core::io::cpu::pin_to_cpu(c);
             }
-            tailwise_core::clock::measure_stalls(duration_ns, threshold_ns)
+            tailwise_core::time::clock::measure_stalls(duration_ns, threshold_ns)
         })
         .join()
     });
@@ -507,7 +507,7 @@ fn add_constants(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("INTERVAL_NS", INTERVAL_NS)?;
     m.add("INTERVAL_SIGFIG", INTERVAL_SIGFIG)?;
     m.add("STALL_NS", tailwise_core::engine::STALL_NS)?;
-    m.add("MASK_STALL_NS", tailwise_core::stall::MASK_STALL_NS)?;
+    m.add("MASK_STALL_NS", tailwise_core::time::stall::MASK_STALL_NS)?;
     m.add("ECHO_MIN_DATAGRAM", tailwise_core::protocol::echo::MIN_DATAGRAM)?;
     m.add("ECHO_MAX_DATAGRAM", tailwise_core::protocol::echo::MAX_DATAGRAM)?;
     let protocols = PyDict::new(py);

@@ -5,7 +5,7 @@
 use crate::raise;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
-use tailwise_core::dist::Dist;
+use tailwise_core::load::dist::Dist;
 use tailwise_core::model::{self, ModelError};
 
 /// At most this many customers are kept (8 bytes each: 800 MB).

@@ -19,7 +19,7 @@ from tailwise.errors import TailwiseError
 from tailwise.agent.host import steal_ticks
 from tailwise.spec.load import LoadSpec
 
-#: One row per kept request, as the engine writes it (recorder.rs, `Sample`; the layout is the
+#: One row per kept request, as the engine writes it (record/sample.rs, `Sample`; the layout is the
 #: engine's own, ``_core.SAMPLE_FIELDS``): times in ns since the engine's start; sent_ns/rx_user_ns
 #: are the user-space clock around the system calls, tx_ns the kernel's transmit stamp (0: none);
 #: latency_ns from the intended send time, to the kernel's receive stamp when flags has KERNEL_RX,
@@ -32,7 +32,7 @@ SAMPLE_DTYPE = np.dtype({"names": [name for name, _, _ in _core.SAMPLE_FIELDS],
                          "itemsize": _core.SAMPLE_BYTES})
 
 #: A sample's flags, the engine's own bits (``_core.SAMPLE_FLAGS``; what each means:
-#: crates/tailwise-core/src/recorder.rs, ``flags``): CENSORED (no reply: the latency is a lower
+#: crates/tailwise-core/src/record/flags.rs): CENSORED (no reply: the latency is a lower
 #: bound), TIMEOUT, NEVER_SENT, FAILED (lost with a connection that failed for good), PENDING
 #: (outstanding at a snapshot or the stop), ERROR_REPLY, RESENT, ENGINE_STALL (intended while its
 #: engine thread could not run, or in the guard after), INFLATED (outstanding across an engine

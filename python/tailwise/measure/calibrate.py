@@ -12,7 +12,7 @@ each source's send and receive times:
   arrival (RX), the best source available here;
 * ``user``: the clock around the system calls (before the write, after the read);
 * ``nic``: the NIC's hardware stamps, where the interface's driver can stamp every packet and
-  this process may switch it to (nic.rs; otherwise the driver's or the permission's reason): a
+  this process may switch it to (stamp/nic.rs; otherwise the driver's or the permission's reason): a
   second run of the same traffic, since one socket's sends carry kernel or NIC stamps, not both.
 
 Each source's bias is measured against a stamped one on the same requests: the median and p99

@@ -67,7 +67,7 @@ from tailwise.spec.precision import Precision
 from tailwise.stats.quantiles import Percentile, percentile_ci
 from tailwise.stats.stationarity import Stationarity, stationarity
 
-#: Width of the engine's every-request interval histograms (the engine's own: recorder.rs).
+#: Width of the engine's every-request interval histograms (the engine's own: record/interval.rs).
 INTERVAL_NS: int = _core.INTERVAL_NS
 #: The warm-up never takes more than this share of the run.
 WARMUP_MAX_SHARE = 0.10

@@ -24,7 +24,7 @@ from tailwise.stats.independence import Independence
 from tailwise.stats.quantiles import Percentile, samples_needed
 from tailwise.stats.stationarity import Stationarity
 
-#: The shortest stall the engine logs (stall.rs), as the checks name it.
+#: The shortest stall the engine logs (time/stall.rs), as the checks name it.
 MASK_STALL_US: float = _core.MASK_STALL_NS / 1_000
 
 #: The engine must deliver the target rate to within 5 % (issue 2); for short runs the Poisson
@@ -127,7 +127,7 @@ def errors_check(counters: dict, reasons: list[tuple[str, int]]) -> Check:
 def stalls_check(engine_stalls, target_stalls, *, sent_late: int, across: int, window: int, target: Percentile,
                  width_target_ns: float | None, setting: Setting | None = None, host_pause: str | None = None,
                  bounded: bool = True, flagged: int = 0) -> Check:
-    """Stalls (≥ 200 µs without running, stall.rs) of the engine threads and what they did to the
+    """Stalls (≥ 200 µs without running, time/stall.rs) of the engine threads and what they did to the
     requests — sent late, or outstanding across one — which stay in the statistics as intervals
     (stats/bounds.py); and stalls of the built-in server (the target's own: host noise). Fails only
     when the widening those intervals cause alone makes the asked percentile's interval miss --ci:

@@ -28,7 +28,7 @@ delays no request and nothing has to be left out for it (on a 2-vCPU guest a rou
 otherwise took the built-in server's CPU and overloaded it for the whole round: send lag p99
 74 ms at 50k req/s). The pauses are decided by the clock, independent of the target, and
 reported; they count against --max-time. Stalls of the engine are handled per request by the
-engine itself (stall.rs, thread.rs).
+engine itself (time/stall.rs, thread.rs).
 
 The verdict is the deciding round's analysis, re-run with the final counters so that every figure
 on the screen agrees with the summary. Nothing here averages percentiles: every round uses the

@@ -95,7 +95,7 @@ def hardware_stamping(addr: str) -> tuple[str, str | None]:
     """(the interface that routes to ``addr``, why NIC stamps cannot be used there, or None when
     they can). Only the driver can tell (SIOCGHWTSTAMP, ETHTOOL_GET_TS_INFO: a socket option alone
     is accepted silently and no stamp comes), and this process must be allowed to switch the
-    interface to stamp every packet and to read its PTP clock (nic.rs)."""
+    interface to stamp every packet and to read its PTP clock (stamp/nic.rs)."""
     from tailwise import _core
 
     iface = "?"

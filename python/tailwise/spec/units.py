@@ -39,7 +39,7 @@ def parse_time_ns(text: str | float, *, what: str = "--duration", allow_zero: bo
     """A time as users type it → integer nanoseconds: ``3`` (plain seconds), ``3s``, ``500ms``,
     ``10us``/``10µs``, ``250ns``, ``2m``, ``1h``; above zero (or zero with ``allow_zero``).
     ``unit_required``: a plain number is refused (where seconds would be absurd: ``--late 50``).
-    The units are the data plane's own (dist.rs ``parse_duration_ns``, through ``fixed:T``): one
+    The units are the data plane's own (load/dist.rs ``parse_duration_ns``, through ``fixed:T``): one
     parser for service times, options and workload files."""
     m = _TIME.match(str(text))
     if not m:

@@ -16,10 +16,10 @@
 
 use super::problem::EngineError;
 use crate::error::{Kind, Problem};
-use crate::net::StampClock;
+use crate::load::schedule::Arrival;
+use crate::load::workload::Workload;
 use crate::protocol::Protocol;
-use crate::schedule::Arrival;
-use crate::workload::Workload;
+use crate::stamp::StampClock;
 use serde::{Deserialize, Serialize};
 use std::net::SocketAddr;
 
@@ -186,7 +186,7 @@ pub struct Probe {
 /// thread adds its stall to every reply that arrives meanwhile). `Kernel`: the kernel's software
 /// stamp of the packet's arrival (SO_TIMESTAMPING), converted to CLOCK_MONOTONIC; taken whether
 /// or not the engine runs. `Nic`: the NIC's hardware stamp of the packet on the wire, on its PTP
-/// clock converted to CLOCK_MONOTONIC (nic.rs); the interface that routes to the targets is
+/// clock converted to CLOCK_MONOTONIC (stamp/nic.rs); the interface that routes to the targets is
 /// switched to stamp every packet for the run (`Engine::start` fails, saying why, where it
 /// cannot). For TCP a read's stamp is that of the last segment it took bytes from, and every
 /// reply completed by that read gets it: a reply that arrived in an earlier segment of the same

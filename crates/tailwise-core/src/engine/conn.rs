@@ -4,7 +4,7 @@
 use super::req::Flight;
 use super::tx_stamps::TxStamps;
 use super::Sock;
-use crate::net::Epoll;
+use crate::io::poll::Epoll;
 use crate::protocol::Codec;
 use std::collections::VecDeque;
 use std::net::{SocketAddr, TcpStream};
@@ -171,8 +171,8 @@ impl Conn {
 mod tests {
     use super::*;
     use crate::engine::req::Req;
+    use crate::load::workload::Op;
     use crate::protocol::Protocol;
-    use crate::workload::Op;
 
     fn conn() -> (Conn, std::net::TcpListener) {
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
@@ -206,7 +206,7 @@ mod tests {
         c.connect_failed(&ep, 5_000);
         assert_eq!((c.state, c.fails), (State::Waiting(5_000 + 2_000_000), 2));
         // Connected, answered, closed: reconnect at once.
-        let (s, _) = crate::net::connect_nonblocking(&l.local_addr().unwrap()).unwrap();
+        let (s, _) = crate::io::socket::connect_nonblocking(&l.local_addr().unwrap()).unwrap();
         c.connecting(s, Protocol::Synthetic { service_ns: None, reply_pad: 0 }.codec(), 6_000);
         assert_eq!(c.state, State::Connecting(6_000));
         c.connected();

@@ -6,7 +6,10 @@
 use super::req::{Flight, Req, Times, SAMPLED};
 use super::{Counters, Role};
 use crate::protocol::OpKind;
-use crate::recorder::{flags as F, Histograms, IntervalRecorder, Sample, SampleStore};
+use crate::record::flags as F;
+use crate::record::histogram::Histograms;
+use crate::record::interval::IntervalRecorder;
+use crate::record::sample::{Sample, SampleStore};
 
 /// Distinct error reasons kept per thread; the rest are counted under one line.
 const MAX_REASONS: usize = 32;
@@ -156,7 +159,7 @@ impl Finish {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::workload::Op;
+    use crate::load::workload::Op;
 
     const T0: u64 = 1_000_000_000;
 

@@ -6,7 +6,7 @@
 use super::finish::Finish;
 use super::req::{Req, Times, SAMPLED};
 use super::{Progress, Role, Shared, Snapshot};
-use crate::recorder::{flags as F, IntervalRecorder, Sample};
+use crate::record::{flags as F, interval::IntervalRecorder, sample::Sample};
 use std::sync::atomic::Ordering::{Relaxed, SeqCst};
 
 pub(super) struct Handover {
@@ -129,7 +129,7 @@ fn publish_snapshot(p: &Progress, fin: &Finish, elapsed_ns: u64) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::workload::Op;
+    use crate::load::workload::Op;
     use std::iter::empty;
 
     const T0: u64 = 1_000;

@@ -7,11 +7,13 @@ use super::problem::{Abort, Failure, Killed, Lost};
 use super::req::{Flight, Times};
 use super::thread::Worker;
 use super::Role;
-use crate::net::{self, StampClock, EPOLLERR, EPOLLHUP, EPOLLIN, EPOLLOUT};
-use crate::nic::NicStamping;
+use crate::io::poll::{EPOLLERR, EPOLLHUP, EPOLLIN, EPOLLOUT};
+use crate::io::socket;
+use crate::load::workload::value_bytes;
 use crate::protocol::{Outcome, Parsed, Request};
-use crate::recorder::flags as F;
-use crate::workload::value_bytes;
+use crate::record::flags as F;
+use crate::stamp::nic::NicStamping;
+use crate::stamp::{self, StampClock};
 use std::io;
 use std::os::fd::RawFd;
 use std::sync::Arc;
@@ -26,7 +28,7 @@ const MAX_DATAGRAM: usize = 65_536;
 /// corrects it: 0.5 µs per ms at worst, against 50 µs per 100 ms. A re-read costs ~0.3 µs (nine
 /// clock reads): 0.03 % of a thread at this period.
 const OFFSET_EVERY_NS: u64 = 1_000_000;
-/// How often the PTP clock's offset of the NIC stamps is re-read (nic.rs): a free-running crystal
+/// How often the PTP clock's offset of the NIC stamps is re-read (stamp/nic.rs): a free-running crystal
 /// drifts ≤ ~100 ppm, ≤ 1 µs in this time; a re-read (three PHC reads across the PCIe bus, a few
 /// µs) then costs < 0.1 % of a thread.
 const PHC_OFFSET_EVERY_NS: u64 = 10_000_000;
@@ -65,7 +67,7 @@ impl RxClock {
 fn stamp_offset(nic: &Option<Arc<NicStamping>>) -> i64 {
     match nic {
         Some(n) => n.phc.offset_ns(),
-        None => crate::clock::realtime_offset_ns(),
+        None => crate::time::clock::realtime_offset_ns(),
     }
 }
 
@@ -73,9 +75,9 @@ fn stamp_offset(nic: &Option<Arc<NicStamping>>) -> i64 {
 #[inline]
 fn read(stamps: Option<StampClock>, fd: RawFd, buf: &mut [u8]) -> (io::Result<usize>, Option<u64>) {
     let Some(clock) = stamps else {
-        return (net::read(fd, buf), None);
+        return (socket::read(fd, buf), None);
     };
-    match net::read_stamped(fd, buf, clock) {
+    match stamp::read_stamped(fd, buf, clock) {
         Ok((n, stamp)) => (Ok(n), stamp),
         Err(e) => (Err(e), None),
     }
@@ -170,7 +172,7 @@ impl Worker {
         while c.wpos < c.wbuf.len() {
             // A datagram goes whole, one per request; a stream takes what fits.
             let end = if datagram { c.dgram_ends.front().copied().unwrap_or(c.wbuf.len()) } else { c.wbuf.len() };
-            match net::write(c.fd, &c.wbuf[c.wpos..end]) {
+            match socket::write(c.fd, &c.wbuf[c.wpos..end]) {
                 Ok(n) if datagram => {
                     debug_assert_eq!(n, end - c.wpos);
                     c.wpos = end;
@@ -383,7 +385,7 @@ impl Worker {
         let mut stamps = std::mem::take(&mut self.rx.tx_buf);
         let fd = self.conns[i].fd;
         let clock = self.rx.clock.expect("transmit stamps are read only with a stamp clock");
-        let read = net::read_tx_stamps(fd, &mut stamps, clock);
+        let read = stamp::read_tx_stamps(fd, &mut stamps, clock);
         let now = self.watch.now();
         let datagram = self.datagram;
         for &(key, raw) in &stamps {

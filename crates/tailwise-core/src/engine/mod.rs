@@ -42,11 +42,14 @@ pub use problem::{Abort, EngineError, Failure, IoErr, Killed, Lost, NoReply};
 /// summary's `engine.stall_threshold_ns`).
 pub const STALL_NS: u64 = stalls::STALL_NS;
 
-use crate::net;
-use crate::nic::NicStamping;
-use crate::recorder::{Histograms, Intervals, Sample, SampleStore};
-use crate::schedule::Arrival;
-use crate::stall::StallLog;
+use crate::io::{cpu, route, socket};
+use crate::load::schedule::Arrival;
+use crate::record::histogram::Histograms;
+use crate::record::interval::Intervals;
+use crate::record::sample::{Sample, SampleStore};
+use crate::stamp::nic::NicStamping;
+use crate::stamp;
+use crate::time::stall::StallLog;
 use std::net::{SocketAddr, TcpStream, UdpSocket};
 use std::os::fd::{AsRawFd, RawFd};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed, Ordering::SeqCst};
@@ -328,7 +331,7 @@ fn open(cfg: &EngineConfig, addr: &SocketAddr) -> Result<Sock, EngineError> {
     if let Some(clock) = cfg.timestamps.clock() {
         // Before anything is written: TCP transmit-stamp keys count from here. Without transmit
         // stamps the requests go without one (counters.tx_kernel says how many have one).
-        net::enable_timestamps(s.fd(), !cfg.protocol.is_datagram(), clock)
+        stamp::enable_timestamps(s.fd(), !cfg.protocol.is_datagram(), clock)
             .map_err(|err| EngineError::Timestamps { clock, err })?;
     }
     Ok(s)
@@ -339,7 +342,7 @@ fn open(cfg: &EngineConfig, addr: &SocketAddr) -> Result<Sock, EngineError> {
 fn nic_stamping(targets: &[SocketAddr]) -> Result<NicStamping, EngineError> {
     let mut ifaces: Vec<String> = Vec::new();
     for t in targets {
-        let i = net::route_interface(t).map_err(EngineError::Route)?;
+        let i = route::route_interface(t).map_err(EngineError::Route)?;
         if !ifaces.contains(&i) {
             ifaces.push(i);
         }
@@ -382,7 +385,7 @@ fn connect_all(cfg: &EngineConfig) -> Result<Vec<Vec<Sock>>, EngineError> {
             let s = open(cfg, &cfg.targets[i % cfg.targets.len()])?;
             // Busy polling of the socket's device queue, where the driver has one (not lo or
             // veth); refused without CAP_NET_ADMIN: the probe spins on its sockets either way.
-            let _ = net::set_busy_poll(s.fd(), PROBE_BUSY_POLL_US);
+            let _ = socket::set_busy_poll(s.fd(), PROBE_BUSY_POLL_US);
             mine.push(s);
         }
         per_thread.push(mine);
@@ -401,12 +404,12 @@ impl Engine {
         let per_thread = connect_all(&cfg)?;
         if cfg.timestamps == Timestamps::Kernel {
             // The connections asked for stamps: wait for the kernel to take them before the
-            // schedule starts, so that the first replies are stamped too (net.rs).
-            net::await_rx_stamping(100_000_000);
+            // schedule starts, so that the first replies are stamped too (stamp/enable.rs).
+            stamp::await_rx_stamping(100_000_000);
         }
         let shared = Arc::new(Shared::new(per_thread.len()));
-        let start_ns = (crate::clock::now_ns() + START_DELAY_NS).max(cfg.start_at_ns.unwrap_or(0));
-        let cpus = net::allowed_cpus();
+        let start_ns = (crate::time::clock::now_ns() + START_DELAY_NS).max(cfg.start_at_ns.unwrap_or(0));
+        let cpus = cpu::allowed_cpus();
         let mut handles = Vec::new();
         for (t, streams) in per_thread.into_iter().enumerate() {
             // Engine threads take CPUs from the top, the synthetic server's workers from the bottom.
@@ -471,7 +474,7 @@ impl Engine {
 
     pub fn snapshot(&self) -> Snapshot {
         let mut s = Snapshot {
-            elapsed_ns: crate::clock::now_ns().saturating_sub(self.start_ns).min(self.duration_ns),
+            elapsed_ns: crate::time::clock::now_ns().saturating_sub(self.start_ns).min(self.duration_ns),
             ..Default::default()
         };
         for p in &self.shared.progress {
@@ -505,13 +508,13 @@ impl Engine {
             sh.snap_seq.store(seq, SeqCst);
             seq
         };
-        let deadline = crate::clock::now_ns() + wait_ns;
+        let deadline = crate::time::clock::now_ns() + wait_ns;
         let served = |p: &Progress| p.snap_seq.load(SeqCst) >= seq || p.done.load(SeqCst);
         let complete = loop {
             if sh.progress.iter().all(served) {
                 break true;
             }
-            if crate::clock::now_ns() >= deadline {
+            if crate::time::clock::now_ns() >= deadline {
                 break false;
             }
             std::thread::sleep(Duration::from_micros(50));
@@ -522,7 +525,7 @@ impl Engine {
             .filter(|p| p.snap_seq.load(SeqCst) >= seq && !p.done.load(SeqCst))
             .map(|p| p.snap_ns.load(SeqCst))
             .min()
-            .unwrap_or_else(|| crate::clock::now_ns().saturating_sub(self.start_ns));
+            .unwrap_or_else(|| crate::time::clock::now_ns().saturating_sub(self.start_ns));
         // The counters as of each thread's snapshot (a finished thread's final ones).
         let mut counters = Snapshot { elapsed_ns: snap_ns, ..Default::default() };
         for p in &sh.progress {

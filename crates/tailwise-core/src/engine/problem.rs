@@ -4,9 +4,10 @@
 //! (`Display`) and its remedy apart (`Problem::remedy`); nothing branches on the text.
 
 use crate::error::{Kind, Problem};
-use crate::net::{RouteError, StampClock};
-use crate::nic::NicError;
-use crate::workload::WorkloadError;
+use crate::io::route::RouteError;
+use crate::load::workload::WorkloadError;
+use crate::stamp::StampClock;
+use crate::stamp::nic::NicError;
 use std::io;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -34,7 +35,7 @@ pub enum EngineError {
     Duration,
     #[error("the probe needs at least 1 connection and a positive rate")]
     Probe,
-    /// The workload's own check (workload.rs).
+    /// The workload's own check (load/workload.rs).
     #[error("{0}")]
     Workload(WorkloadError),
     #[error("cannot open a UDP socket: {0}")]
@@ -47,7 +48,7 @@ pub enum EngineError {
     SocketOption { what: &'static str, addr: SocketAddr, err: io::Error },
     #[error("{clock:?} timestamps (SO_TIMESTAMPING) refused: {err}")]
     Timestamps { clock: StampClock, err: io::Error },
-    /// `--timestamps nic`: the route to a target (net.rs).
+    /// `--timestamps nic`: the route to a target (io/route.rs).
     #[error("--timestamps nic: {0}")]
     Route(RouteError),
     #[error(
@@ -55,7 +56,7 @@ pub enum EngineError {
         .0.len(), .0.join(", ")
     )]
     Interfaces(Vec<String>),
-    /// `--timestamps nic`: the interface cannot stamp (nic.rs says why).
+    /// `--timestamps nic`: the interface cannot stamp (stamp/nic.rs says why).
     #[error("--timestamps nic: {iface} cannot stamp in hardware: {err}")]
     NoHardwareStamps { iface: String, err: NicError },
     #[error("cannot start engine thread: {0}")]

@@ -7,9 +7,11 @@ use super::conn::State;
 use super::finish::ms;
 use super::problem::{Abort, Failure, Killed, Lost};
 use super::thread::Worker;
-use crate::clock::now_ns;
-use crate::net::{self, EPOLLIN, EPOLLOUT};
-use crate::recorder::flags as F;
+use crate::io::poll::{EPOLLIN, EPOLLOUT};
+use crate::io::socket;
+use crate::record::flags as F;
+use crate::stamp;
+use crate::time::clock::now_ns;
 
 impl Worker {
     pub(super) fn time_out_flights(&mut self, i: usize, now: u64) {
@@ -83,7 +85,7 @@ impl Worker {
     /// Start a non-blocking reconnect of connection `i`.
     pub(super) fn start_connect(&mut self, i: usize, now: u64) {
         let addr = self.conns[i].addr;
-        match net::connect_nonblocking(&addr) {
+        match socket::connect_nonblocking(&addr) {
             Ok((s, done)) => {
                 self.conns[i].connecting(s, self.cfg.protocol.codec(), now);
                 if let Err(e) = self.ep.add(self.conns[i].fd, EPOLLOUT, i as u64) {
@@ -99,12 +101,12 @@ impl Worker {
     /// A reconnect in progress became writable: connected, or failed.
     pub(super) fn connect_done(&mut self, i: usize) {
         let (fd, addr) = (self.conns[i].fd, self.conns[i].addr);
-        if let Err(e) = net::take_socket_error(fd) {
+        if let Err(e) = socket::take_socket_error(fd) {
             return self.connect_failed(i, Failure::Reconnect { addr, err: e.into() }, now_ns());
         }
         // Before anything is written: TCP transmit-stamp keys count from here.
         if let Some(clock) = self.rx.clock {
-            match net::enable_timestamps(fd, true, clock) {
+            match stamp::enable_timestamps(fd, true, clock) {
                 Ok(tx) => self.conns[i].tx.ok = tx,
                 Err(e) => self.fin.note(format!("{clock:?} timestamps refused on a new connection: {e}")),
             }

@@ -1,6 +1,6 @@
 //! A request from its intended time to its end, as the thread's parts hand it around.
 
-use crate::workload::Op;
+use crate::load::workload::Op;
 
 /// Chosen for the raw samples (internal bit of `Req::flags`, never in a sample's flags).
 pub(super) const SAMPLED: u32 = 1 << 31;

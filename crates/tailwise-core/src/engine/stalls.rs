@@ -1,5 +1,5 @@
 //! The thread's own stalls, by the clock: loop iterations that took too long (counted), and the
-//! stall windows (stall.rs) turned into per-request flags — a request intended inside a stall or
+//! stall windows (time/stall.rs) turned into per-request flags — a request intended inside a stall or
 //! the guard after it is sent late (`ENGINE_STALL`), one outstanding across windows is inflated by
 //! the union of the stall and guard time it spans (`INFLATED`). And what the host took from the
 //! thread: its preemptions and CPU time.

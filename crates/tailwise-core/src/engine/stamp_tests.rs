@@ -4,10 +4,10 @@
 //! reply's receive stamp that of the segment that completed it (replies split over segments).
 
 use super::*;
-use crate::clock::now_ns;
+use crate::load::workload::{SizeDist, Workload};
 use crate::protocol::Protocol;
-use crate::recorder::{flags as F, Sample};
-use crate::workload::{SizeDist, Workload};
+use crate::record::{flags as F, sample::Sample};
+use crate::time::clock::now_ns;
 use std::io::{Read, Write};
 use std::os::fd::AsRawFd;
 use std::time::Duration;
@@ -149,7 +149,7 @@ fn run(cfg: EngineConfig, t: std::thread::JoinHandle<Seen>) -> (Vec<Sample>, See
     (done, seen, r.start_mono_ns)
 }
 
-/// Conversion from CLOCK_REALTIME may err by a little (clock.rs, `realtime_offset_ns`).
+/// Conversion from CLOCK_REALTIME may err by a little (time/clock.rs, `realtime_offset_ns`).
 const SLACK_NS: u64 = 2_000;
 
 #[test]

@@ -1,8 +1,8 @@
 use super::*;
-use crate::dist::Dist;
 use crate::error::Problem;
+use crate::load::dist::Dist;
 use crate::protocol::Protocol;
-use crate::recorder::{flags as F, Sample};
+use crate::record::{flags as F, sample::Sample};
 use crate::server::{Server, ServerConfig};
 use std::time::Duration;
 
@@ -204,7 +204,7 @@ fn memcached_workload_counts_gets_sets_hits_and_misses() {
     let s = server("fixed:0");
     let mut cfg = config(s.addr(), 3_000.0, 300);
     cfg.protocol = Protocol::MemcachedAscii;
-    cfg.workload = crate::workload::Workload { keys: 50, set_fraction: 0.5, ..Default::default() };
+    cfg.workload = crate::load::workload::Workload { keys: 50, set_fraction: 0.5, ..Default::default() };
     let r = Engine::start(cfg).unwrap().join();
     let c = r.counters;
     assert!(r.error.is_none(), "{:?} {:?}", r.error, r.error_reasons);
@@ -262,8 +262,8 @@ fn lost_datagrams_are_timeouts_and_the_socket_goes_on() {
 /// Spin on `cpu` for `ms`: another task taking that CPU, as a preemption would.
 fn hog(cpu: usize, ms: u64) -> std::thread::JoinHandle<()> {
     std::thread::spawn(move || {
-        net::pin_to_cpu(cpu);
-        crate::clock::spin_for(ms * 1_000_000);
+        cpu::pin_to_cpu(cpu);
+        crate::time::clock::spin_for(ms * 1_000_000);
     })
 }
 
@@ -273,14 +273,14 @@ fn a_thread_taking_the_engines_cpu_is_logged_as_stalls() {
     let mut cfg = config(s.addr(), 2_000.0, 400);
     cfg.pin = true;
     cfg.busy_poll = true;
-    let Some(&cpu) = net::allowed_cpus().last() else { return };
+    let Some(&cpu) = cpu::allowed_cpus().last() else { return };
     let e = Engine::start(cfg).unwrap();
     // Two spinners on one CPU share it in scheduler slices of ms: the engine misses whole slices.
     hog(cpu, 150).join().unwrap();
     let r = e.join();
     assert!(!r.stall_intervals.is_empty(), "a CPU shared with a spinner for 150 ms shows as stalls");
     for &(a, b) in &r.stall_intervals {
-        assert!(b - a >= crate::stall::MASK_STALL_NS && a >= r.start_mono_ns - 5_000_000, "{a} {b}");
+        assert!(b - a >= crate::time::stall::MASK_STALL_NS && a >= r.start_mono_ns - 5_000_000, "{a} {b}");
     }
 }
 
@@ -462,9 +462,9 @@ fn a_pause_holds_the_schedule_and_it_goes_on_after() {
     let t0 = e.start_mono_ns();
     std::thread::sleep(Duration::from_millis(250));
     e.pause();
-    let paused = crate::clock::now_ns() - t0;
+    let paused = crate::time::clock::now_ns() - t0;
     std::thread::sleep(Duration::from_millis(200));
-    let resumed = crate::clock::now_ns() - t0;
+    let resumed = crate::time::clock::now_ns() - t0;
     e.resume();
     let r = e.join();
     assert!(r.error.is_none(), "{:?}", r.error);
@@ -627,7 +627,7 @@ fn a_load_only_engine_counts_and_times_nothing() {
 #[test]
 fn the_schedule_starts_at_the_instant_asked() {
     let s = server("fixed:5us");
-    let at = crate::clock::now_ns() + 200_000_000;
+    let at = crate::time::clock::now_ns() + 200_000_000;
     let e = Engine::start(EngineConfig { start_at_ns: Some(at), ..config(s.addr(), 1_000.0, 100) }).unwrap();
     assert_eq!(e.start_mono_ns(), at);
     let r = e.join();

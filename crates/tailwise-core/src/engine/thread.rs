@@ -15,7 +15,7 @@
 //! * its connection failed for good (a reply that is not the protocol): censored, an error;
 //! * outstanding when the run stops: censored, `unfinished` (or `never_sent`).
 //!
-//! Stalls of this thread (stall.rs) are turned into per-request flags, never from a latency
+//! Stalls of this thread (time/stall.rs) are turned into per-request flags, never from a latency
 //! (stalls.rs): requests intended inside a stall, or inside the guard after it, and every request
 //! that falls due while one of those still waits in the backlog (it waits behind it: the backlog
 //! drains only as slots free, at the target's pace) are `ENGINE_STALL`, sent late by the client;
@@ -28,12 +28,11 @@ use super::handover::{self, Handover};
 use super::stalls::{preemptions, thread_cpu_ns, Stalls};
 use super::{conn::Conn, conn::State, finish::Finish, io::RxClock, reach::Reach};
 use super::{req::Req, req::Times, req::SAMPLED, Counters, EngineConfig, Role, Shared, Sock};
-use crate::clock::{now_ns, set_timer_slack_1ns};
-use crate::net::{self, Epoll, EPOLLIN};
-use crate::nic::NicStamping;
-use crate::recorder::{flags as F, Histograms, Sampler};
-use crate::schedule::Schedule;
-use crate::{stall::StallWatch, workload::Op, workload::OpGen};
+use crate::io::{cpu, poll::Epoll, poll::EPOLLIN};
+use crate::load::{schedule::Schedule, workload::Op, workload::OpGen};
+use crate::record::{flags as F, histogram::Histograms, sampler::Sampler};
+use crate::stamp::nic::NicStamping;
+use crate::time::{clock::now_ns, clock::set_timer_slack_1ns, stall::StallWatch};
 use std::collections::VecDeque;
 use std::sync::atomic::Ordering::{Relaxed, SeqCst};
 use std::sync::Arc;
@@ -108,7 +107,7 @@ pub(super) struct Worker {
     /// The wait asked of epoll in the current iteration (blocking mode).
     pub planned_wait: u64,
     /// Every clock read of the timing loop goes through it: a gap of ≥ 200 µs between two reads
-    /// (beyond a planned wait) is a time the thread did not run (stall.rs).
+    /// (beyond a planned wait) is a time the thread did not run (time/stall.rs).
     pub watch: StallWatch,
     #[cfg(any(test, feature = "test-hooks"))]
     pub test_stall: Option<super::TestStall>,
@@ -119,7 +118,7 @@ pub(super) struct Worker {
 
 pub(crate) fn run(ctx: ThreadCtx) -> ThreadResult {
     set_timer_slack_1ns();
-    let pinned_cpu = ctx.cpu.filter(|&c| net::pin_to_cpu(c));
+    let pinned_cpu = ctx.cpu.filter(|&c| cpu::pin_to_cpu(c));
     let (cpu0, preempt0) = (thread_cpu_ns(), preemptions());
     let seed = ctx.cfg.seed ^ (ctx.index as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15);
     let mut w = Worker::new(ctx, seed);
@@ -163,7 +162,7 @@ impl Worker {
             datagram: cfg.protocol.is_datagram(),
             keyed: cfg.protocol.has_keys(),
             gen: OpGen::new(cfg.workload.clone(), seed ^ 0xC0FF_EE00),
-            key: Vec::with_capacity(crate::workload::MAX_KEY),
+            key: Vec::with_capacity(crate::load::workload::MAX_KEY),
             ep,
             rr: 0,
             next_id: 0,
@@ -193,7 +192,7 @@ impl Worker {
         let mut next_tick = self.t0 + TICK_NS;
         let mut paused_at: Option<u64> = None;
         // Wait for the common start, sleeping most of it.
-        crate::clock::sleep_until(self.t0, SPIN_NS);
+        crate::time::clock::sleep_until(self.t0, SPIN_NS);
         self.watch.reset();
         let mut prev = self.watch.now();
         loop {

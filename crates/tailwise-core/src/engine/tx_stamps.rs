@@ -71,7 +71,7 @@ impl TxStamps {
 mod tests {
     use super::*;
     use crate::engine::req::Req;
-    use crate::workload::Op;
+    use crate::load::workload::Op;
 
     fn flight(end: u64, sent: u64) -> Flight {
         Flight { req: Req { intended: 0, op: Op::KEYLESS, flags: 0 }, id: 0, sent, end, tx: 0, ghost: false }

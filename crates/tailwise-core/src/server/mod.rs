@@ -21,11 +21,12 @@
 //! it had not chosen to wait (preemption, the hypervisor) are logged for the coordinator to mask
 //! (`Server::take_stalls`, see `stall`).
 
-use crate::dist::Dist;
-use crate::net::{self, Epoll, Waker, EPOLLIN, EPOLLOUT, EPOLLRDHUP};
+use crate::io::poll::{Epoll, Waker, EPOLLIN, EPOLLOUT, EPOLLRDHUP};
+use crate::io::{cpu, socket};
+use crate::load::dist::Dist;
 use crate::protocol::memcached::ascii::{self, Store};
 use crate::protocol::synthetic;
-use crate::stall::{StallLog, StallWatch};
+use crate::time::stall::{StallLog, StallWatch};
 use rand::rngs::SmallRng;
 use rand::SeedableRng;
 use std::io;
@@ -54,7 +55,7 @@ struct Shared {
     store: Store,
     served: AtomicU64,
     /// Time the workers spent serving (reading, spinning, writing), not waiting for requests,
-    /// and not stalled (stall.rs).
+    /// and not stalled (time/stall.rs).
     busy_ns: AtomicU64,
     /// Stalls of the workers (≥ `stall::MASK_STALL_NS` between two of their clock reads).
     stall_log: StallLog,
@@ -91,7 +92,7 @@ impl Server {
             stall_log: StallLog::default(),
         });
         let accept_waker = Arc::new(Waker::new()?);
-        let cpus = net::allowed_cpus();
+        let cpus = cpu::allowed_cpus();
         let mut threads = Vec::new();
         for w in 0..cfg.workers {
             let (sh, cfg) = (shared.clone(), cfg.clone());
@@ -99,7 +100,7 @@ impl Server {
             threads.push(std::thread::Builder::new().name(format!("tw-serve-{w}")).spawn(move || {
                 if cfg.pin {
                     if let Some(c) = cpu {
-                        net::pin_to_cpu(c);
+                        cpu::pin_to_cpu(c);
                     }
                 }
                 if let Err(e) = worker(w, &sh, &cfg) {
@@ -271,7 +272,7 @@ fn serve_token(ep: &Epoll, conns: &mut [Option<Conn>], token: u64, w: &mut Servi
 /// Write what is pending. Err on a broken connection.
 fn flush(c: &mut Conn) -> io::Result<()> {
     while c.wpos < c.wbuf.len() {
-        match net::write(c.stream.as_raw_fd(), &c.wbuf[c.wpos..]) {
+        match socket::write(c.stream.as_raw_fd(), &c.wbuf[c.wpos..]) {
             Ok(n) => c.wpos += n,
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
@@ -344,7 +345,7 @@ fn read_input(c: &mut Conn) -> Option<bool> {
         let cap = c.rbuf.capacity();
         // SAFETY: we read into the spare capacity and then set the length to what was written.
         let spare = unsafe { std::slice::from_raw_parts_mut(c.rbuf.as_mut_ptr().add(len), cap - len) };
-        match net::read(c.stream.as_raw_fd(), spare) {
+        match socket::read(c.stream.as_raw_fd(), spare) {
             Ok(0) => return Some(true),
             Ok(n) => unsafe { c.rbuf.set_len(len + n) },
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
@@ -398,7 +399,7 @@ fn serve_requests(c: &mut Conn, w: &mut Serving<'_>, mut start: u64) -> Option<(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::clock;
+    use crate::time::clock;
     use std::io::{Read, Write};
 
     fn server(service: &str) -> Server {
@@ -415,7 +416,7 @@ mod tests {
 
     #[test]
     fn a_busy_worker_logs_the_time_its_cpu_was_taken_and_an_idle_sleeper_logs_nothing() {
-        let Some(&cpu) = net::allowed_cpus().first() else { return };
+        let Some(&cpu) = cpu::allowed_cpus().first() else { return };
         let mut s = Server::start(ServerConfig {
             listen: "127.0.0.1:0".parse().unwrap(),
             workers: 1,
@@ -428,14 +429,14 @@ mod tests {
         std::thread::sleep(std::time::Duration::from_millis(20));
         s.take_stalls();
         std::thread::spawn(move || {
-            net::pin_to_cpu(cpu);
+            cpu::pin_to_cpu(cpu);
             clock::spin_for(150_000_000);
         })
         .join()
         .unwrap();
         let stalls = s.take_stalls();
         assert!(!stalls.is_empty(), "a CPU shared with a spinner for 150 ms shows as stalls");
-        assert!(stalls.iter().all(|&(a, b)| b - a >= crate::stall::MASK_STALL_NS));
+        assert!(stalls.iter().all(|&(a, b)| b - a >= crate::time::stall::MASK_STALL_NS));
         s.stop();
         // A sleeping worker's waits are its own choice, not stalls.
         let s = server("fixed:0");

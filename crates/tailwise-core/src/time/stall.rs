@@ -16,7 +16,7 @@
 //! the target's own behaviour and stay in; they are logged only to be reported as host noise.
 //! Shorter gaps (20 µs, ~360/s here) stay in too.
 
-use crate::clock::now_ns;
+use crate::time::clock::now_ns;
 use std::sync::{Arc, Mutex};
 
 /// A gap between two clock reads of a spinning thread at least this long is logged.

@@ -12,7 +12,7 @@
 //!    alone is accepted silently and no stamp ever comes, so only the driver can tell;
 //! 2. the interface switched to stamp (`SIOCSHWTSTAMP`, which needs CAP_NET_ADMIN) unless it
 //!    already does; [`NicStamping`] puts the previous setting back when it is dropped;
-//! 3. per socket, SO_TIMESTAMPING with `TX_HARDWARE | RX_HARDWARE | RAW_HARDWARE` (net.rs): the
+//! 3. per socket, SO_TIMESTAMPING with `TX_HARDWARE | RX_HARDWARE | RAW_HARDWARE` (stamp/enable.rs): the
 //!    stamp is then the third timespec of SCM_TIMESTAMPING, on the PHC's time scale.
 //!
 //! The PHC is not CLOCK_MONOTONIC: it runs free or follows PTP. Its offset to the host's clock is
@@ -259,7 +259,7 @@ impl PhcClock {
     /// the PCIe bus: ~1 µs, so the error is ~0.5 µs). 0 if the clock cannot be read (it could when
     /// opened; a device that went away leaves its stamps unconverted rather than stopping the run).
     pub fn offset_ns(&self) -> i64 {
-        crate::clock::offset_to_monotonic_ns(|| self.read().unwrap_or(0))
+        crate::time::clock::offset_to_monotonic_ns(|| self.read().unwrap_or(0))
     }
 }
 

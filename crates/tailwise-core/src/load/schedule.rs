@@ -5,8 +5,8 @@
 //! send time. Latency is measured from that *intended* time (no coordinated omission, as in
 //! wrk2 and Lancet; Schroeder et al., NSDI'06).
 
-use crate::dist::Dist;
 use crate::error::{Kind, Problem};
+use crate::load::dist::Dist;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 

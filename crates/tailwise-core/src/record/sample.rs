@@ -1,0 +1,171 @@
+//! The requests kept raw: one 48-byte [`Sample`] each, in a chunked [`SampleStore`], written out
+//! as little-endian rows whose layout ([`SAMPLE_FIELDS`]) Python reads through `_core`.
+
+/// One kept request: 48 bytes. Times are ns since the engine's start.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+#[repr(C)]
+pub struct Sample {
+    pub intended_ns: u64,
+    /// Last actual send time, the user-space clock before the write (0: never sent).
+    pub sent_ns: u64,
+    /// The kernel's transmit stamp of that send (flag `KERNEL_TX`; 0: none).
+    pub tx_ns: u64,
+    /// The user-space clock after the read that completed the reply (0: no reply). The reply
+    /// time the latency counts to is this, or the kernel's receive stamp (flag `KERNEL_RX`).
+    pub rx_user_ns: u64,
+    /// Reply time − intended send time; for a censored sample, the time outstanding so far.
+    pub latency_ns: u64,
+    pub flags: u32,
+    /// For `INFLATED`: how much of the latency may be the engine's own stall (saturating).
+    pub inflation_ns: u32,
+}
+
+/// 1024 samples (48 KiB) a chunk: small enough to come from malloc's free lists, not fresh pages,
+/// when a thread starts a new store after handing one over.
+const CHUNK: usize = 1024;
+
+/// Append-only store of samples in fixed chunks: no doubling, so memory stays at
+/// `size_of::<Sample>()` (48 bytes) per sample plus one partly filled chunk.
+#[derive(Default)]
+pub struct SampleStore {
+    chunks: Vec<Vec<Sample>>,
+    len: usize,
+}
+
+impl SampleStore {
+    #[inline]
+    pub fn push(&mut self, s: Sample) {
+        match self.chunks.last_mut() {
+            Some(c) if c.len() < CHUNK => c.push(s),
+            _ => {
+                let mut c = Vec::with_capacity(CHUNK);
+                c.push(s);
+                self.chunks.push(c);
+            }
+        }
+        self.len += 1;
+    }
+    pub fn len(&self) -> usize {
+        self.len
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+    pub fn iter(&self) -> impl Iterator<Item = &Sample> {
+        self.chunks.iter().flat_map(|c| c.iter())
+    }
+    /// Bytes allocated for samples.
+    pub fn allocated_bytes(&self) -> usize {
+        self.chunks.iter().map(|c| c.capacity() * std::mem::size_of::<Sample>()).sum::<usize>()
+            + self.chunks.capacity() * std::mem::size_of::<Vec<Sample>>()
+    }
+    /// Little-endian rows of 48 bytes: intended_ns, sent_ns, tx_ns, rx_user_ns, latency_ns (u64),
+    /// flags, inflation_ns (u32).
+    pub fn to_le_bytes(&self) -> Vec<u8> {
+        samples_to_le_bytes(self.iter())
+    }
+}
+
+/// The row [`samples_to_le_bytes`] writes, field by field: (name, byte offset, NumPy type code).
+/// `tailwise._core.SAMPLE_FIELDS` exports it and Python's `SAMPLE_DTYPE` is built from it; the
+/// tests hold the struct and the writer to it.
+pub const SAMPLE_FIELDS: [(&str, usize, &str); 7] = [
+    ("intended_ns", std::mem::offset_of!(Sample, intended_ns), "<u8"),
+    ("sent_ns", std::mem::offset_of!(Sample, sent_ns), "<u8"),
+    ("tx_ns", std::mem::offset_of!(Sample, tx_ns), "<u8"),
+    ("rx_user_ns", std::mem::offset_of!(Sample, rx_user_ns), "<u8"),
+    ("latency_ns", std::mem::offset_of!(Sample, latency_ns), "<u8"),
+    ("flags", std::mem::offset_of!(Sample, flags), "<u4"),
+    ("inflation_ns", std::mem::offset_of!(Sample, inflation_ns), "<u4"),
+];
+/// Bytes per row.
+pub const SAMPLE_BYTES: usize = std::mem::size_of::<Sample>();
+const _: () = assert!(SAMPLE_BYTES == 48, "one kept request is 48 bytes, without padding");
+
+/// Rows as [`SampleStore::to_le_bytes`] writes them ([`SAMPLE_FIELDS`]).
+pub fn samples_to_le_bytes<'a>(samples: impl Iterator<Item = &'a Sample>) -> Vec<u8> {
+    let mut out = Vec::new();
+    for s in samples {
+        out.extend_from_slice(&s.intended_ns.to_le_bytes());
+        out.extend_from_slice(&s.sent_ns.to_le_bytes());
+        out.extend_from_slice(&s.tx_ns.to_le_bytes());
+        out.extend_from_slice(&s.rx_user_ns.to_le_bytes());
+        out.extend_from_slice(&s.latency_ns.to_le_bytes());
+        out.extend_from_slice(&s.flags.to_le_bytes());
+        out.extend_from_slice(&s.inflation_ns.to_le_bytes());
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sample_fields_describe_the_rows_written() {
+        // The fields tile the row in order, with no gap, each as wide as its type code says.
+        let width = |code: &str| code[2..].parse::<usize>().unwrap();
+        let mut end = 0;
+        for (name, offset, code) in SAMPLE_FIELDS {
+            assert_eq!(offset, end, "{name}");
+            assert!(code.starts_with("<u"), "{name}: {code}");
+            end += width(code);
+        }
+        assert_eq!(end, SAMPLE_BYTES);
+        // Every field written where the table says, little-endian.
+        let s = Sample {
+            intended_ns: 0x0102_0304_0506_0708,
+            sent_ns: 0x1112_1314_1516_1718,
+            tx_ns: 0x2122_2324_2526_2728,
+            rx_user_ns: 0x3132_3334_3536_3738,
+            latency_ns: 0x4142_4344_4546_4748,
+            flags: 0x5152_5354,
+            inflation_ns: 0x6162_6364,
+        };
+        let row = samples_to_le_bytes([s, s].iter());
+        assert_eq!(row.len(), 2 * SAMPLE_BYTES);
+        for (name, offset, code) in SAMPLE_FIELDS {
+            let mut le = [0u8; 8];
+            le[..width(code)].copy_from_slice(&row[SAMPLE_BYTES + offset..SAMPLE_BYTES + offset + width(code)]);
+            let want = match name {
+                "intended_ns" => s.intended_ns,
+                "sent_ns" => s.sent_ns,
+                "tx_ns" => s.tx_ns,
+                "rx_user_ns" => s.rx_user_ns,
+                "latency_ns" => s.latency_ns,
+                "flags" => s.flags as u64,
+                "inflation_ns" => s.inflation_ns as u64,
+                other => panic!("field {other} not in Sample"),
+            };
+            assert_eq!(u64::from_le_bytes(le), want, "{name}");
+        }
+    }
+
+    #[test]
+    fn store_costs_48_bytes_a_sample() {
+        let mut st = SampleStore::default();
+        let n = 100 * CHUNK;
+        for i in 0..n as u64 {
+            st.push(Sample {
+                intended_ns: i,
+                sent_ns: i + 1,
+                tx_ns: i + 2,
+                rx_user_ns: i + 3,
+                latency_ns: 2 * i,
+                flags: 5,
+                inflation_ns: 7,
+            });
+        }
+        assert_eq!(st.len(), n);
+        let per = st.allocated_bytes() as f64 / n as f64;
+        assert!(per <= 49.0, "{per} bytes per sample");
+        let bytes = st.to_le_bytes();
+        assert_eq!(bytes.len(), n * 48);
+        // Row 1: intended 1, sent 2, tx 3, rx_user 4, latency 2, flags 5, inflation 7.
+        let row = &bytes[48..96];
+        let u64_at = |o: usize| u64::from_le_bytes(row[o..o + 8].try_into().unwrap());
+        assert_eq!([u64_at(0), u64_at(8), u64_at(16), u64_at(24), u64_at(32)], [1, 2, 3, 4, 2]);
+        assert_eq!(u32::from_le_bytes(row[40..44].try_into().unwrap()), 5);
+        assert_eq!(u32::from_le_bytes(row[44..48].try_into().unwrap()), 7);
+    }
+}

@@ -1,0 +1,9 @@
+//! Time: the one clock of the data plane, and the stalls of its spinning threads.
+//!
+//! | module | what it holds |
+//! |---|---|
+//! | [`clock`] | the monotonic ns clock, other clocks' offsets to it, spinning, precise sleeps (timer slack 1 ns) |
+//! | [`stall`] | stalls (≥ 200 µs) of the spinning engine and server threads, logged for the engine to flag requests by |
+
+pub mod clock;
+pub mod stall;
