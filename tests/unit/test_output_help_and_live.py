@@ -17,7 +17,7 @@ def test_every_help_names_values_and_shows_defaults():
     # Settings with no default to show: a file, a time that switches a mode on, a gate, the output.
     no_default = {"workload", "duration", "threshold", "out", "json_out", "quiet", "verbose", "help", "resume",
                   "slo", "rates", "label", "customers", "version", "target", "targets", "directory", "directories",
-                  "service", "load"}
+                  "service", "load", "agents", "probe_agent", "token_file", "tls_ca"}
     for name, command in cli.commands.items():
         sub = command.make_context(name, [], resilient_parsing=True, parent=ctx)
         text = command.get_help(sub)

@@ -158,6 +158,17 @@ Quiet = Annotated[bool, typer.Option(
 Verbose = Annotated[bool, typer.Option(
     "--verbose", "-v",
     help="the result with every check's figures, the warm-up, the stalls and the server's own counts")]
+Agents = Annotated[Optional[list[str]], _opt(
+    "--agents", metavar="HOST:PORT,…",
+    help="run the load on these `tailwise agent`s (rate and connections split over them by their threads); each "
+         "measures too, unless --probe-agent is given; none: this process")]
+ProbeAgent = Annotated[Optional[str], _opt(
+    "--probe-agent", metavar="HOST:PORT",
+    help="the agent that runs the latency probe (--probe-conns, --probe-rate) while the --agents only load")]
+TokenFile = Annotated[Optional[str], _opt(
+    "--token-file", metavar="FILE", help="the agents' shared token (the file each `tailwise agent` was given)")]
+TlsCa = Annotated[Optional[str], _opt(
+    "--tls-ca", metavar="FILE", help="talk TLS to the agents, trusting this CA certificate (PEM)")]
 RunOut = Annotated[Optional[str], _opt(
     "--out", metavar="DIR",
     help="write the results directory here: summary.json, samples, .hgrm, histograms, interval log, config and host "

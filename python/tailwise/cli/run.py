@@ -6,11 +6,11 @@ import shlex
 import sys
 
 from tailwise.cli.exits import EXIT_ERROR, EXIT_NOT_MEASURABLE, EXIT_OK, EXIT_THRESHOLD
-from tailwise.cli.options import (Arrival, Ci, Confidence, Conns, Duration, Force, Json, KeepStalls, Keys, KeySize,
+from tailwise.cli.options import (Agents, Arrival, Ci, Confidence, Conns, Duration, Force, Json, KeepStalls, Keys, KeySize,
                                   Late, MaxTime, Mix, Outstanding, Percentile, Percentiles, Pin, PollOption,
                                   Popularity, Probe, ProbeConns, ProbeRate, Quiet, Rate, RunOut, SampleEvery,
-                                  SamplesFormat, Seed, Service, Targets, Threads, Thresholds, Timeout, Timestamps,
-                                  ValueSize, Verbose, Warmup, Workers, Workload)
+                                  ProbeAgent, SamplesFormat, Seed, Service, Targets, Threads, Thresholds, Timeout,
+                                  Timestamps, TlsCa, TokenFile, ValueSize, Verbose, Warmup, Workers, Workload)
 from tailwise.errors import InputError
 from tailwise.render.output import print_summary, set_quiet, warn
 from tailwise.render.run import print_run_error, print_signalled, print_thresholds, print_written
@@ -33,7 +33,8 @@ def run(
     timestamps: Timestamps = None, probe: Probe = None, probe_conns: ProbeConns = None, probe_rate: ProbeRate = None,
     pin: Pin = None, warmup: Warmup = None, keep_stalls: KeepStalls = None, seed: Seed = None,
     threshold: Thresholds = None, quiet: Quiet = False, verbose: Verbose = False, out: RunOut = None,
-    samples_format: SamplesFormat = None, force: Force = False, json_out: Json = False,
+    samples_format: SamplesFormat = None, force: Force = False, json_out: Json = False, agents: Agents = None,
+    probe_agent: ProbeAgent = None, token_file: TokenFile = None, tls_ca: TlsCa = None,
 ) -> int:
     """Measure latency at an offered open-loop load, until the percentile's CI is as narrow as asked."""
     from tailwise import signals
@@ -43,9 +44,21 @@ def run(
         return _run(locals())
 
 
-def run_flags(kw: dict) -> dict:
-    """The run settings among a command's arguments (None: not given), named as the flags."""
-    return {name: kw.get(name) for name in RUN_SETTINGS} | {"poll": kw["poll"].value if kw.get("poll") else None}
+def run_flags(kw: dict, file: dict | None = None) -> dict:
+    """The run settings among a command's arguments (None: not given), named as the flags. A
+    probe agent (--probe-agent, here or in the workload file) turns the probe on."""
+    flags = {name: kw.get(name) for name in RUN_SETTINGS} | {"poll": kw["poll"].value if kw.get("poll") else None}
+    if flags["probe"] is None and (kw.get("probe_agent") or (file or {}).get("probe_agent")):
+        flags["probe"] = True
+    return flags
+
+
+def fleet_of(kw: dict, file: dict):
+    """The agents of a run (spec/fleet.py), the flags over the workload file; None: this process."""
+    from tailwise.spec.fleet import Fleet
+    from tailwise.spec.workload import command_setting
+
+    return Fleet.from_flags(*(command_setting(n, kw.get(n), file) for n in ("agents", "probe_agent", "token_file", "tls_ca")))
 
 
 def _run(kw: dict) -> int:
@@ -65,13 +78,14 @@ def _run(kw: dict) -> int:
     samples_format = command_setting("samples_format", kw["samples_format"], file)
     quiet, json_out = kw["quiet"], kw["json_out"]
     judged = [Threshold.parse(t) for t in threshold or ()]
-    rs = RunSpec.from_flags(run_flags(kw), kw["workload"], pin=kw["pin"], keep_stalls=kw["keep_stalls"],
+    rs = RunSpec.from_flags(run_flags(kw, file), kw["workload"], pin=kw["pin"], keep_stalls=kw["keep_stalls"],
                             also_report=tuple(t.p for t in judged))
     if rs.capped:
         warn(rs.capped, f"unset {TIME_CAP_ENV} to measure as asked")
     if samples_format not in SAMPLE_FORMATS:
         raise InputError(f"--samples-format {samples_format} is unknown", "use csv or parquet")
     gates = parse_thresholds(threshold, set(rs.percentiles))
+    fleet = fleet_of(kw, file)
     made = []
     if out:
         if not kw["force"]:
@@ -80,7 +94,7 @@ def _run(kw: dict) -> int:
         check_out_dir(out)  # before the first request: a bad --out must not lose a measured run
     try:
         signals.check()
-        setup = prepare(rs, warn)
+        setup = prepare(rs, warn, fleet)
         display = PointDisplay(quiet=quiet, live=not json_out, rate_rps=rs.rate_rps,
                                span_s=(rs.duration_ns or rs.max_time_ns) / 1e9, fixed=bool(rs.duration_ns),
                                percentile=rs.percentile)

@@ -9,12 +9,13 @@ import sys
 from pathlib import Path
 
 from tailwise.cli.exits import EXIT_ERROR, EXIT_NOT_MEASURABLE, EXIT_OK, EXIT_THRESHOLD
-from tailwise.cli.options import (SWEEP_OUT, Arrival, Ci, Confidence, Duration, Force, Json, KeepStalls, Keys,
+from tailwise.cli.options import (SWEEP_OUT, Agents, Arrival, Ci, Confidence, Duration, Force, Json, KeepStalls, Keys,
                                   KeySize, Late, MaxTime, Mix, Percentile, Percentiles, Pin, PollOption, Popularity,
                                   Probe, ProbeConns, ProbeRate, Quiet, Rates, Resume, SampleEvery, SamplesFormat, Seed,
                                   Service, Slo, Steps, SweepConns, SweepOut, SweepOutstanding, Targets, Threads,
-                                  Thresholds, Timeout, Timestamps, ValueSize, Verbose, Warmup, Workers, Workload)
-from tailwise.cli.run import run_flags
+                                  Thresholds, Timeout, Timestamps, ValueSize, Verbose, Warmup, Workers, Workload,
+                                  ProbeAgent, TlsCa, TokenFile)
+from tailwise.cli.run import fleet_of, run_flags
 from tailwise.errors import InputError
 from tailwise.render.output import set_quiet, warn
 from tailwise.spec.runspec import TIME_CAP_ENV, RunSpec
@@ -35,7 +36,8 @@ def sweep(
     warmup: Warmup = None, keep_stalls: KeepStalls = None, seed: Seed = None, threshold: Thresholds = None,
     quiet: Quiet = False, verbose: Verbose = False, out: SweepOut = None, samples_format: SamplesFormat = None,
     force: Force = False, json_out: Json = False, rates: Rates = None, steps: Steps = None, slo: Slo = None,
-    resume: Resume = None,
+    resume: Resume = None, agents: Agents = None, probe_agent: ProbeAgent = None, token_file: TokenFile = None,
+    tls_ca: TlsCa = None,
 ) -> int:
     """Measure latency at a series of loads (one self-correcting run each), find the knee, or with --slo the highest load that meets it.
 
@@ -65,6 +67,8 @@ def _sweep(kw: dict) -> int:
         kw = kw | {name: command_setting(name, kw.get(name), file) for name in COMMAND_DEFAULTS}
         rs, plan, window_note = _planned(kw, file)
         out, made = _new_dir(kw)
+    # The agents are given again on --resume (where the load comes from is not the sweep's spec).
+    fleet = fleet_of(kw, {} if resume else file)
     if rs.capped:
         warn(rs.capped, f"unset {TIME_CAP_ENV} to measure as asked")
     if not quiet and not resume:
@@ -74,7 +78,8 @@ def _sweep(kw: dict) -> int:
     jobs: list[Sweep] = []
 
     def start() -> dict:
-        jobs.append(Sweep(rs, plan, out, command, resumed=bool(resume), on_event=None if quiet else show_event))
+        jobs.append(Sweep(rs, plan, out, command, resumed=bool(resume), on_event=None if quiet else show_event,
+                          fleet=fleet))
         return jobs[0].run()
 
     doc = _execute_into(out, made, bool(kw["force"]) and not resume, start)
@@ -116,7 +121,7 @@ def _planned(kw: dict, file: dict):
     if kw["samples_format"] not in SAMPLE_FORMATS:
         raise InputError(f"--samples-format {kw['samples_format']} is unknown", "use csv or parquet")
     grid = parse_rates(kw["rates"], kw["steps"])
-    flags = run_flags(kw) | {"rate": grid[0]}
+    flags = run_flags(kw, file) | {"rate": grid[0]}
     slo = Threshold.parse(kw["slo"], what="--slo") if kw["slo"] else None
     if slo and flags["percentile"] is None:
         flags["percentile"] = slo.p  # the search decides on the SLO's percentile: bound that one

@@ -1,4 +1,5 @@
-"""Two network namespaces joined by a veth pair: a stand-in for two machines on one box.
+"""Two network namespaces joined by a veth pair (`veth_pair`), or several joined by a bridge
+(`lan`): stand-ins for machines on one box.
 
 `tailwise calibrate` and the tests use it so that client and server talk through a real network
 device (veth) with its own addresses and routing, instead of through loopback, which the kernel
@@ -29,6 +30,8 @@ UP_TIMEOUT_S = 2.0
 NETNS_DIR = Path("/run/netns")
 #: Pairs take /30s out of this range: .1 is the client, .2 the server.
 SUBNET = ipaddress.IPv4Network("10.201.0.0/16")
+#: LANs take /24s out of this range: host i is .i+1.
+LAN_SUBNET = ipaddress.IPv4Network("10.202.0.0/16")
 
 _CAP_SYS_ADMIN = 21
 _counter = itertools.count()
@@ -115,6 +118,51 @@ def veth_pair(prefix: str = "tw") -> Iterator[VethPair]:
         yield pair
     finally:
         _delete(pair.client_ns, pair.server_ns)
+
+
+@dataclass(frozen=True)
+class Lan:
+    """Hosts made by `lan()`: each a namespace with one address on a shared bridge."""
+
+    namespaces: dict[str, str]
+    ips: dict[str, str]
+
+    def argv(self, host: str, argv: list[str]) -> list[str]:
+        """`argv` run on ``host`` (`ip netns exec` execs it: the pid is the program's)."""
+        return ["ip", "netns", "exec", self.namespaces[host], *argv]
+
+
+@contextmanager
+def lan(hosts: list[str], prefix: str = "tl") -> Iterator[Lan]:
+    """Make one namespace per host and a switch namespace whose bridge joins them by veth pairs,
+    every link up; always delete them all on exit (a host's veth end goes with its namespace)."""
+    with _counter_lock:
+        n = next(_counter)
+    pid = os.getpid()
+    net = list(LAN_SUBNET.subnets(new_prefix=24))[(pid * 16 + n) % 256]
+    tag = f"{pid % 100000}{n % 100}"
+    switch = f"{prefix}{tag}sw"
+    spaces = {h: f"{prefix}{tag}h{i}" for i, h in enumerate(hosts)}
+    made = [switch]
+    try:
+        _ip("netns", "add", switch)
+        _ip("-n", switch, "link", "add", "br0", "type", "bridge")
+        _ip("-n", switch, "link", "set", "br0", "up")
+        ips = {}
+        for i, (host, ns) in enumerate(spaces.items()):
+            _ip("netns", "add", ns)
+            made.append(ns)
+            port, eth = f"p{tag}{i}", f"e{tag}{i}"
+            _ip("link", "add", eth, "netns", ns, "type", "veth", "peer", "name", port, "netns", switch)
+            _ip("-n", switch, "link", "set", port, "master", "br0")
+            _ip("-n", switch, "link", "set", port, "up")
+            ips[host] = str(net.network_address + i + 1)
+            _ip("-n", ns, "addr", "add", f"{ips[host]}/24", "dev", eth)
+            _ip("-n", ns, "link", "set", "lo", "up")
+            _ip("-n", ns, "link", "set", eth, "up")
+        yield Lan(spaces, ips)
+    finally:
+        _delete(*made)
 
 
 def _wait_up(pair: VethPair) -> None:

@@ -12,7 +12,8 @@ from __future__ import annotations
 import ipaddress
 import os
 import signal
-from dataclasses import dataclass
+import socket
+from dataclasses import dataclass, field
 from typing import Callable, Protocol
 
 from tailwise import signals
@@ -21,6 +22,9 @@ from tailwise.errors import InputError
 from tailwise.agent.host import host_info, isolated_cpus, listener_cpus
 from tailwise.methodology.checks import Setting
 from tailwise.measure.server import builtin_server, server_stats
+from tailwise.agent.group import AgentGroup
+from tailwise.agent.wire import read_token
+from tailwise.spec.fleet import Fleet
 from tailwise.spec.load import TestStall
 from tailwise.spec.runspec import RunSpec, timestamp_source
 from tailwise.spec.units import fmt_ns, parse_dist, parse_time_ns
@@ -41,6 +45,10 @@ class Setup:
     busy_cpus: set[int] | None
     #: How the client runs, for the remedies of the checks.
     setting: Setting
+    #: The agents that load and measure (--agents); None: this process does.
+    fleet: Fleet | None = None
+    #: The agents' shared token, read once from --token-file (never printed or written).
+    token: str = field(default="", repr=False)
 
 
 @dataclass
@@ -84,9 +92,11 @@ class Silent:
 Warn = Callable[[str, str], None]
 
 
-def prepare(rs: RunSpec, warn: Warn = lambda cause, remedy: None) -> Setup:
+def prepare(rs: RunSpec, warn: Warn = lambda cause, remedy: None, fleet: Fleet | None = None) -> Setup:
     """The machine-dependent decisions, with their warnings (given once, before any request, to
     ``warn``)."""
+    if fleet is not None:
+        return _prepare_fleet(rs, fleet)
     host = host_info()
     threads, workers = rs.threads, rs.workers
     # The probe thread always spins, on a CPU of its own when there is one.
@@ -109,6 +119,25 @@ def prepare(rs: RunSpec, warn: Warn = lambda cause, remedy: None) -> Setup:
         busy_cpus = set(os.sched_getaffinity(0)) if local else _busy_cpus(engine_threads, 0 if rs.targets else workers)
     return Setup(host=host, server_spin=server_spin, busy_cpus=busy_cpus,
                  setting=_setting(rs, engine_threads, local, own=busy + workers <= cores if rs.builtin else busy <= cores))
+
+
+def _prepare_fleet(rs: RunSpec, fleet: Fleet) -> Setup:
+    """The agents load and measure: nothing of this machine's CPUs is the engine's; the built-in
+    server (no target) workers take this machine's, sleeping between requests."""
+    token = read_token(fleet.token_file)
+    setting = Setting(poll="spin" if rs.busy_poll else "block", engine_cpus=None, own_cpus=False, isolated=False,
+                      local_target=rs.builtin, builtin=rs.builtin)
+    return Setup(host=host_info(), server_spin=False, busy_cpus=None, setting=setting, fleet=fleet, token=token)
+
+
+def facing(address: str) -> str:
+    """This machine's address on the route to ``address`` (HOST:PORT): where the agents reach the
+    built-in server (no packet is sent: a UDP socket's connect only picks the route)."""
+    host = address.rpartition(":")[0].strip("[]")
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_DGRAM) as s:
+        s.connect((host, 9))
+        return s.getsockname()[0]
 
 
 def _setting(rs: RunSpec, engine_threads: int, local: bool, own: bool) -> Setting:
@@ -163,7 +192,8 @@ def measure(rs: RunSpec, setup: Setup, command: str, display: Display | None = N
         source, note = timestamp_source(rs.timestamps, addrs[0])
         config["timestamps"], config["timestamps_note"] = source, note
         spec = rs.load_spec(addrs, source, test_stall=_test_stall())
-        agent = LocalAgent()
+        agent = LocalAgent() if setup.fleet is None else AgentGroup(
+            list(setup.fleet.agents), setup.token, setup.fleet.probe_agent, setup.fleet.ca_bytes())
         span_s = (rs.duration_ns or rs.max_time_ns) / 1e9
         goal = (f"for {span_s:g} s" if rs.duration_ns else
                 f"until p{rs.percentile:g} ± {fmt_ns(rs.ci_ns) if rs.ci_ns else f'{rs.ci_rel:.0%}'}, at most {span_s:g} s")
@@ -187,11 +217,15 @@ def measure(rs: RunSpec, setup: Setup, command: str, display: Display | None = N
                 result, analysis, methodology = controller.run(session)
         summary = build_summary(target=target_url, config=config, host=setup.host, result=result, analysis=analysis,
                                 methodology=methodology)
+        if result.agents is not None:
+            amend(summary, agents=result.agents, barrier=result.barrier)
         return Measurement(summary, result, analysis)
 
     if rs.builtin:
+        # With agents, the built-in server listens where they reach this machine.
+        listen = f"{facing(setup.fleet.agents[0])}:0" if setup.fleet else "127.0.0.1:0"
         with builtin_server(service=rs.service, workers=rs.workers, seed=rs.seed, pin=rs.pin,
-                            busy_poll=setup.server_spin) as srv:
+                            busy_poll=setup.server_spin, listen=listen) as srv:
             m = one([srv.addr], f"synthetic://{srv.addr}", (srv.take_stalls,))
             amend(m.summary, target_stats=server_stats(srv, parse_dist(rs.service)[1], m.result.elapsed_ns, rs.workers,
                                                        m.result.target_stalls_ns))

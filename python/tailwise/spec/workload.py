@@ -79,6 +79,11 @@ COMMAND_DEFAULTS: dict[str, Any] = {
     "rates": None,
     "steps": "linear",
     "slo": None,
+    # Where the load comes from (spec/fleet.py): the agents, a probe agent, their token, a CA.
+    "agents": None,
+    "probe_agent": None,
+    "token_file": None,
+    "tls_ca": None,
 }
 
 #: Other flag names of the same setting (``--value`` is ``--value-size``).
@@ -86,6 +91,7 @@ ALIASES = {"value": "value_size"}
 
 _TYPES: dict[str, tuple[type, ...]] = {
     "targets": (list, str),
+    "agents": (list, str),
     "rate": (str, int, float),
     "threads": (int,),
     "conns": (int,),
@@ -156,7 +162,8 @@ def load_file(path: str | None) -> dict[str, Any]:
 #: Examples for the settings whose default is None (in the error for a value of the wrong type).
 EXAMPLES = {"percentiles": "50,95,99,99.9", "threshold": ["p99<200us"], "out": "results/run1", "rates": "10k:100k:10",
             "slo": "p99<200us", "ci": "10%", "duration": "10s", "sample_every": 5, "seed": 42, "service": "exp:10us",
-            "targets": ["memcached://127.0.0.1:11211"]}
+            "targets": ["memcached://127.0.0.1:11211"], "agents": ["10.0.0.2:7100"], "probe_agent": "10.0.0.3:7100",
+            "token_file": "/etc/tailwise/token", "tls_ca": "ca.pem"}
 
 
 def command_setting(name: str, flag: Any, file: dict[str, Any]) -> Any:

@@ -77,7 +77,7 @@ class Sweep:
     happens (events.py); None: nothing is told."""
 
     def __init__(self, base, plan: Plan, out: Path, command: str, *, resumed: bool,
-                 on_event: Callable[[Event], None] | None = None):
+                 on_event: Callable[[Event], None] | None = None, fleet=None):
         from tailwise.results.files import write_json
         from tailwise.measure.point import prepare
         from tailwise.spec.threshold import Threshold as T
@@ -88,7 +88,7 @@ class Sweep:
         clean_partial(self.points_dir)
         self.slo, self.gates = plan.slo_threshold, [T.parse(t) for t in plan.thresholds]
         self.grid = plan.rates_rps
-        self.setup = prepare(base, lambda cause, remedy: on_event and on_event(Warned(cause, remedy)))
+        self.setup = prepare(base, lambda cause, remedy: on_event and on_event(Warned(cause, remedy)), fleet)
         self.started, self.wall_start = time.monotonic(), time.time()
         now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self.wall_start))
         # The command that started the sweep stays; each resume is added to its history.

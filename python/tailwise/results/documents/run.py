@@ -514,6 +514,30 @@ class SweepPlace(Doc):
     attempt: Int = F(None, description="Which measurement of this load it is: 1, or 2 for a load whose CI was inconclusive, measured again (points/NNN-RATErps-2/). Added by issue 19.", minimum=1)
 
 
+class AgentReport(Doc):
+    """One agent of a run on several client machines (run --agents)."""
+
+    address: str = F(description="The agent's HOST:PORT.")
+    role: Literal["symmetric", "load", "probe"] = F(description="symmetric: loads and measures; load: loads only (its requests counted, not timed); probe: the latency probe.")
+    rate_rps: Num = F(description="The rate this agent was asked to send: its share, in proportion to its engine threads.", minimum=0)
+    threads: Int = F(description="Its engine threads.", minimum=0)
+    conns: Int = F(description="Its connections.", minimum=0)
+    timed: bool = F(description="Whether its requests are timed (in the statistics).")
+    clock_offset_ns: Int | None = F(description="Its CLOCK_MONOTONIC minus the coordinator's, from the clock exchange with the shortest round trip.")
+    clock_rtt_ns: Int | None = F(description="That exchange's round trip: the offset is known to within half of it.", minimum=0)
+    counters: dict[str, Count] = F(description="Its own counts, as of its end or, for an agent that failed, its last answer (the run's counters are the sum).")
+    error: str | None = F(description="Why this agent failed the run (unreachable, no answer, refused); null when it did not.")
+
+
+class Barrier(Doc):
+    """How together the agents started (run --agents)."""
+
+    asked_ns: Int = F(description="The common start asked of every agent, on the coordinator's CLOCK_MONOTONIC.")
+    spread_ns: Int = F(description="Latest minus earliest of the agents' real starts, on the coordinator's clock.", minimum=0)
+    clock_uncertainty_ns: Int = F(description="Half the largest clock-exchange round trip: how well the offsets, and so the spread, are known.", minimum=0)
+    late_ns: Int = F(description="How long after the asked instant the last agent started (0: every agent had connected in time).")
+
+
 class Summary(Doc):
     """The summary of one measurement: `tailwise run --json` on stdout, summary.json in a `tailwise run --out DIR` directory, and points/NNN-RATErps/summary.json of a sweep. Written by python/tailwise/results/summary.py build_summary through the models of python/tailwise/results/documents/run.py, which this schema is generated from; see docs/results.md. Versioning: later versions of schema 1 add fields, never rename or retype one, so additional properties are allowed everywhere. A value that is unknown is null, never NaN and never 0. Units are in the field names: _ns nanoseconds, _s seconds, _rps requests per second; p is a percentile in percent (0-100)."""
 
@@ -544,6 +568,8 @@ class Summary(Doc):
     target_stats: BuiltinServerStats | ServerStats | ServerStatsCombined | None = F(description="What the target itself counted: the built-in server's own view, or memcached stats / redis INFO read before and after the run and their difference; null for targets without statistics (synthetic://, http://, udp://).")
     thresholds: list[ThresholdResult] = F(description="Each --threshold judged on its percentile's confidence interval (empty without --threshold). A failed or inconclusive one makes the exit status 3.")
     sweep: SweepPlace = F(None, description="Only in a sweep's points/NNN-RATErps[-ATTEMPT]/summary.json: where the point lies in the sweep.")
+    agents: list[AgentReport] = F(None, description="Only for a run on agents (--agents): each agent's share, clock offset and counters.")
+    barrier: Barrier = F(None, description="Only for a run on agents (--agents): how together they started.")
 
 
 SCHEMA_FILE = ("summary.schema.json", Summary, "urn:tailwise:schema:summary:1", f"tailwise run summary ({RUN_SCHEMA})")
