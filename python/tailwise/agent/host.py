@@ -83,3 +83,13 @@ def listener_cpus(port: int) -> set[int] | None:
         except OSError:
             continue
     return None
+
+
+def restrict_cpus(cpus: set[int]) -> None:
+    """Run every thread of this process on ``cpus`` only, and the threads started after (they
+    inherit it): an agent's engine pins its threads within them (``--cpus``)."""
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            os.sched_setaffinity(int(tid), cpus)
+        except ProcessLookupError:
+            pass  # a thread that ended meanwhile

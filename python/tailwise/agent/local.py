@@ -110,6 +110,8 @@ class Session:
         self.spec = spec
         self._batches: list[np.ndarray] = []
         self._start_mono_ns = engine.start_mono_ns
+        #: Whether a stop signal stops this session (``LocalAgent.start``'s ``on_signal``).
+        self.on_signal = False
         self._target_sources: tuple[StallSource, ...] = stall_sources
         self.engine_stalls: list[tuple[int, int]] = []
         self.target_stalls: list[tuple[int, int]] = []
@@ -140,6 +142,11 @@ class Session:
     def in_flight(self) -> int:
         return self._engine.in_flight()
 
+    @property
+    def start_mono_ns(self) -> int:
+        """The schedule's time zero on this host's CLOCK_MONOTONIC (sample times are ns after it)."""
+        return self._start_mono_ns
+
     def elapsed_ns(self) -> int:
         """Now, on the engine's clock: ns since the schedule's start."""
         return _core.now_ns() - self._start_mono_ns
@@ -165,6 +172,15 @@ class Session:
         pending = decode_samples(raw["pending"]).copy()
         return Taken(self.finished(), pending, raw["snap_ns"], raw["complete"], dict(raw["counters"]))
 
+    def take_batch(self) -> dict:
+        """A snapshot as the engine hands it over (``Engine.take``: raw rows of the samples finished
+        since the last take and of those outstanding now, snap_ns, complete, counters), kept
+        nowhere here: an agent sends it to its coordinator, which keeps the samples. The stalls
+        logged meanwhile are collected (``engine_stalls``)."""
+        raw = self._engine.take()
+        self.take_stalls()
+        return raw
+
     def is_finished(self) -> bool:
         return self._engine.is_finished()
 
@@ -174,7 +190,8 @@ class Session:
     def finish(self, interrupted: bool = False) -> AgentResult:
         """Wait for the end; the result holds every sample of the run, sorted by intended time."""
         raw = self._engine.join()
-        signals.detach()
+        if self.on_signal:
+            signals.detach()
         self.take_stalls(engine_rest=raw["stall_intervals"])
         steal1 = steal_ticks()
         samples = np.concatenate([self.finished(), decode_samples(raw["samples"])])
@@ -216,11 +233,15 @@ class LocalAgent:
 
     poll_s = 0.1
 
-    def start(self, spec: LoadSpec, stall_sources: tuple[StallSource, ...] = ()) -> Session:
+    def start(self, spec: LoadSpec, stall_sources: tuple[StallSource, ...] = (), on_signal: bool = True) -> Session:
+        """Start the engine. ``on_signal``: a stop signal stops it (signals.py, the commands that
+        measure); an agent service (agent/server.py) handles its own signals and passes False."""
         # The engine raises tailwise.errors' classes itself, each with its problem and remedy.
         engine = _core.Engine(spec.to_json())
         session = Session(engine, spec, stall_sources)
-        signals.attach(session.stop)  # a stop signal from now on stops sending; the run is still written
+        if on_signal:
+            session.on_signal = True
+            signals.attach(session.stop)  # a stop signal from now on stops sending; the run is still written
         return session
 
     def run(self, spec: LoadSpec, progress: Callable[[dict], None] | None = None,

@@ -16,6 +16,7 @@ import typer
 from typer._click.exceptions import NoArgsIsHelpError, UsageError
 
 from tailwise import __version__
+from tailwise.cli.agent import agent
 from tailwise.cli.exits import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK
 from tailwise.cli.report import compare, report
 from tailwise.cli.run import run
@@ -52,7 +53,7 @@ def version() -> None:
     print(f"tailwise {__version__}")
 
 
-for command in (run, serve, model, load, calibrate, version, sweep, report, compare):
+for command in (run, serve, model, load, calibrate, version, sweep, report, compare, agent):
     app.command()(command)
 
 

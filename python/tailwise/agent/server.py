@@ -1,0 +1,541 @@
+"""The agent service (agent/proto/agent.proto): ``AgentServer`` runs a coordinator's load with one
+``LocalAgent`` session at a time, closed to strangers.
+
+* Every call carries the shared token (``TokenCheck``, a server interceptor: UNAUTHENTICATED
+  otherwise, with no hint of the token) and renews the run's lease.
+* A configuration is checked against the agent's ``Limits`` before anything connects: targets
+  inside ``--allow-targets`` (loopback only by default), the rate, the connections and the
+  duration at most the agent's maxima; each refusal an ``InputError`` naming the figure, the limit
+  and what to do, sent back as INVALID_ARGUMENT with its kind and remedy (``wire.abort``).
+* The lease: a watchdog stops a running load whose coordinator made no call for ``lease_ns``
+  (no orphaned load generator), and drops a run nobody collects within another lease, so that
+  the agent is reusable.
+* Snapshots leave nothing behind in the agent: the sampled rows and the interval histograms
+  changed since the last one go to the coordinator, which keeps them.
+
+The engine's calls all run under one lock: ``Engine.take`` holds the engine while it waits for its
+threads, and an engine call from another thread meanwhile would wait for it holding the
+interpreter. Nothing here prints: what happens is told to ``on_event`` (agent/events.py).
+"""
+
+from __future__ import annotations
+
+import functools
+import ipaddress
+import json
+import os
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+import grpc
+
+from tailwise import _core
+from tailwise.agent import wire
+from tailwise.agent.events import (Closing, Configured, Dropped, Event, Finished, LeaseExpired, Refused, Started,
+                                   Stopped)
+from tailwise.agent.local import AgentResult, LocalAgent, Session
+from tailwise.agent.proto import agent_pb2 as pb
+from tailwise.agent.proto import agent_pb2_grpc
+from tailwise.errors import HostError, InputError, TailwiseError
+from tailwise.spec.load import LoadSpec
+from tailwise.spec.units import fmt_ns
+
+IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
+
+#: Where an agent may send when not told otherwise: this host only.
+LOOPBACK: tuple[IPNetwork, ...] = (ipaddress.ip_network("127.0.0.0/8"), ipaddress.ip_network("::1/128"))
+DEFAULT_LEASE_NS = 5_000_000_000
+ROLES = ("symmetric", "load", "probe")
+#: Finish waits for the schedule, the drain (the run's timeout) and this much more; then it stops
+#: the engine, and gives up after as long again.
+FINISH_MARGIN_NS = 10_000_000_000
+#: A start further ahead than this on the agent's clock is a coordinator's mistake (its clock
+#: offset), not a barrier.
+MAX_START_AHEAD_NS = 60_000_000_000
+#: How often Finish looks whether the engine ended, and the watchdog at most.
+POLL_S = 0.05
+#: The result's fields that travel as parts of their own (bytes), not in the meta JSON.
+BINARY_FIELDS = frozenset({"latency_hist", "send_lag_hist", "send_lag_unstalled_hist", "samples", "intervals"})
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What this agent may be asked to do (0: no limit), and its lease."""
+
+    allow_targets: tuple[IPNetwork, ...] = LOOPBACK
+    max_rate_rps: float = 0.0
+    max_conns: int = 0
+    max_duration_ns: int = 0
+    lease_ns: int = DEFAULT_LEASE_NS
+
+    def message(self) -> pb.Limits:
+        return pb.Limits(allow_targets=[str(n) for n in self.allow_targets], max_rate_rps=self.max_rate_rps,
+                         max_conns=self.max_conns, max_duration_ns=self.max_duration_ns, lease_ns=self.lease_ns)
+
+    def check(self, config: dict[str, Any]) -> None:
+        """Refuse (``InputError``) a canonical engine configuration beyond these limits."""
+        for target in config["targets"]:
+            self._check_target(target)
+        probe = config.get("probe") or {}
+        with_probe = " (load + probe)" if probe else ""
+        rate = config["rate_rps"] + probe.get("rate_rps", 0.0)
+        if self.max_rate_rps and rate > self.max_rate_rps:
+            raise InputError(f"rate {rate:,.0f} req/s{with_probe} is over this agent's --max-rate "
+                             f"{self.max_rate_rps:,.0f} req/s",
+                             "lower --rate or add agents (or start the agent with a higher --max-rate)")
+        conns = config["conns"] + probe.get("conns", 0)
+        if self.max_conns and conns > self.max_conns:
+            raise InputError(f"{conns} connections{with_probe} are over this agent's --max-conns {self.max_conns}",
+                             "lower --conns or add agents (or start the agent with a higher --max-conns)")
+        if self.max_duration_ns and config["duration_ns"] > self.max_duration_ns:
+            raise InputError(f"duration {fmt_ns(config['duration_ns'])} is over this agent's --max-duration "
+                             f"{fmt_ns(self.max_duration_ns)}",
+                             "ask for a shorter run (--duration, --max-time) or start the agent with a longer "
+                             "--max-duration")
+
+    def _check_target(self, target: str) -> None:
+        ip = target_ip(target)
+        if any(ip in net for net in self.allow_targets):
+            return
+        allowed = ",".join(str(n) for n in self.allow_targets)
+        net = ipaddress.ip_network(f"{ip}/{24 if ip.version == 4 else 64}", strict=False)
+        raise InputError(f"target {target} is outside this agent's --allow-targets {allowed}",
+                         f"start the agent with --allow-targets {net} (the target's network), or aim at a "
+                         f"network it allows")
+
+
+def target_ip(target: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address:
+    """A configuration's target ("IP:PORT", "[IPv6]:PORT") as its address; an IPv4 address
+    mapped into IPv6 as the IPv4 address it is."""
+    host = target.rsplit(":", 1)[0].strip("[]").split("%")[0]
+    try:
+        ip = ipaddress.ip_address(host)
+    except ValueError:
+        raise InputError(f"target {target} is not IP:PORT", "the coordinator resolves names before it sends them") from None
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        return ip.ipv4_mapped
+    return ip
+
+
+@dataclass
+class _Run:
+    """The one run an agent holds: configured, then running (a session), then finished."""
+
+    run_id: str
+    role: str
+    #: The canonical engine configuration (every default filled in).
+    config: dict[str, Any]
+    session: Session | None = None
+    #: Stopped early (Stop, the lease, a signal): the result says interrupted.
+    stopped: bool = False
+    expired: bool = False
+    #: When the engine was seen finished (time.monotonic()).
+    finished_at: float | None = None
+    #: Pauses (the coordinator's rounds) move the schedule's end: CLOCK_MONOTONIC ns.
+    paused_at: int | None = None
+    paused_ns: int = 0
+    #: Each interval's finished count as last sent, and how many stalls were sent.
+    done_sent: dict[int, int] = field(default_factory=dict)
+    stalls_sent: int = 0
+
+    def end_by_ns(self) -> int:
+        """When the engine should have ended, on CLOCK_MONOTONIC: the schedule, its pauses, the
+        drain (the timeout) and a margin."""
+        assert self.session is not None
+        paused = self.paused_ns + (_core.now_ns() - self.paused_at if self.paused_at is not None else 0)
+        return (self.session.start_mono_ns + self.config["duration_ns"] + paused + self.config["timeout_ns"]
+                + FINISH_MARGIN_NS)
+
+
+def _for_role(config: dict[str, Any], role: str) -> dict[str, Any]:
+    """The configuration as ``role`` runs it: a load agent counts its requests, not times them."""
+    if role not in ROLES:
+        raise InputError(f"role {role!r} is not one of {', '.join(ROLES)}",
+                         "run the same tailwise version on the coordinator and the agents")
+    if role == "load":
+        if config.get("probe"):
+            raise InputError("a load agent was given a probe", "give the probe to a probe or symmetric agent")
+        return config | {"timed": False}
+    if role == "probe" and not config.get("probe"):
+        raise InputError("a probe agent was given no probe", "set the configuration's probe (its conns and rate_rps)")
+    return config
+
+
+def _answers(call: str):
+    """A unary call: a TailwiseError goes back as its status (``wire.abort``), said once."""
+    def wrap(fn):
+        @functools.wraps(fn)
+        def handler(self: AgentServer, request, context: grpc.ServicerContext):
+            try:
+                return fn(self, request, context)
+            except TailwiseError as e:
+                self._emit(Refused(call, getattr(request, "run_id", ""), e.line()))
+                wire.abort(context, e)
+        return handler
+    return wrap
+
+
+def _streams(call: str):
+    """A streaming call: the method returns (meta, parts), sent in chunks after every lock is
+    released; None: the caller went away, nothing to send."""
+    def wrap(fn):
+        @functools.wraps(fn)
+        def handler(self: AgentServer, request, context: grpc.ServicerContext) -> Iterator[pb.Chunk]:
+            try:
+                answer = fn(self, request, context)
+            except TailwiseError as e:
+                self._emit(Refused(call, getattr(request, "run_id", ""), e.line()))
+                wire.abort(context, e)
+                return
+            if answer is not None:
+                yield from wire.chunks(*answer)
+        return handler
+    return wrap
+
+
+class AgentServer(agent_pb2_grpc.AgentServicer):
+    """The agent service's calls (agent.proto says what each does) around one session at a time."""
+
+    def __init__(self, limits: Limits = Limits(), cpus: list[int] | None = None,
+                 on_event: Callable[[Event], None] | None = None):
+        self.limits = limits
+        self.cpus = sorted(os.sched_getaffinity(0) if cpus is None else cpus)
+        self._on_event = on_event
+        self._lock = threading.Lock()
+        self._run: _Run | None = None
+        self._last_call = time.monotonic()
+        self._closing = threading.Event()
+        self._watchdog = threading.Thread(target=self._watch, name="tailwise-agent-lease", daemon=True)
+        self._watchdog.start()
+
+    # ------------------------------------------------------------------ plumbing
+
+    def renew(self) -> None:
+        """A call came: the lease starts again (``TokenCheck`` calls it for every authorised call)."""
+        self._last_call = time.monotonic()
+
+    def refused_token(self, method: str) -> None:
+        self._emit(Refused(method.rsplit("/", 1)[-1], "", "missing or wrong token"))
+
+    def _emit(self, event: Event) -> None:
+        if self._on_event is not None:
+            self._on_event(event)
+
+    def _state(self) -> str:
+        """idle, configured, running or finished (under the lock)."""
+        run = self._run
+        if run is None:
+            return "idle"
+        if run.session is None:
+            return "configured"
+        if run.session.is_finished():
+            if run.finished_at is None:
+                run.finished_at = time.monotonic()
+            return "finished"
+        return "running"
+
+    def _current(self, run_id: str, *states: str) -> _Run:
+        """The run ``run_id`` names, in one of ``states`` (under the lock); else InputError."""
+        run = self._run
+        if run is None or run.run_id != run_id:
+            holds = "is idle" if run is None else f"holds run {run.run_id!r}"
+            raise InputError(f"no run {run_id!r} on this agent (it {holds})",
+                             "Configure the run first (an agent drops a run whose coordinator was silent for its lease)")
+        state = self._state()
+        if state not in states:
+            raise InputError(f"run {run_id!r} is {state}, not {' or '.join(states)}",
+                             "call Configure, Start, then Progress/Snapshot/Pause/Resume/Stop, then Finish")
+        return run
+
+    # ------------------------------------------------------------------ calls without a run
+
+    def Health(self, request, context):
+        with self._lock:
+            state = self._state()
+            run_id = self._run.run_id if self._run else ""
+        return pb.HealthReply(version=_core.__version__, hostname=socket.gethostname(), cpus=self.cpus, state=state,
+                              run_id=run_id, limits=self.limits.message())
+
+    def Clock(self, request, context):
+        return pb.ClockReply(mono_ns=_core.now_ns(), realtime_ns=time.time_ns())
+
+    @_answers("Configure")
+    def Configure(self, request, context):
+        if not request.run_id:
+            raise InputError("Configure names no run", "the coordinator gives every run an id")
+        config = _for_role(json.loads(_core.check_engine_config(request.engine_config)), request.role)
+        self.limits.check(config)
+        canonical = _core.check_engine_config(json.dumps(config))
+        config = json.loads(canonical)
+        LoadSpec.from_engine_config(config)  # what Start will run
+        with self._lock:
+            state = self._state()
+            if state in ("running", "finished"):
+                held = self._run.run_id if self._run else ""
+                raise InputError(f"this agent is busy with run {held!r} ({state})",
+                                 "one run at a time: Finish or Stop that run, wait for its lease to end, "
+                                 "or use another agent")
+            self._run = _Run(request.run_id, request.role, config)
+        probe = config.get("probe") or {}
+        self._emit(Configured(request.run_id, request.role, config["rate_rps"], probe.get("rate_rps", 0.0),
+                              tuple(config["targets"]), config["conns"] + probe.get("conns", 0), config["duration_ns"]))
+        return pb.ConfigureReply(engine_config=canonical)
+
+    # ------------------------------------------------------------------ a run's calls
+
+    @_answers("Start")
+    def Start(self, request, context):
+        with self._lock:
+            run = self._current(request.run_id, "configured")
+            now = _core.now_ns()
+            at = request.start_at_mono_ns or run.config.get("start_at_ns") or 0
+            if at and at - now > MAX_START_AHEAD_NS:
+                raise InputError(f"start at {fmt_ns(at - now)} from now on this agent's clock is over "
+                                 f"{fmt_ns(MAX_START_AHEAD_NS)} ahead",
+                                 "start at the agent's CLOCK_MONOTONIC (the Clock call gives it) plus a short barrier")
+            config = run.config | {"start_at_ns": at or None}
+            # The agent process handles its own signals: the session is not the signal handler's.
+            run.session = LocalAgent().start(LoadSpec.from_engine_config(config), on_signal=False)
+            start = run.session.start_mono_ns
+            now = _core.now_ns()
+        self._emit(Started(run.run_id, start, max(0, start - now)))
+        return pb.StartReply(start_mono_ns=start)
+
+    def _progress(self, run: _Run) -> pb.ProgressReply:
+        """The run's live counters (under the lock)."""
+        s = run.session
+        assert s is not None
+        counters = dict(s.snapshot())
+        finished = s.is_finished()
+        elapsed = counters.get("elapsed_ns", 0) if finished else s.elapsed_ns()
+        return pb.ProgressReply(counters=json.dumps(counters), finished=finished, in_flight=s.in_flight(),
+                                elapsed_ns=max(0, elapsed))
+
+    @_answers("Progress")
+    def Progress(self, request, context):
+        with self._lock:
+            return self._progress(self._current(request.run_id, "running", "finished"))
+
+    @_answers("Pause")
+    def Pause(self, request, context):
+        with self._lock:
+            run = self._current(request.run_id, "running")
+            run.session.pause()
+            if run.paused_at is None:
+                run.paused_at = _core.now_ns()
+            return self._progress(run)
+
+    @_answers("Resume")
+    def Resume(self, request, context):
+        with self._lock:
+            run = self._current(request.run_id, "running", "finished")
+            run.session.resume()
+            if run.paused_at is not None:
+                run.paused_ns += _core.now_ns() - run.paused_at
+                run.paused_at = None
+            return self._progress(run)
+
+    @_answers("Stop")
+    def Stop(self, request, context):
+        with self._lock:
+            run = self._current(request.run_id, "running", "finished")
+            stopping = self._state() == "running" and not run.stopped
+            run.session.stop()
+            run.stopped = run.stopped or stopping
+            reply = self._progress(run)
+        if stopping:
+            self._emit(Stopped(run.run_id))
+        return reply
+
+    def _intervals(self, run: _Run, pending: bool) -> tuple[list[int], list[tuple[str, bytes]]]:
+        """The interval histograms to send (under the lock): finished requests' of every interval
+        whose count changed since the last time, or those of every interval with requests
+        outstanding now."""
+        intervals = run.session.intervals
+        counts = dict(intervals.counts(pending=pending))
+        if pending:
+            indices = sorted(i for i, n in counts.items() if n)
+        else:
+            indices = sorted(i for i, n in counts.items() if run.done_sent.get(i) != n)
+            run.done_sent.update((i, counts[i]) for i in indices)
+        kind = "pending" if pending else "done"
+        return indices, [(f"{kind}:{i}", h) for i, h in zip(indices, intervals.encoded(indices, pending=pending))]
+
+    @_streams("Snapshot")
+    def Snapshot(self, request, context):
+        with self._lock:
+            run = self._current(request.run_id, "running", "finished")
+            raw = run.session.take_batch()
+            stalls = run.session.engine_stalls[run.stalls_sent:]
+            run.stalls_sent += len(stalls)
+            done, done_parts = self._intervals(run, pending=False)
+            pending, pending_parts = self._intervals(run, pending=True)
+        meta = {"snap_ns": raw["snap_ns"], "complete": raw["complete"], "counters": dict(raw["counters"]),
+                "engine_stalls": [list(p) for p in stalls], "done": done, "pending": pending}
+        return meta, [("samples", raw["samples"]), ("pending", raw["pending"]), *done_parts, *pending_parts]
+
+    @_streams("Finish")
+    def Finish(self, request, context):
+        with self._lock:
+            run = self._current(request.run_id, "running", "finished")
+        if not self._await_end(run, context):
+            return None  # the coordinator went away: the run waits for another Finish, or its lease
+        with self._lock:
+            if self._run is not run:
+                raise InputError(f"run {run.run_id!r} was dropped while Finish waited", "run it again")
+            result = run.session.finish(interrupted=run.stopped)
+            done, done_parts = self._intervals(run, pending=False)
+            self._run = None
+        self._emit(Finished(run.run_id, result.counters.get("sent", 0), result.counters.get("received", 0),
+                            result.error, result.interrupted))
+        meta = result_meta(result) | {"start_mono_ns": run.session.start_mono_ns, "done": done}
+        parts = [("latency_hist", result.latency_hist), ("send_lag_hist", result.send_lag_hist),
+                 ("send_lag_unstalled_hist", result.send_lag_unstalled_hist),
+                 ("samples", result.samples.tobytes()), *done_parts]
+        return meta, parts
+
+    def _await_end(self, run: _Run, context: grpc.ServicerContext) -> bool:
+        """Wait until ``run``'s engine ended, renewing the lease while the caller waits; False when
+        the caller went away first. Bounded: past the schedule's end, the drain and a margin the
+        engine is stopped, and after as long again HostError."""
+        stopped_at: int | None = None
+        while True:
+            with self._lock:
+                if self._run is not run or run.session.is_finished():
+                    return True
+                now = _core.now_ns()
+                if stopped_at is None and now > run.end_by_ns():
+                    run.session.stop()
+                    run.stopped, stopped_at = True, now
+                elif stopped_at is not None and now - stopped_at > run.config["timeout_ns"] + FINISH_MARGIN_NS:
+                    raise HostError(f"run {run.run_id!r}: the engine did not end {fmt_ns(now - stopped_at)} after "
+                                    f"it was stopped", "restart the agent (and report this)")
+            if not context.is_active():
+                return False
+            self.renew()
+            time.sleep(POLL_S)
+
+    # ------------------------------------------------------------------ the lease
+
+    def _watch(self) -> None:
+        tick = min(POLL_S * 2, self.limits.lease_ns / 1e9 / 10)
+        while not self._closing.wait(tick):
+            with self._lock:
+                event = self._check_lease()
+            if event is not None:
+                self._emit(event)
+
+    def _check_lease(self) -> Event | None:
+        """Stop a running load whose coordinator is silent for the lease; drop a run nobody
+        collects (or starts) within a lease (under the lock)."""
+        run = self._run
+        if run is None:
+            return None
+        now = time.monotonic()
+        lease_s = self.limits.lease_ns / 1e9
+        silent = now - self._last_call
+        state = self._state()
+        if state == "running" and silent > lease_s and not run.expired:
+            run.session.stop()
+            run.stopped = run.expired = True
+            return LeaseExpired(run.run_id, int(silent * 1e9), self.limits.lease_ns)
+        if state == "configured" and silent > lease_s:
+            self._run = None
+            return Dropped(run.run_id, state, self.limits.lease_ns)
+        if state == "finished" and now - max(self._last_call, run.finished_at or now) > lease_s:
+            run.session.finish(interrupted=run.stopped)  # joins the engine's threads: nothing left behind
+            self._run = None
+            return Dropped(run.run_id, state, self.limits.lease_ns)
+        return None
+
+    # ------------------------------------------------------------------ shutting down
+
+    def stop_load(self, why: str) -> None:
+        """Stop a running load and wait for its end (bounded): before the agent goes away."""
+        with self._lock:
+            run = self._run
+            if run is not None and run.session is not None:
+                run.session.stop()
+                run.stopped = True
+        self._emit(Closing(why, run.run_id if run else None))
+        if run is None or run.session is None:
+            return
+        deadline = time.monotonic() + (run.config["timeout_ns"] + FINISH_MARGIN_NS) / 1e9
+        while time.monotonic() < deadline:
+            with self._lock:
+                if self._run is not run or run.session.is_finished():
+                    return
+            time.sleep(POLL_S)
+
+    def close(self) -> None:
+        """The watchdog stopped and a finished engine joined; the server is gone by then."""
+        self._closing.set()
+        self._watchdog.join(timeout=5)
+        with self._lock:
+            run, self._run = self._run, None
+            if run is not None and run.session is not None and run.session.is_finished():
+                run.session.finish(interrupted=True)
+
+
+def result_meta(result: AgentResult) -> dict[str, Any]:
+    """Every field of an agent's result but the binary ones (sent as parts), as JSON values."""
+    return {f.name: getattr(result, f.name) for f in fields(AgentResult) if f.name not in BINARY_FIELDS}
+
+
+class TokenCheck(grpc.ServerInterceptor):
+    """No token, no service: a call without the agent's token (``wire.token_matches``, constant
+    time) ends UNAUTHENTICATED before it reaches the service; an authorised one renews the lease."""
+
+    def __init__(self, token: str, on_call: Callable[[], None], on_refused: Callable[[str], None]):
+        self._token = token
+        self._on_call = on_call
+        self._on_refused = on_refused
+
+    def intercept_service(self, continuation, handler_call_details):
+        handler = continuation(handler_call_details)
+        if wire.token_matches(handler_call_details.invocation_metadata or (), self._token):
+            self._on_call()
+            return handler
+        if handler is None:
+            return None
+        self._on_refused(handler_call_details.method)
+
+        def deny(request, context):
+            context.abort(grpc.StatusCode.UNAUTHENTICATED, "missing or wrong token")
+
+        if handler.response_streaming:
+            return grpc.unary_stream_rpc_method_handler(deny)
+        return grpc.unary_unary_rpc_method_handler(deny)
+
+
+def serve(servicer: AgentServer, token: str, listen: str, tls: tuple[bytes, bytes] | None = None,
+          max_workers: int = 16) -> tuple[grpc.Server, int]:
+    """Start the gRPC server for ``servicer`` on ``listen`` (HOST:PORT; port 0: a free one), with
+    TLS from (certificate chain, private key) PEM when given. Returns the server and its port."""
+    server = grpc.server(
+        ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="tailwise-agent"),
+        interceptors=[TokenCheck(token, servicer.renew, servicer.refused_token)],
+        # Two agents on one port must not share it (gRPC sets SO_REUSEPORT by default).
+        options=[("grpc.so_reuseport", 0)],
+        maximum_concurrent_rpcs=4 * max_workers)
+    agent_pb2_grpc.add_AgentServicer_to_server(servicer, server)
+    try:
+        if tls is None:
+            port = server.add_insecure_port(listen)
+        else:
+            cert, key = tls
+            port = server.add_secure_port(listen, grpc.ssl_server_credentials([(key, cert)]))
+    except RuntimeError:
+        port = 0
+    if not port:
+        why = "in use, or not an address of this host" + (", or a TLS key that is not the certificate's" if tls else "")
+        raise HostError(f"cannot listen on {listen} ({why})",
+                        "choose another --listen HOST:PORT (agents on one host need ports of their own)"
+                        + (" and check --tls-cert and --tls-key" if tls else ""))
+    server.start()
+    return server, port

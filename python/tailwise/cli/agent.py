@@ -1,0 +1,189 @@
+"""`tailwise agent`: the agent service (agent/server.py) on HOST:PORT until SIGINT/SIGTERM.
+
+The command line is a contract: deploy/ (the image, the Kubernetes manifests, the systemd unit)
+starts agents with these flags and tests/e2e/test_deploy.py holds them to --help. The token is
+read from its file only: it is never an argument, never printed."""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import signal
+import threading
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from tailwise.cli.exits import EXIT_OK
+from tailwise.errors import InputError
+
+DEFAULT_LISTEN = "0.0.0.0:7100"
+#: agent/server.py's DEFAULT_LEASE_NS and LOOPBACK as --help shows them (without importing gRPC for
+#: every command); tests/e2e/test_agent_server.py holds them equal.
+DEFAULT_LEASE = "5s"
+LOOPBACK_TEXT = "127.0.0.0/8,::1/128"
+#: A shorter lease would stop loads between a coordinator's calls.
+MIN_LEASE_NS = 1_000_000_000
+
+
+def _listen(text: str) -> str:
+    host, sep, port = text.rpartition(":")
+    if not sep or not host.strip("[]") or not port.isdigit() or int(port) > 65535:
+        raise InputError(f"--listen {text} is not HOST:PORT",
+                         f"write e.g. --listen {DEFAULT_LISTEN}, --listen [::]:7100 or --listen 10.0.0.2:7101")
+    return text
+
+
+def _networks(text: str | None):
+    from tailwise.agent.server import LOOPBACK
+
+    if text is None:
+        return LOOPBACK
+    nets = []
+    for part in (p.strip() for p in text.split(",")):
+        try:
+            nets.append(ipaddress.ip_network(part, strict=False))
+        except ValueError:
+            raise InputError(f"--allow-targets: {part!r} is not a network",
+                             "give CIDRs separated by commas, e.g. --allow-targets 10.0.0.0/24,192.168.1.7/32") from None
+    return tuple(nets)
+
+
+def _pem(path: str, flag: str, what: str, marker: str) -> bytes:
+    try:
+        data = Path(path).read_bytes()
+    except OSError as e:
+        raise InputError(f"cannot read {flag} {path} ({e.strerror or e.__class__.__name__})",
+                         "check the path and its permissions") from None
+    if marker.encode() not in data:
+        raise InputError(f"{flag} {path} holds no {what} in PEM",
+                         "give the PEM files, e.g. from: openssl req -x509 -newkey ec -pkeyopt "
+                         "ec_paramgen_curve:prime256v1 -nodes -keyout key.pem -out cert.pem -subj /CN=HOST")
+    return data
+
+
+def _tls(cert: str | None, key: str | None) -> tuple[bytes, bytes] | None:
+    if (cert is None) != (key is None):
+        given, missing = ("--tls-cert", "--tls-key") if cert else ("--tls-key", "--tls-cert")
+        raise InputError(f"{given} without {missing}", "give both --tls-cert FILE and --tls-key FILE (PEM), or neither")
+    if cert is None or key is None:
+        return None
+    return (_pem(cert, "--tls-cert", "certificate", "-----BEGIN CERTIFICATE-----"),
+            _pem(key, "--tls-key", "private key", "PRIVATE KEY-----"))
+
+
+def _cpus(text: str | None) -> list[int] | None:
+    """--cpus: the CPUs this process (and so the engine's threads) may use, applied now."""
+    from tailwise.agent.host import cpu_list, restrict_cpus
+
+    if text is None:
+        return None
+    allowed = os.sched_getaffinity(0)
+    try:
+        cpus = cpu_list(text)
+    except ValueError:
+        cpus = set()
+    if not cpus:
+        raise InputError(f"--cpus {text} is not a CPU list", "write e.g. --cpus 2-5 or --cpus 0,2,4-6")
+    if not cpus <= allowed:
+        raise InputError(f"--cpus {text}: CPUs {','.join(map(str, sorted(cpus - allowed)))} are not this process's to use",
+                         f"choose among {','.join(map(str, sorted(allowed)))}")
+    restrict_cpus(cpus)
+    return sorted(cpus)
+
+
+def _limits(allow_targets: str | None, max_rate: str | None, max_conns: int | None, max_duration: str | None,
+            lease: str):
+    from tailwise.agent.server import Limits
+    from tailwise.spec.runspec import positive
+    from tailwise.spec.units import parse_rate, parse_time_ns
+
+    lease_ns = parse_time_ns(lease, what="--lease")
+    if lease_ns < MIN_LEASE_NS:
+        raise InputError(f"--lease {lease} is too short: a coordinator's calls are seconds apart at times",
+                         "give --lease 1s or more (5s is the default)")
+    return Limits(allow_targets=_networks(allow_targets),
+                  max_rate_rps=parse_rate(max_rate, what="--max-rate") if max_rate is not None else 0.0,
+                  max_conns=positive("--max-conns", max_conns) if max_conns is not None else 0,
+                  max_duration_ns=parse_time_ns(max_duration, what="--max-duration") if max_duration is not None else 0,
+                  lease_ns=lease_ns)
+
+
+def agent(
+    token_file: Annotated[str, typer.Option(
+        "--token-file", metavar="FILE",
+        help="the shared token, one line (required: no token, no service); make one with "
+             "umask 077; head -c 32 /dev/urandom | base64 > FILE, and give the coordinator the same file")],
+    listen: Annotated[str, typer.Option(
+        "--listen", metavar="HOST:PORT",
+        help="address and port to serve coordinators on (port 0: a free one); agents on one host take ports of "
+             "their own")] = DEFAULT_LISTEN,
+    tls_cert: Annotated[Optional[str], typer.Option(
+        "--tls-cert", metavar="FILE", help="TLS certificate chain (PEM), with --tls-key; without TLS the token and "
+                                           "the traffic cross the network in the clear [default: none, no TLS]")] = None,
+    tls_key: Annotated[Optional[str], typer.Option(
+        "--tls-key", metavar="FILE", help="TLS private key (PEM), with --tls-cert [default: none, no TLS]")] = None,
+    allow_targets: Annotated[Optional[str], typer.Option(
+        "--allow-targets", metavar="CIDR,...",
+        help="the only networks this agent sends to; any other target is refused [default: loopback only, "
+             f"{LOOPBACK_TEXT}]")] = None,
+    max_rate: Annotated[Optional[str], typer.Option(
+        "--max-rate", metavar="RATE", help="refuse runs above this rate, load and probe together [default: no limit]")] = None,
+    max_conns: Annotated[Optional[int], typer.Option(
+        "--max-conns", metavar="N", help="refuse runs with more connections [default: no limit]")] = None,
+    max_duration: Annotated[Optional[str], typer.Option(
+        "--max-duration", metavar="TIME", help="refuse longer runs [default: no limit]")] = None,
+    lease: Annotated[str, typer.Option(
+        "--lease", metavar="TIME",
+        help="stop the load when the coordinator made no call for this long; drop a run nobody collects within "
+             "another lease")] = DEFAULT_LEASE,
+    cpus: Annotated[Optional[str], typer.Option(
+        "--cpus", metavar="LIST",
+        help="CPUs the agent (and the engine's threads, pinned within them) may use, e.g. 2-5 [default: those it "
+             "was started with]")] = None,
+) -> int:
+    """Serve coordinators (`run`/`sweep` --agents) over gRPC: run their load from this host, against the targets it allows, until SIGINT/SIGTERM."""
+    # gRPC's own log lines would repeat our one-line errors (GRPC_VERBOSITY=debug shows them); it
+    # reads the variable when it loads.
+    os.environ.setdefault("GRPC_VERBOSITY", "NONE")
+    from tailwise.agent.wire import read_token
+
+    address = _listen(listen)
+    token = read_token(token_file)
+    tls = _tls(tls_cert, tls_key)
+    limits = _limits(allow_targets, max_rate, max_conns, max_duration, lease)
+    return _serve(address, token, tls, limits, _cpus(cpus))
+
+
+def _serve(address: str, token: str, tls: tuple[bytes, bytes] | None, limits, cpus: list[int] | None) -> int:
+    from tailwise.agent.server import AgentServer, serve
+    from tailwise.render.agent import limits_text, show_event, show_listening, show_stopped
+
+    stop = threading.Event()
+    received: list[int] = []
+
+    def on_signal(signum: int, _frame) -> None:
+        received.append(signum)
+        stop.set()
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, on_signal)
+    servicer = AgentServer(limits, cpus=cpus, on_event=show_event)
+    try:
+        server, port = serve(servicer, token, address, tls)
+    except BaseException:
+        servicer.close()
+        raise
+    bound = f"{address.rpartition(':')[0]}:{port}"
+    show_listening(bound, tls is not None,
+                   limits_text([str(n) for n in limits.allow_targets], limits.max_rate_rps, limits.max_conns,
+                               limits.max_duration_ns, limits.lease_ns, servicer.cpus))
+    while not stop.wait(0.5):
+        pass
+    # The load stops first; a Finish under way may still deliver the result in the grace period.
+    servicer.stop_load(signal.Signals(received[0]).name if received else "stop")
+    server.stop(grace=2).wait()
+    servicer.close()
+    show_stopped(bound)
+    return EXIT_OK

@@ -1,0 +1,73 @@
+"""What `tailwise agent` prints: one line when it listens (with its fences), the clear-text warning
+without TLS, and one line per run event (agent/events.py). Never the token."""
+
+from __future__ import annotations
+
+import sys
+
+from tailwise.agent.events import (Closing, Configured, Dropped, Event, Finished, LeaseExpired, Refused, Started,
+                                   Stopped)
+from tailwise.spec.units import fmt_ns
+
+PREFIX = "tailwise agent: "
+
+
+def _say(line: str, stream=None) -> None:
+    print(PREFIX + line, file=stream or sys.stdout, flush=True)
+
+
+def _rate(rps: float) -> str:
+    return f"{rps:,.0f} req/s"
+
+
+def limits_text(allow_targets: list[str], max_rate_rps: float, max_conns: int, max_duration_ns: int,
+                lease_ns: int, cpus: list[int]) -> str:
+    unlimited = "no limit"
+    return (f"targets {','.join(allow_targets)}; max rate {_rate(max_rate_rps) if max_rate_rps else unlimited}, "
+            f"max conns {max_conns or unlimited}, max duration {fmt_ns(max_duration_ns) if max_duration_ns else unlimited}; "
+            f"lease {fmt_ns(lease_ns)}; CPUs {','.join(map(str, cpus))}")
+
+
+def show_listening(address: str, tls: bool, limits: str) -> None:
+    _say(f"listening on {address} ({'TLS' if tls else 'no TLS'}); {limits}")
+    if not tls:
+        _say("without TLS the token and all traffic cross the network in the clear: start the agent with "
+             "--tls-cert FILE --tls-key FILE (and give the coordinator --tls-ca FILE)", sys.stderr)
+
+
+def show_stopped(address: str) -> None:
+    _say(f"stopped listening on {address}")
+
+
+def event_line(event: Event) -> str:
+    """One line per event."""
+    match event:
+        case Configured():
+            probe = f" + probe {_rate(event.probe_rps)}" if event.probe_rps else ""
+            return (f"run {event.run_id} configured: role {event.role} at {_rate(event.rate_rps)}{probe} to "
+                    f"{', '.join(event.targets)}, {event.conns} conns, for {fmt_ns(event.duration_ns)}")
+        case Started():
+            return f"run {event.run_id} started: its schedule begins in {fmt_ns(event.in_ns)}"
+        case Stopped():
+            return f"run {event.run_id} stopped early by its coordinator"
+        case LeaseExpired():
+            return (f"run {event.run_id}: no call from its coordinator for {fmt_ns(event.silent_ns)} (lease "
+                    f"{fmt_ns(event.lease_ns)}): load stopped")
+        case Finished():
+            how = "interrupted" if event.interrupted else "finished"
+            error = f"; ended early: {event.error}" if event.error else ""
+            return f"run {event.run_id} {how} and collected: {event.sent:,} sent, {event.received:,} received{error}"
+        case Dropped():
+            what = "never started" if event.state == "configured" else "never collected"
+            return f"run {event.run_id} dropped: {what} within the lease ({fmt_ns(event.lease_ns)}); idle"
+        case Refused():
+            run = f" (run {event.run_id})" if event.run_id else ""
+            return f"refused {event.call}{run}: {event.line}"
+        case Closing():
+            load = f"; stopping run {event.run_id} first" if event.run_id else ""
+            return f"{event.signal}: shutting down{load}"
+    return str(event)
+
+
+def show_event(event: Event) -> None:
+    _say(event_line(event))

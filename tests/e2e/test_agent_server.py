@@ -1,0 +1,570 @@
+"""Issue 21: the agent service (agent/server.py, `tailwise agent`) through real gRPC on 127.0.0.1.
+
+A small client written here from agent.proto and agent/wire.py only (the coordinator's own client
+is not used), against the real engine and the built-in server:
+
+* a whole run: Health, Clock, Configure, Start at a future instant (the schedule starts exactly
+  then), Progress, two Snapshots (rows decode as SAMPLE_DTYPE; each snapshot's rows and interval
+  histograms agree with its counters), Finish (the counters add up; every request of a
+  sample-every-1 run is in exactly one snapshot or the result); a load agent counts, keeps no
+  samples;
+* the fences: a wrong or missing token (UNAUTHENTICATED, no hint of the token), a target outside
+  --allow-targets, a rate, connections or duration over the agent's limits (INVALID_ARGUMENT,
+  with the figure, the limit, the kind and the remedy), a second run while one runs;
+* the lease: a coordinator that goes silent has its load stopped, then the run dropped;
+* `tailwise agent` as users start it: Health with the token, SIGTERM, bad flags (exit 2, one
+  line), the token never in its output or its command line; TLS.
+
+Everything is bounded in time; no assertion depends on how fast this machine is.
+"""
+
+from __future__ import annotations
+
+import datetime
+import ipaddress
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import threading
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import grpc
+import numpy as np
+import pytest
+
+from support.cli import CLI, run_cli
+from support.servers import free_port
+from tailwise import _core
+from tailwise.agent import wire
+from tailwise.agent.events import Dropped, LeaseExpired
+from tailwise.agent.local import SAMPLE_DTYPE
+from tailwise.agent.proto import agent_pb2 as pb
+from tailwise.agent.proto import agent_pb2_grpc
+from tailwise.agent.server import AgentServer, Limits, serve
+from tailwise.measure.server import builtin_server
+from tailwise.spec.load import LoadSpec, Probe
+
+TOKEN = "test-token-0123456789abcdef"
+CALL_S = 10.0
+FINISH_S = 60.0
+SEC = 1_000_000_000
+
+
+# --------------------------------------------------------------------------- the test's own client
+
+@dataclass
+class Agent:
+    """An agent service in this process, and a client of it."""
+
+    servicer: AgentServer
+    server: grpc.Server
+    port: int
+    channel: grpc.Channel
+    events: list = field(default_factory=list)
+
+    @property
+    def stub(self) -> agent_pb2_grpc.AgentStub:
+        return agent_pb2_grpc.AgentStub(self.channel)
+
+    def call(self, name: str, request, token: str | None = TOKEN):
+        metadata = wire.bearer(token) if token is not None else None
+        return getattr(self.stub, name)(request, metadata=metadata, timeout=CALL_S)
+
+    def chunks(self, name: str, run_id: str, timeout: float = CALL_S) -> tuple[dict, dict[str, bytes]]:
+        return wire.unchunk(getattr(self.stub, name)(pb.RunRef(run_id=run_id), metadata=wire.bearer(TOKEN),
+                                                     timeout=timeout))
+
+    def configure(self, run_id: str, spec: LoadSpec | dict, role: str = "symmetric") -> dict:
+        config = spec.to_json() if isinstance(spec, LoadSpec) else json.dumps(spec)
+        reply = self.call("Configure", pb.ConfigureRequest(run_id=run_id, role=role, engine_config=config))
+        return json.loads(reply.engine_config)
+
+    def health(self) -> pb.HealthReply:
+        return self.call("Health", pb.HealthRequest())
+
+    def wait_for(self, kind: type, within_s: float):
+        deadline = time.monotonic() + within_s
+        while time.monotonic() < deadline:
+            found = [e for e in list(self.events) if isinstance(e, kind)]
+            if found:
+                return found[0]
+            time.sleep(0.05)
+        pytest.fail(f"no {kind.__name__} within {within_s} s; events: {self.events}")
+
+
+@contextmanager
+def agent_service(limits: Limits = Limits(), tls: tuple[bytes, bytes] | None = None):
+    events: list = []
+    lock = threading.Lock()
+
+    def on_event(e):
+        with lock:
+            events.append(e)
+
+    servicer = AgentServer(limits, on_event=on_event)
+    server, port = serve(servicer, TOKEN, "127.0.0.1:0", tls)
+    channel = grpc.insecure_channel(f"127.0.0.1:{port}")
+    try:
+        yield Agent(servicer, server, port, channel, events)
+    finally:
+        channel.close()
+        servicer.stop_load("test over")
+        server.stop(grace=0).wait()
+        servicer.close()
+
+
+@pytest.fixture
+def target():
+    """The built-in server (one worker, unpinned): the agents' target."""
+    with builtin_server(service="fixed:10us", workers=1, pin=False) as srv:
+        yield srv
+
+
+def spec_for(addr: str, **kw) -> LoadSpec:
+    """A small run that leaves this 2-CPU machine room: 2k req/s, no spinning, no pinning."""
+    base = dict(targets=[addr], rate_rps=2000.0, duration_ns=SEC, threads=1, conns=2, pin=False, busy_poll=False,
+                timeout_ns=200_000_000, sample_every=1)
+    return LoadSpec(**(base | kw))
+
+
+def code_of(excinfo) -> grpc.StatusCode:
+    return excinfo.value.code()
+
+
+def trailers(excinfo) -> dict:
+    return dict(excinfo.value.trailing_metadata() or ())
+
+
+def finished_count(c: dict) -> int:
+    return c["received"] + c["errors"] + c["timeouts"] + c["never_sent"]
+
+
+def hist_total(raw: bytes) -> int:
+    return _core.Histogram.decode(raw).total if raw else 0
+
+
+# --------------------------------------------------------------------------- a whole run
+
+def test_a_whole_run_through_the_stubs(target):
+    with agent_service() as a:
+        h = a.health()
+        assert h.version == _core.__version__ and h.state == "idle" and h.run_id == ""
+        assert list(h.cpus) == sorted(os.sched_getaffinity(0)) and h.hostname
+        assert list(h.limits.allow_targets) == ["127.0.0.0/8", "::1/128"] and h.limits.lease_ns == 5 * SEC
+        clock = a.call("Clock", pb.ClockRequest())
+        assert clock.mono_ns > 0 and abs(clock.realtime_ns - time.time_ns()) < 60 * SEC
+
+        config = a.configure("run-1", spec_for(target.addr, duration_ns=2 * SEC))
+        assert config["rate_rps"] == 2000.0 and config["timed"] is True and set(config) == set(_core.ENGINE_DEFAULTS)
+        assert a.health().state == "configured" and a.health().run_id == "run-1"
+
+        at = a.call("Clock", pb.ClockRequest()).mono_ns + 200_000_000
+        start = a.call("Start", pb.StartRequest(run_id="run-1", start_at_mono_ns=at))
+        assert start.start_mono_ns == at, "the schedule starts at the instant asked for"
+        assert a.health().state == "running"
+
+        seen_rows, latest = [], {}
+        for _ in range(2):
+            while a.call("Progress", pb.RunRef(run_id="run-1")).elapsed_ns < 300_000_000:
+                time.sleep(0.05)
+            progress = a.call("Progress", pb.RunRef(run_id="run-1"))
+            assert json.loads(progress.counters)["sent"] > 0
+            meta, parts = a.chunks("Snapshot", "run-1")
+            rows = np.frombuffer(parts["samples"], dtype=SAMPLE_DTYPE)
+            pending = np.frombuffer(parts.get("pending", b""), dtype=SAMPLE_DTYPE)
+            seen_rows.append(rows)
+            # Every request is sampled: the rows finished so far are the requests finished so far,
+            # and the interval histograms sent so far hold them all.
+            total = sum(len(r) for r in seen_rows)
+            assert total == finished_count(meta["counters"]), (total, meta["counters"])
+            latest |= {i: hist_total(parts[f"done:{i}"]) for i in meta["done"]}
+            assert sum(latest.values()) == total
+            assert meta["complete"] and meta["snap_ns"] > 0 and isinstance(meta["engine_stalls"], list)
+            assert len(pending) == sum(hist_total(parts[f"pending:{i}"]) for i in meta["pending"])
+            assert (rows["intended_ns"] <= meta["snap_ns"]).all()
+            time.sleep(0.1)
+        assert len(seen_rows[1]) > 0, "the second snapshot holds only what finished since the first"
+
+        meta, parts = a.chunks("Finish", "run-1", timeout=FINISH_S)
+        c = meta["counters"]
+        assert c["received"] + c["errors"] + c["timeouts"] == c["sent"] and c["sent"] > 0
+        assert c["intended"] == c["sent"] + c["never_sent"]
+        rows = np.frombuffer(parts["samples"], dtype=SAMPLE_DTYPE)
+        assert sum(len(r) for r in seen_rows) + len(rows) == c["intended"], "every request sent once, in one place"
+        latest |= {i: hist_total(parts[f"done:{i}"]) for i in meta["done"]}
+        assert sum(latest.values()) == c["intended"]
+        assert hist_total(parts["latency_hist"]) == c["intended"]
+        assert meta["start_mono_ns"] == at and not meta["interrupted"] and meta["error"] is None
+        assert {"elapsed_ns", "received_in_window", "stalls", "stalled_ns", "error_reasons", "pinned_cpus", "cpu_ns",
+                "preemptions", "probe_counters", "steal_s", "wall_start_s", "engine_stalls_ns",
+                "target_stalls_ns"} <= set(meta)
+        assert a.health().state == "idle", "collected: the agent is free for the next run"
+
+
+def test_a_load_agent_counts_and_keeps_no_samples(target):
+    with agent_service() as a:
+        assert a.configure("load-1", spec_for(target.addr), role="load")["timed"] is False
+        a.call("Start", pb.StartRequest(run_id="load-1"))
+        time.sleep(0.4)
+        meta, parts = a.chunks("Snapshot", "load-1")
+        assert meta["counters"]["sent"] > 0 and parts.get("samples", b"") == b""
+        meta, parts = a.chunks("Finish", "load-1", timeout=FINISH_S)
+        c = meta["counters"]
+        assert c["sent"] > 0 and c["received"] + c["errors"] + c["timeouts"] == c["sent"]
+        assert parts.get("samples", b"") == b"" and meta["done"] == []
+
+
+def test_a_probe_agent_needs_a_probe_and_a_load_agent_none(target):
+    with agent_service() as a:
+        with pytest.raises(grpc.RpcError) as e:
+            a.configure("p", spec_for(target.addr), role="probe")
+        assert code_of(e) == grpc.StatusCode.INVALID_ARGUMENT and "probe" in e.value.details()
+        with pytest.raises(grpc.RpcError) as e:
+            a.configure("l", spec_for(target.addr, probe=Probe(1, 100.0)), role="load")
+        assert code_of(e) == grpc.StatusCode.INVALID_ARGUMENT
+        with pytest.raises(grpc.RpcError) as e:
+            a.configure("x", spec_for(target.addr), role="leader")
+        assert code_of(e) == grpc.StatusCode.INVALID_ARGUMENT and "leader" in e.value.details()
+        assert a.configure("p", spec_for(target.addr, probe=Probe(1, 100.0)), role="probe")["probe"]["conns"] == 1
+
+
+def test_one_run_at_a_time_and_calls_name_their_run(target):
+    with agent_service() as a:
+        a.configure("first", spec_for(target.addr, duration_ns=3 * SEC))
+        with pytest.raises(grpc.RpcError) as e:
+            a.call("Progress", pb.RunRef(run_id="other"))
+        assert code_of(e) == grpc.StatusCode.INVALID_ARGUMENT and "first" in e.value.details()
+        a.call("Start", pb.StartRequest(run_id="first"))
+        with pytest.raises(grpc.RpcError) as e:
+            a.configure("second", spec_for(target.addr))
+        assert code_of(e) == grpc.StatusCode.INVALID_ARGUMENT and "'first'" in e.value.details()
+        assert trailers(e)[wire.KIND_KEY] == "input" and trailers(e)[wire.REMEDY_KEY]
+        a.call("Pause", pb.RunRef(run_id="first"))
+        a.call("Resume", pb.RunRef(run_id="first"))
+        stopped = a.call("Stop", pb.RunRef(run_id="first"))
+        assert json.loads(stopped.counters)["sent"] >= 0
+        meta, _ = a.chunks("Finish", "first", timeout=FINISH_S)
+        assert meta["interrupted"] is True
+        a.configure("second", spec_for(target.addr))
+
+
+def test_a_finish_whose_caller_gives_up_leaves_the_run_to_collect(target):
+    with agent_service() as a:
+        a.configure("long", spec_for(target.addr, duration_ns=2 * SEC))
+        a.call("Start", pb.StartRequest(run_id="long"))
+        with pytest.raises(grpc.RpcError) as e:
+            a.chunks("Finish", "long", timeout=0.3)
+        assert code_of(e) == grpc.StatusCode.DEADLINE_EXCEEDED
+        assert a.health().state in ("running", "finished")
+        meta, parts = a.chunks("Finish", "long", timeout=FINISH_S)
+        assert meta["counters"]["sent"] > 0 and not meta["interrupted"]
+        assert len(parts["samples"]) // SAMPLE_DTYPE.itemsize == meta["counters"]["intended"]
+
+
+def test_a_target_that_refuses_connections_fails_start_as_a_target_problem():
+    with agent_service() as a:
+        a.configure("r", spec_for(f"127.0.0.1:{free_port()}", connect_timeout_ns=SEC))
+        with pytest.raises(grpc.RpcError) as e:
+            a.call("Start", pb.StartRequest(run_id="r"))
+        assert code_of(e) == grpc.StatusCode.FAILED_PRECONDITION, e.value.details()
+        assert trailers(e)[wire.KIND_KEY] == "target" and trailers(e)[wire.REMEDY_KEY]
+        assert a.health().state == "configured", "nothing runs; the coordinator may try again"
+
+
+# --------------------------------------------------------------------------- the fences
+
+@pytest.mark.parametrize("call", ["Health", "Configure", "Snapshot"])
+@pytest.mark.parametrize("token", ["wrong-token-0123456789abcdef", None], ids=["wrong", "missing"])
+def test_no_token_no_service(call, token):
+    requests = {"Health": pb.HealthRequest(), "Configure": pb.ConfigureRequest(run_id="x", role="load"),
+                "Snapshot": pb.RunRef(run_id="x")}
+    with agent_service() as a:
+        with pytest.raises(grpc.RpcError) as e:
+            answer = a.call(call, requests[call], token=token)
+            list(answer) if call == "Snapshot" else None
+        assert code_of(e) == grpc.StatusCode.UNAUTHENTICATED
+        assert e.value.details() == "missing or wrong token"
+        assert TOKEN not in str(e.value) and TOKEN not in repr(trailers(e))
+        assert a.health().state == "idle"
+
+
+def test_a_target_outside_allow_targets_is_refused():
+    with agent_service() as a:
+        with pytest.raises(grpc.RpcError) as e:
+            a.configure("out", spec_for("10.1.2.3:11211"))
+        assert code_of(e) == grpc.StatusCode.INVALID_ARGUMENT
+        assert "10.1.2.3:11211" in e.value.details() and "127.0.0.0/8" in e.value.details()
+        t = trailers(e)
+        assert t[wire.KIND_KEY] == "input" and "--allow-targets 10.1.2.0/24" in t[wire.REMEDY_KEY]
+        assert a.health().state == "idle"
+    nets = (ipaddress.ip_network("10.1.2.0/24"),)
+    with agent_service(Limits(allow_targets=nets)) as a:
+        assert a.configure("in", spec_for("10.1.2.3:11211"))["targets"] == ["10.1.2.3:11211"]
+        with pytest.raises(grpc.RpcError) as e:
+            a.configure("lo", spec_for("127.0.0.1:11211"))
+        assert code_of(e) == grpc.StatusCode.INVALID_ARGUMENT, "given networks replace loopback"
+
+
+LIMITS = Limits(max_rate_rps=10_000.0, max_conns=8, max_duration_ns=2 * SEC)
+OVER = {
+    "rate": ({"rate_rps": 20_000.0}, ["20,000 req/s", "--max-rate 10,000 req/s"]),
+    "rate with the probe": ({"rate_rps": 9_000.0, "probe": Probe(1, 2_000.0)}, ["11,000 req/s (load + probe)"]),
+    "conns": ({"conns": 16}, ["16 connections", "--max-conns 8"]),
+    "duration": ({"duration_ns": 5 * SEC}, ["5.00 s", "--max-duration 2.00 s"]),
+}
+
+
+@pytest.mark.parametrize("over", OVER, ids=list(OVER))
+def test_over_a_limit_is_refused_with_its_figure(over):
+    given, said = OVER[over]
+    with agent_service(LIMITS) as a:
+        with pytest.raises(grpc.RpcError) as e:
+            a.configure("big", spec_for("127.0.0.1:11211", **given))
+        assert code_of(e) == grpc.StatusCode.INVALID_ARGUMENT
+        for words in said:
+            assert words in e.value.details(), e.value.details()
+        assert trailers(e)[wire.KIND_KEY] == "input" and trailers(e)[wire.REMEDY_KEY]
+        a.configure("small", spec_for("127.0.0.1:11211"))  # within every limit
+
+
+# --------------------------------------------------------------------------- the lease
+
+def test_a_silent_coordinator_loses_its_load_then_its_run(target):
+    lease_s = 1.5
+    with agent_service(Limits(lease_ns=int(lease_s * SEC))) as a:
+        a.configure("orphan", spec_for(target.addr, duration_ns=60 * SEC))
+        a.call("Start", pb.StartRequest(run_id="orphan"))
+        time.sleep(0.3)
+        assert target.served() > 0
+        # The coordinator goes silent: within the lease and a margin the agent stops the load.
+        expired = a.wait_for(LeaseExpired, lease_s + 3)
+        assert expired.run_id == "orphan" and expired.silent_ns >= lease_s * SEC
+        deadline = time.monotonic() + 5
+        while a.health().state == "running" and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert a.health().state == "finished"
+        before = json.loads(a.call("Progress", pb.RunRef(run_id="orphan")).counters)
+        served = target.served()
+        time.sleep(0.3)
+        assert json.loads(a.call("Progress", pb.RunRef(run_id="orphan")).counters)["sent"] == before["sent"]
+        assert target.served() == served, "no request reaches the target any more"
+        # Nobody collects it: after another lease it is dropped and the agent is free.
+        dropped = a.wait_for(Dropped, lease_s + 3)
+        assert dropped.run_id == "orphan" and dropped.state == "finished"
+        assert a.health().state == "idle"
+        a.configure("next", spec_for(target.addr))
+
+
+# --------------------------------------------------------------------------- `tailwise agent`
+
+def token_file(tmp_path: Path, token: str = TOKEN) -> Path:
+    path = tmp_path / "token"
+    path.write_text(token + "\n")
+    path.chmod(0o600)
+    return path
+
+
+@contextmanager
+def agent_process(*args: str):
+    """`tailwise agent` on a free port; yields (process, port, the lines it printed so far)."""
+    proc = subprocess.Popen([*CLI, "agent", "--listen", "127.0.0.1:0", *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 30
+        lines = []
+        while time.monotonic() < deadline:
+            line = proc.stdout.readline()
+            lines.append(line)
+            if m := re.search(r"listening on 127\.0\.0\.1:(\d+)", line):
+                yield proc, int(m.group(1)), lines
+                return
+            if not line and proc.poll() is not None:
+                break
+        pytest.fail(f"tailwise agent did not start: {lines} {proc.stderr.read() if proc.poll() is not None else ''}")
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+
+
+def test_the_agent_command_serves_and_stops_on_sigterm(tmp_path):
+    path = token_file(tmp_path)
+    with agent_process("--token-file", str(path), "--max-rate", "50k", "--lease", "3s") as (proc, port, lines):
+        assert "no TLS" in lines[-1] and "max rate 50,000 req/s" in lines[-1] and "lease 3.00 s" in lines[-1]
+        cmdline = Path(f"/proc/{proc.pid}/cmdline").read_bytes()
+        with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+            stub = agent_pb2_grpc.AgentStub(channel)
+            h = stub.Health(pb.HealthRequest(), metadata=wire.bearer(TOKEN), timeout=CALL_S)
+            assert h.state == "idle" and h.limits.max_rate_rps == 50_000 and h.limits.lease_ns == 3 * SEC
+            with pytest.raises(grpc.RpcError) as e:
+                stub.Configure(pb.ConfigureRequest(run_id="far", role="load",
+                                                   engine_config=spec_for("10.9.9.9:80").to_json()),
+                               metadata=wire.bearer(TOKEN), timeout=CALL_S)
+            assert code_of(e) == grpc.StatusCode.INVALID_ARGUMENT
+            with pytest.raises(grpc.RpcError):
+                stub.Health(pb.HealthRequest(), metadata=wire.bearer("not-the-token-at-all"), timeout=CALL_S)
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=30)
+        assert proc.returncode == 0, err
+    output = "".join(lines) + out + err
+    assert "refused Configure (run far): target 10.9.9.9:80 is outside" in output
+    assert "refused Health: missing or wrong token" in output
+    assert "in the clear" in err and "--tls-cert" in err, "without TLS it says so, once"
+    assert "SIGTERM" in output and "Traceback" not in output
+    assert TOKEN not in output and TOKEN.encode() not in cmdline and str(path).encode() in cmdline
+
+
+def test_the_help_shows_the_servers_defaults():
+    from tailwise.agent.server import DEFAULT_LEASE_NS, LOOPBACK
+    from tailwise.cli import agent as command
+    from tailwise.spec.units import parse_time_ns
+
+    assert parse_time_ns(command.DEFAULT_LEASE, what="--lease") == DEFAULT_LEASE_NS
+    assert command.LOOPBACK_TEXT == ",".join(map(str, LOOPBACK))
+
+
+def test_sigterm_stops_a_running_load_first(tmp_path, target):
+    with agent_process("--token-file", str(token_file(tmp_path))) as (proc, port, lines):
+        with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+            stub = agent_pb2_grpc.AgentStub(channel)
+            md = wire.bearer(TOKEN)
+            stub.Configure(pb.ConfigureRequest(run_id="long", role="symmetric",
+                                               engine_config=spec_for(target.addr, duration_ns=60 * SEC).to_json()),
+                           metadata=md, timeout=CALL_S)
+            stub.Start(pb.StartRequest(run_id="long"), metadata=md, timeout=CALL_S)
+            deadline = time.monotonic() + 10
+            while target.served() == 0 and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert target.served() > 0
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=30)
+        assert proc.returncode == 0, err
+        served = target.served()
+        time.sleep(0.3)
+        assert target.served() == served, "the agent's load ended with it"
+    output = "".join(lines) + out
+    assert "run long started" in output and "SIGTERM: shutting down; stopping run long first" in output
+
+
+def test_a_port_in_use_or_a_key_of_another_certificate_is_one_line(tmp_path):
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        r = run_cli("agent", "--token-file", str(token_file(tmp_path)), "--listen",
+                    f"127.0.0.1:{taken.getsockname()[1]}", timeout=60)
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "cannot listen" in r.stderr, r.stderr
+    cert, _ = self_signed(tmp_path)
+    (tmp_path / "other").mkdir()
+    _, other_key = self_signed(tmp_path / "other")
+    (tmp_path / "cert.pem").write_bytes(cert)
+    (tmp_path / "key.pem").write_bytes(other_key)
+    r = run_cli("agent", "--token-file", str(token_file(tmp_path)), "--listen", "127.0.0.1:0",
+                "--tls-cert", str(tmp_path / "cert.pem"), "--tls-key", str(tmp_path / "key.pem"), timeout=60)
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "--tls-key" in r.stderr, r.stderr
+
+
+BAD_FLAGS = {
+    "missing token file": (["--token-file", "{tmp}/none"], "does not exist"),
+    "short token": (["--token-file", "{short}"], "too short"),
+    "no token file": ([], "--token-file"),
+    "bad network": (["--token-file", "{token}", "--allow-targets", "10.0.0.0/24,lan"], "--allow-targets"),
+    "cert without key": (["--token-file", "{token}", "--tls-cert", "{token}"], "--tls-key"),
+    "short lease": (["--token-file", "{token}", "--lease", "10ms"], "--lease"),
+    "bad rate": (["--token-file", "{token}", "--max-rate", "lots"], "--max-rate"),
+    "bad cpus": (["--token-file", "{token}", "--cpus", "9999"], "--cpus"),
+    "bad listen": (["--token-file", "{token}", "--listen", "7100"], "--listen"),
+}
+
+
+@pytest.mark.parametrize("bad", BAD_FLAGS, ids=list(BAD_FLAGS))
+def test_bad_flags_exit_2_with_one_line(tmp_path, bad):
+    args, named = BAD_FLAGS[bad]
+    short = tmp_path / "short"
+    short.write_text("tiny\n")
+    paths = {"tmp": tmp_path, "short": short, "token": token_file(tmp_path)}
+    r = run_cli("agent", *[a.format(**paths) for a in args], timeout=60)
+    assert r.returncode == 2, (r.returncode, r.stdout, r.stderr)
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("tailwise: ") and named in lines[0], r.stderr
+    assert TOKEN not in r.stdout + r.stderr
+
+
+# --------------------------------------------------------------------------- TLS
+
+def self_signed(tmp_path: Path) -> tuple[bytes, bytes]:
+    """A certificate for localhost and 127.0.0.1 with its key (PEM): by the cryptography package,
+    else openssl; skip when neither is here."""
+    try:
+        from cryptography import x509
+        from cryptography.hazmat.primitives import hashes, serialization
+        from cryptography.hazmat.primitives.asymmetric import ec
+        from cryptography.x509.oid import NameOID
+    except ImportError:
+        return _openssl_self_signed(tmp_path)
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")])
+    now = datetime.datetime.now(datetime.timezone.utc)
+    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
+            .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(minutes=5))
+            .not_valid_after(now + datetime.timedelta(days=1))
+            .add_extension(x509.SubjectAlternativeName([x509.DNSName("localhost"),
+                                                        x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
+                           critical=False)
+            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+            .sign(key, hashes.SHA256()))
+    key_pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                serialization.NoEncryption())
+    return cert.public_bytes(serialization.Encoding.PEM), key_pem
+
+
+def _openssl_self_signed(tmp_path: Path) -> tuple[bytes, bytes]:
+    openssl = shutil.which("openssl")
+    if openssl is None:
+        pytest.skip("neither the cryptography package nor openssl is here to make a test certificate")
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run([openssl, "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+                    "-days", "1", "-subj", "/CN=localhost", "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1",
+                    "-keyout", str(key), "-out", str(cert)], check=True, capture_output=True, timeout=60)
+    return cert.read_bytes(), key.read_bytes()
+
+
+def test_tls_admits_a_client_with_the_ca_and_no_plain_one(tmp_path):
+    cert, key = self_signed(tmp_path)
+    with agent_service(tls=(cert, key)) as a:
+        creds = grpc.ssl_channel_credentials(root_certificates=cert)
+        with grpc.secure_channel(f"127.0.0.1:{a.port}", creds,
+                                 options=[("grpc.ssl_target_name_override", "localhost")]) as channel:
+            h = agent_pb2_grpc.AgentStub(channel).Health(pb.HealthRequest(), metadata=wire.bearer(TOKEN), timeout=CALL_S)
+            assert h.state == "idle"
+        with pytest.raises(grpc.RpcError) as e:
+            a.health()  # a.channel is a plain one
+        assert code_of(e) == grpc.StatusCode.UNAVAILABLE
+        (tmp_path / "other").mkdir()
+        other = grpc.ssl_channel_credentials(root_certificates=self_signed(tmp_path / "other")[0])
+        with grpc.secure_channel(f"127.0.0.1:{a.port}", other,
+                                 options=[("grpc.ssl_target_name_override", "localhost")]) as channel:
+            with pytest.raises(grpc.RpcError) as e:
+                agent_pb2_grpc.AgentStub(channel).Health(pb.HealthRequest(), metadata=wire.bearer(TOKEN), timeout=CALL_S)
+            assert code_of(e) == grpc.StatusCode.UNAVAILABLE, "a certificate the client does not trust"
+
+    (tmp_path / "cert.pem").write_bytes(cert)
+    (tmp_path / "key.pem").write_bytes(key)
+    with agent_process("--token-file", str(token_file(tmp_path)), "--tls-cert", str(tmp_path / "cert.pem"),
+                       "--tls-key", str(tmp_path / "key.pem")) as (proc, port, lines):
+        assert "(TLS)" in lines[-1]
+        creds = grpc.ssl_channel_credentials(root_certificates=cert)
+        with grpc.secure_channel(f"127.0.0.1:{port}", creds,
+                                 options=[("grpc.ssl_target_name_override", "localhost")]) as channel:
+            assert agent_pb2_grpc.AgentStub(channel).Health(pb.HealthRequest(), metadata=wire.bearer(TOKEN),
+                                                            timeout=CALL_S).state == "idle"
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=30)
+        assert proc.returncode == 0 and "in the clear" not in err
