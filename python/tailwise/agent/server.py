@@ -2,7 +2,7 @@
 ``LocalAgent`` session at a time, closed to strangers.
 
 * Every call carries the shared token (``TokenCheck``, a server interceptor: UNAUTHENTICATED
-  otherwise, with no hint of the token) and renews the run's lease.
+  otherwise, with no hint of the token); a call about the run (not Health, Clock) renews its lease.
 * A configuration is checked against the agent's ``Limits`` before anything connects: targets
   inside ``--allow-targets`` (loopback only by default), the rate, the connections and the
   duration at most the agent's maxima; each refusal an ``InputError`` naming the figure, the limit
@@ -487,9 +487,15 @@ def result_meta(result: AgentResult) -> dict[str, Any]:
     return {f.name: getattr(result, f.name) for f in fields(AgentResult) if f.name not in BINARY_FIELDS}
 
 
+#: Calls that only look (a monitor's, a health check's): they do not keep a run's lease, so that
+#: nothing but the run's own coordinator can keep an orphaned load going.
+LOOKING = ("/tailwise.agent.v1.Agent/Health", "/tailwise.agent.v1.Agent/Clock")
+
+
 class TokenCheck(grpc.ServerInterceptor):
     """No token, no service: a call without the agent's token (``wire.token_matches``, constant
-    time) ends UNAUTHENTICATED before it reaches the service; an authorised one renews the lease."""
+    time) ends UNAUTHENTICATED before it reaches the service; an authorised one about the run
+    renews the lease (not ``LOOKING`` ones)."""
 
     def __init__(self, token: str, on_call: Callable[[], None], on_refused: Callable[[str], None]):
         self._token = token
@@ -499,7 +505,8 @@ class TokenCheck(grpc.ServerInterceptor):
     def intercept_service(self, continuation, handler_call_details):
         handler = continuation(handler_call_details)
         if wire.token_matches(handler_call_details.invocation_metadata or (), self._token):
-            self._on_call()
+            if handler_call_details.method not in LOOKING:
+                self._on_call()
             return handler
         if handler is None:
             return None

@@ -1,0 +1,200 @@
+"""Many client machines on one box (issue 21): network namespaces joined by a bridge — a server
+host (memcached), agent hosts (`tailwise agent`) and a coordinator host (`tailwise run --agents`).
+
+What must hold: the agents' counts add up to the server's own; the merged every-request
+histogram and the pooled raw records agree; the start barrier held and is reported; an agent
+killed mid-run is named, what was measured is kept, and no load generator is left running.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from contextlib import ExitStack, contextmanager
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tailwise.measure import netns
+
+pytestmark = pytest.mark.skipif(netns.can_create() is not None, reason=str(netns.can_create()))
+
+AGENT_PORT = 7100
+MEMCACHED_PORT = 11211
+#: Every process and wait here is bounded.
+START_S = 30.0
+RUN_S = 120.0
+TOKEN = "tok-" + "0123456789abcdef" * 2
+
+# Polls each agent's Health (with the token) until all answer: run on the coordinator's host.
+WAIT_AGENTS = """
+import sys, time
+from tailwise.agent.remote import RemoteAgent
+from tailwise.errors import TailwiseError
+token, addrs = open(sys.argv[1]).read().strip(), sys.argv[2:]
+deadline = time.monotonic() + 30
+for a in addrs:
+    agent = RemoteAgent(a, token, call_s=1.0)
+    while True:
+        try:
+            print(a, agent.health().state, flush=True)
+            break
+        except TailwiseError as e:
+            if time.monotonic() > deadline:
+                sys.exit(f"agent {a} never answered: {e.line()}")
+            time.sleep(0.2)
+"""
+
+# Prints each agent's state (Health) as JSON: run on the coordinator's host.
+AGENT_STATES = """
+import json, sys
+from tailwise.agent.remote import RemoteAgent
+from tailwise.errors import TailwiseError
+token, addrs = open(sys.argv[1]).read().strip(), sys.argv[2:]
+out = {}
+for a in addrs:
+    try:
+        out[a] = RemoteAgent(a, token, call_s=2.0).health().state
+    except TailwiseError as e:
+        out[a] = "unreachable: " + e.line()
+print(json.dumps(out))
+"""
+
+
+@contextmanager
+def lan_with_agents(tmp_path: Path, agents: int):
+    """The hosts, memcached on `server`, `tailwise agent` on each agent host; all stopped after."""
+    if not shutil.which("memcached"):
+        if os.environ.get("CI"):
+            pytest.fail("memcached is missing (CI=true: a failure, not a skip)")
+        pytest.skip("memcached is not installed")
+    names = ["coord", "server", *[f"a{i}" for i in range(agents)]]
+    token = tmp_path / "token"
+    token.write_text(TOKEN + "\n")
+    token.chmod(0o600)
+    with netns.lan(names) as lan, ExitStack() as stack:
+        procs: dict[str, subprocess.Popen] = {}
+
+        def start(host: str, argv: list[str]) -> subprocess.Popen:
+            log = open(tmp_path / f"{host}.log", "w")
+            stack.callback(log.close)
+            p = subprocess.Popen(lan.argv(host, argv), stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+            stack.callback(_kill, p)
+            procs[host] = p
+            return p
+
+        start("server", ["memcached", "-l", "0.0.0.0", "-p", str(MEMCACHED_PORT), "-U", "0", "-t", "1", "-m", "64",
+                         "-u", "root"])
+        allow = f"{lan.ips['server']}/32"
+        for i in range(agents):
+            start(f"a{i}", [sys.executable, "-m", "tailwise", "agent", "--listen", f"0.0.0.0:{AGENT_PORT}",
+                            "--token-file", str(token), "--allow-targets", allow, "--lease", "2s"])
+        addrs = [f"{lan.ips[f'a{i}']}:{AGENT_PORT}" for i in range(agents)]
+        ready = subprocess.run(lan.argv("coord", [sys.executable, "-c", WAIT_AGENTS, str(token), *addrs]),
+                               capture_output=True, text=True, timeout=START_S + 10)
+        assert ready.returncode == 0, ready.stderr + _logs(tmp_path)
+        yield lan, token, addrs, procs
+
+
+def _kill(p: subprocess.Popen) -> None:
+    if p.poll() is None:
+        try:
+            os.killpg(p.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    p.wait(timeout=10)
+
+
+def _logs(tmp_path: Path) -> str:
+    return "".join(f"\n--- {f.name}\n{f.read_text()[-2000:]}" for f in sorted(tmp_path.glob("*.log")))
+
+
+def _states(lan, token: Path, addrs: list[str]) -> dict[str, str]:
+    done = subprocess.run(lan.argv("coord", [sys.executable, "-c", AGENT_STATES, str(token), *addrs]),
+                          capture_output=True, text=True, timeout=30)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def _run(lan, token: Path, addrs: list[str], *flags: str, timeout_s: float = RUN_S) -> subprocess.CompletedProcess:
+    target = f"memcached://{lan.ips['server']}:{MEMCACHED_PORT}"
+    argv = [sys.executable, "-m", "tailwise", "run", target, "--agents", ",".join(addrs), "--token-file", str(token),
+            "--json", "--no-pin", "--poll", "block", *flags]
+    return subprocess.run(lan.argv("coord", argv), capture_output=True, text=True, timeout=timeout_s)
+
+
+def test_a_coordinated_run_adds_up(tmp_path):
+    with lan_with_agents(tmp_path, agents=2) as (lan, token, addrs, _):
+        out = tmp_path / "out"
+        done = _run(lan, token, addrs, "--rate", "4k", "--duration", "3", "--conns", "4", "--outstanding", "2",
+                    "--sample-every", "1", "--out", str(out))
+        assert done.returncode in (0, 1), done.stderr + _logs(tmp_path)
+        s = json.loads(done.stdout)
+        agents = s["agents"]
+        assert [a["address"] for a in agents] == addrs and all(a["role"] == "symmetric" for a in agents)
+        assert sum(a["rate_rps"] for a in agents) == pytest.approx(4000.0)
+        # The agents' counts add up to the run's, and to memcached's own.
+        for k in ("intended", "sent", "received", "gets"):
+            assert s["counters"][k] == sum(a["counters"][k] for a in agents), k
+        assert s["counters"]["sent"] > 0.8 * 4000 * 3
+        assert s["target_stats"]["agrees"] is True, s["target_stats"]
+        # The barrier held: the agents' schedules began within a few ms of each other, reported.
+        b = s["barrier"]
+        assert 0 <= b["spread_ns"] < 20_000_000 and b["clock_uncertainty_ns"] < 10_000_000, b
+        # The merged every-request histogram and the pooled records (every request kept) agree.
+        samples = np.loadtxt(out / "samples.csv", delimiter=",", skiprows=1, usecols=_column(out, "latency_ns"))
+        assert len(samples) == s["counters"]["intended"]
+        p99 = s["latency"]["histogram"]["percentiles"]
+        pooled = np.percentile(samples, 99.0, method="inverted_cdf")
+        got = next(p["value_ns"] for p in p99 if p["p"] == 99.0)
+        assert got == pytest.approx(pooled, rel=0.01)
+
+
+def _column(out: Path, name: str) -> int:
+    return (out / "samples.csv").read_text().split("\n", 1)[0].replace('"', "").split(",").index(name)
+
+
+def test_an_agent_killed_mid_run_is_named_and_nothing_keeps_sending(tmp_path):
+    with lan_with_agents(tmp_path, agents=2) as (lan, token, addrs, procs):
+        out = tmp_path / "out"
+        target = f"memcached://{lan.ips['server']}:{MEMCACHED_PORT}"
+        argv = [sys.executable, "-m", "tailwise", "run", target, "--agents", ",".join(addrs), "--token-file", str(token),
+                "--json", "--no-pin", "--poll", "block", "--rate", "2k", "--duration", "8", "--out", str(out)]
+        run = subprocess.Popen(lan.argv("coord", argv), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            time.sleep(3.0)
+            os.killpg(procs["a1"].pid, signal.SIGKILL)
+            stdout, stderr = run.communicate(timeout=RUN_S)
+        finally:
+            _kill(run)
+        s = json.loads(stdout)
+        assert addrs[1] in (s["error"] or ""), (s["error"], stderr)
+        assert s["counters"]["sent"] > 0 and (out / "summary.json").exists()
+        # The agent left is not sending: the coordinator stopped it (and its lease would have).
+        assert _states(lan, token, addrs[:1])[addrs[0]] in ("idle", "finished"), _logs(tmp_path)
+
+
+def test_an_orphan_stops_on_its_lease(tmp_path):
+    with lan_with_agents(tmp_path, agents=1) as (lan, token, addrs, _):
+        target = f"memcached://{lan.ips['server']}:{MEMCACHED_PORT}"
+        argv = [sys.executable, "-m", "tailwise", "run", target, "--agents", addrs[0], "--token-file", str(token),
+                "--json", "--no-pin", "--poll", "block", "--rate", "2k", "--duration", "30"]
+        run = subprocess.Popen(lan.argv("coord", argv), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                               start_new_session=True)
+        try:
+            deadline = time.monotonic() + START_S
+            while _states(lan, token, addrs)[addrs[0]] != "running":
+                assert time.monotonic() < deadline, "the run never started" + _logs(tmp_path)
+                time.sleep(0.3)
+        finally:
+            _kill(run)  # the coordinator dies without a word to its agent
+        deadline = time.monotonic() + 2.0 + 5.0  # the lease, and room
+        while _states(lan, token, addrs)[addrs[0]] == "running":
+            assert time.monotonic() < deadline, "the orphaned agent kept sending past its lease" + _logs(tmp_path)
+            time.sleep(0.3)
