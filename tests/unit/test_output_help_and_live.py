@@ -18,8 +18,11 @@ def test_every_help_names_values_and_shows_defaults():
     no_default = {"workload", "duration", "threshold", "out", "json_out", "quiet", "verbose", "help", "resume",
                   "slo", "rates", "label", "customers", "version", "target", "targets", "directory", "directories",
                   "service", "load", "agents", "probe_agent", "token_file", "tls_ca"}
-    for name, command in cli.commands.items():
-        sub = command.make_context(name, [], resilient_parsing=True, parent=ctx)
+    # A group's commands (`deploy start`, …) are checked as the top-level ones.
+    commands = [(name, command, ctx) for name, command in cli.commands.items()]
+    for name, command, parent in commands:
+        sub = command.make_context(name, [], resilient_parsing=True, parent=parent)
+        commands += [(f"{name} {n}", c, sub) for n, c in getattr(command, "commands", {}).items()]
         text = command.get_help(sub)
         assert "<" not in text.replace("<=", "").replace("'p99<", ""), (name, text)
         for param in command.get_params(sub):

@@ -1,7 +1,7 @@
 """The `tailwise` command line (typer). Each command parses and validates, then hands over to the
 agent, the statistics and the output modules. Every user error ends as one line and status 2.
 
-The commands live in their own modules (run, sweep, tools, report), their shared options in
+The commands live in their own modules (run, sweep, tools, report, agent, deploy), their shared options in
 options.py; this module makes the app, registers them in --help's order, and turns every way a
 command can end into an exit status."""
 
@@ -17,6 +17,7 @@ from typer._click.exceptions import NoArgsIsHelpError, UsageError
 
 from tailwise import __version__
 from tailwise.cli.agent import agent
+from tailwise.cli.deploy import deploy_app
 from tailwise.cli.exits import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK
 from tailwise.cli.report import compare, report
 from tailwise.cli.run import run
@@ -55,6 +56,7 @@ def version() -> None:
 
 for command in (run, serve, model, load, calibrate, version, sweep, report, compare, agent):
     app.command()(command)
+app.add_typer(deploy_app)
 
 
 def _patch_help() -> None:
@@ -65,6 +67,16 @@ def _patch_help() -> None:
     typer.core.TyperArgument.display_type_rich = lambda self, ctx: None
 
 
+def _command_path(ctx) -> str:
+    """`tailwise deploy start`: the command a usage error is about, as typed (without the program's
+    own name, which is `python -m tailwise` at times)."""
+    names = []
+    while ctx is not None and ctx.parent is not None:
+        names.append(ctx.info_name)
+        ctx = ctx.parent
+    return " ".join(["tailwise", *reversed(names)])
+
+
 def main() -> None:
     _patch_help()
     try:
@@ -73,8 +85,7 @@ def main() -> None:
         print(e.ctx.get_help() if e.ctx else "see `tailwise --help`")
         code = EXIT_OK
     except UsageError as e:
-        cmd = f" {e.ctx.info_name}" if e.ctx and e.ctx.info_name and e.ctx.info_name != "tailwise" else ""
-        print(f"tailwise: {e.format_message()} (see `tailwise{cmd} --help`)", file=sys.stderr)
+        print(f"tailwise: {e.format_message()} (see `{_command_path(e.ctx)} --help`)", file=sys.stderr)
         code = EXIT_ERROR
     except TailwiseError as e:
         print(f"tailwise: {e.line()}", file=sys.stderr)

@@ -1,0 +1,182 @@
+"""`tailwise deploy start|stop|status --ssh USER@HOST …`: agents on bare machines over SSH
+(agent/deploy.py does it, render/deploy.py says it).
+
+The commands and their flags are a contract (README "Deploying agents", deploy/README.md). The
+agent's own flags are checked here as `tailwise agent` checks them, before any host is reached.
+The token goes over SFTP only: never an argument, never printed."""
+
+from __future__ import annotations
+
+import os
+import shlex
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from tailwise.cli.exits import EXIT_ERROR, EXIT_OK
+from tailwise.errors import InputError
+
+DEFAULT_PORT = 7100  # agent/deploy.py's DEFAULT_PORT (not imported: asyncssh loads only when used)
+DEFAULT_KNOWN_HOSTS = "~/.ssh/known_hosts"
+
+deploy_app = typer.Typer(
+    name="deploy", no_args_is_help=True,
+    help="Start `tailwise agent` on bare machines over SSH, ask how they are, and stop them again.")
+
+Ssh = Annotated[list[str], typer.Option(
+    "--ssh", metavar="USER@HOST[:PORT]",
+    help="a host to deploy on (repeat --ssh, or separate hosts with commas); logs in with a key: "
+         "ssh-agent's, ~/.ssh/id_*, or --identity; ~/.ssh/config applies")]
+Port = Annotated[int, typer.Option(
+    "--port", metavar="PORT", help="the agent's port on every host; agents on one host take ports of their own")]
+Identity = Annotated[Optional[str], typer.Option(
+    "--identity", metavar="KEY",
+    help="the private key to log in with, and only it [default: ssh-agent's keys and ~/.ssh/id_*]")]
+KnownHosts = Annotated[str, typer.Option(
+    "--known-hosts", metavar="FILE",
+    help="the hosts' keys, checked always (there is no way around it): connect once with ssh to record one")]
+TokenFile = Annotated[str, typer.Option(
+    "--token-file", metavar="FILE",
+    help="the shared token (as for `tailwise agent` and `run --agents`): written to ~/.tailwise/agent-PORT.token "
+         "(mode 0600) on each host over SFTP")]
+
+
+def _targets(texts: list[str]):
+    from tailwise.agent.deploy import SshTarget
+
+    targets = [SshTarget.parse(t.strip()) for text in texts for t in text.split(",") if t.strip()]
+    seen = set()
+    for t in targets:
+        if (t.host, t.port) in seen:
+            raise InputError(f"--ssh {t} is given twice", "name each host once")
+        seen.add((t.host, t.port))
+    if not targets:
+        raise InputError("no host given", "name one with --ssh USER@HOST")
+    return targets
+
+
+def _port(port: int) -> int:
+    if not 0 < port < 65536:
+        raise InputError(f"--port {port} is not a port", f"give 1-65535, e.g. --port {DEFAULT_PORT}")
+    return port
+
+
+def _existing(path: str, flag: str, fix: str) -> str:
+    full = os.path.expanduser(path)
+    if not Path(full).is_file():
+        raise InputError(f"{flag} {path} does not exist", fix)
+    return full
+
+
+def _ssh(identity: str | None, known_hosts: str):
+    from tailwise.agent.deploy import SshOptions
+
+    kh = _existing(known_hosts, "--known-hosts", "connect once with ssh USER@HOST to check and record the host's key "
+                                                 "there, or give --known-hosts FILE")
+    key = _existing(identity, "--identity", "give the private key's file, e.g. --identity ~/.ssh/id_ed25519") \
+        if identity is not None else None
+    return SshOptions(known_hosts=kh, identity=key)
+
+
+def _agent_args(allow_targets: str | None, max_rate: str | None, max_conns: int | None, max_duration: str | None,
+                lease: str | None, cpus: str | None) -> list[str]:
+    """The agent's flags as given, once `tailwise agent`'s own checks accept them."""
+    from tailwise.agent.host import cpu_list
+    from tailwise.cli.agent import DEFAULT_LEASE, _limits
+
+    _limits(allow_targets, max_rate, max_conns, max_duration, lease or DEFAULT_LEASE)
+    if cpus is not None:
+        try:
+            ok = bool(cpu_list(cpus))
+        except ValueError:
+            ok = False
+        if not ok:
+            raise InputError(f"--cpus {cpus} is not a CPU list", "write e.g. --cpus 2-5 or --cpus 0,2,4-6")
+    given = {"--allow-targets": allow_targets, "--max-rate": max_rate, "--max-conns": max_conns,
+             "--max-duration": max_duration, "--lease": lease, "--cpus": cpus}
+    return [w for flag, value in given.items() if value is not None for w in (flag, str(value))]
+
+
+def _command(text: str) -> list[str]:
+    try:
+        words = shlex.split(text)
+    except ValueError as e:
+        raise InputError(f"--tailwise {text!r} is not a command ({e})", "quote it as a shell would") from None
+    if not words:
+        raise InputError("--tailwise is empty", "give the command that runs tailwise there, e.g. /opt/tailwise/bin/tailwise")
+    return words
+
+
+@deploy_app.command()
+def start(
+    ssh: Ssh,
+    token_file: TokenFile,
+    port: Port = DEFAULT_PORT,
+    allow_targets: Annotated[Optional[str], typer.Option(
+        "--allow-targets", metavar="CIDR,...",
+        help="the agents' only target networks (tailwise agent --allow-targets) [default: the agent's: loopback "
+             "only]")] = None,
+    max_rate: Annotated[Optional[str], typer.Option(
+        "--max-rate", metavar="RATE", help="the agents refuse runs above this rate [default: no limit]")] = None,
+    max_conns: Annotated[Optional[int], typer.Option(
+        "--max-conns", metavar="N", help="the agents refuse runs with more connections [default: no limit]")] = None,
+    max_duration: Annotated[Optional[str], typer.Option(
+        "--max-duration", metavar="TIME", help="the agents refuse longer runs [default: no limit]")] = None,
+    lease: Annotated[Optional[str], typer.Option(
+        "--lease", metavar="TIME",
+        help="the agents stop a load whose coordinator is silent this long [default: the agent's, 5s]")] = None,
+    cpus: Annotated[Optional[str], typer.Option(
+        "--cpus", metavar="LIST", help="CPUs the agent may use on every host, e.g. 2-5 [default: all it may]")] = None,
+    identity: Identity = None,
+    known_hosts: KnownHosts = DEFAULT_KNOWN_HOSTS,
+    tailwise: Annotated[str, typer.Option(
+        "--tailwise", metavar="CMD",
+        help="the command that runs tailwise on the hosts, e.g. /opt/tailwise/bin/tailwise or "
+             "'python3 -m tailwise'")] = "tailwise",
+) -> int:
+    """Start an agent on every host at once and wait until each answers; all or none. Prints `--agents H:PORT,…` for `run`."""
+    from tailwise import __version__
+    from tailwise.agent.deploy import AgentLaunch
+    from tailwise.agent.deploy import start as start_agents
+    from tailwise.agent.wire import read_token
+    from tailwise.render.deploy import show_started
+
+    targets, port = _targets(ssh), _port(port)
+    launch = AgentLaunch(port=port, tailwise=_command(tailwise),
+                         args=_agent_args(allow_targets, max_rate, max_conns, max_duration, lease, cpus))
+    options, token = _ssh(identity, known_hosts), read_token(token_file)
+    outcome = start_agents(targets, token, launch, options)
+    show_started(outcome, __version__)
+    return EXIT_ERROR if outcome.failed else EXIT_OK
+
+
+@deploy_app.command()
+def stop(ssh: Ssh, port: Port = DEFAULT_PORT, identity: Identity = None,
+         known_hosts: KnownHosts = DEFAULT_KNOWN_HOSTS) -> int:
+    """Stop the agent `deploy start` left on every host (SIGTERM, then SIGKILL); remove its token and pid files."""
+    from tailwise.agent.deploy import DeployError
+    from tailwise.agent.deploy import stop as stop_agents
+    from tailwise.render.deploy import show_stopped
+
+    targets, port = _targets(ssh), _port(port)
+    results = stop_agents(targets, port, _ssh(identity, known_hosts))
+    show_stopped(results, port)
+    return EXIT_ERROR if any(isinstance(r, DeployError) for r in results) else EXIT_OK
+
+
+@deploy_app.command()
+def status(ssh: Ssh, token_file: TokenFile, port: Port = DEFAULT_PORT, identity: Identity = None,
+           known_hosts: KnownHosts = DEFAULT_KNOWN_HOSTS) -> int:
+    """For every host: whether the agent runs, and whether it answers Health (its state). Exit 0 only if all answer."""
+    from tailwise.agent.deploy import Status
+    from tailwise.agent.deploy import status as agents_status
+    from tailwise.agent.wire import read_token
+    from tailwise.render.deploy import show_status
+
+    targets, port = _targets(ssh), _port(port)
+    options, token = _ssh(identity, known_hosts), read_token(token_file)
+    results = agents_status(targets, port, token, options)
+    show_status(results, port)
+    answering = all(isinstance(r, Status) and r.state is not None for r in results)
+    return EXIT_OK if answering else EXIT_ERROR
