@@ -231,7 +231,10 @@ def test_a_probe_agent_needs_a_probe_and_a_load_agent_none(target):
         with pytest.raises(grpc.RpcError) as e:
             a.configure("x", spec_for(target.addr), role="leader")
         assert code_of(e) == grpc.StatusCode.INVALID_ARGUMENT and "leader" in e.value.details()
-        assert a.configure("p", spec_for(target.addr, probe=Probe(1, 100.0)), role="probe")["probe"]["conns"] == 1
+        # A probe agent runs the probe alone: what it will run comes back (limits judged on it).
+        ran = a.configure("p", spec_for(target.addr, probe=Probe(1, 100.0)), role="probe")
+        assert (ran["probe"], ran["rate_rps"], ran["conns"], ran["outstanding"], ran["arrival"], ran["sample_every"]) == \
+            (None, 100.0, 1, 1, "exp", 1)
 
 
 def test_one_run_at_a_time_and_calls_name_their_run(target):

@@ -3,7 +3,10 @@ host (memcached), agent hosts (`tailwise agent`) and a coordinator host (`tailwi
 
 What must hold: the agents' counts add up to the server's own; the merged every-request
 histogram and the pooled raw records agree; the start barrier held and is reported; an agent
-killed mid-run is named, what was measured is kept, and no load generator is left running.
+killed mid-run is named, what was measured is kept, and no load generator is left running. A
+probe agent alone times its requests beside load agents; the results directory holds each
+agent's tagged interval log and `report` shows the agents; an agent that refuses the target ends
+the run in one line naming it; a sweep measures every point through the agents.
 """
 
 from __future__ import annotations
@@ -31,6 +34,8 @@ MEMCACHED_PORT = 11211
 START_S = 30.0
 RUN_S = 120.0
 TOKEN = "tok-" + "0123456789abcdef" * 2
+#: The agents' lease here: a run nobody drives is stopped, and one nobody starts dropped, this soon.
+LEASE_S = 2.0
 
 # Polls each agent's Health (with the token) until all answer: run on the coordinator's host.
 WAIT_AGENTS = """
@@ -68,8 +73,9 @@ print(json.dumps(out))
 
 
 @contextmanager
-def lan_with_agents(tmp_path: Path, agents: int):
-    """The hosts, memcached on `server`, `tailwise agent` on each agent host; all stopped after."""
+def lan_with_agents(tmp_path: Path, agents: int, allow: dict[int, str] | None = None):
+    """The hosts, memcached on `server`, `tailwise agent` on each agent host; all stopped after.
+    Each agent may send to the server only, or to what ``allow`` gives it (by its index)."""
     if not shutil.which("memcached"):
         if os.environ.get("CI"):
             pytest.fail("memcached is missing (CI=true: a failure, not a skip)")
@@ -91,10 +97,10 @@ def lan_with_agents(tmp_path: Path, agents: int):
 
         start("server", ["memcached", "-l", "0.0.0.0", "-p", str(MEMCACHED_PORT), "-U", "0", "-t", "1", "-m", "64",
                          "-u", "root"])
-        allow = f"{lan.ips['server']}/32"
         for i in range(agents):
+            nets = (allow or {}).get(i, f"{lan.ips['server']}/32")
             start(f"a{i}", [sys.executable, "-m", "tailwise", "agent", "--listen", f"0.0.0.0:{AGENT_PORT}",
-                            "--token-file", str(token), "--allow-targets", allow, "--lease", "2s"])
+                            "--token-file", str(token), "--allow-targets", nets, "--lease", f"{LEASE_S:g}s"])
         addrs = [f"{lan.ips[f'a{i}']}:{AGENT_PORT}" for i in range(agents)]
         ready = subprocess.run(lan.argv("coord", [sys.executable, "-c", WAIT_AGENTS, str(token), *addrs]),
                                capture_output=True, text=True, timeout=START_S + 10)
@@ -194,7 +200,144 @@ def test_an_orphan_stops_on_its_lease(tmp_path):
                 time.sleep(0.3)
         finally:
             _kill(run)  # the coordinator dies without a word to its agent
-        deadline = time.monotonic() + 2.0 + 5.0  # the lease, and room
+        deadline = time.monotonic() + LEASE_S + 5.0  # the lease, and room
         while _states(lan, token, addrs)[addrs[0]] == "running":
             assert time.monotonic() < deadline, "the orphaned agent kept sending past its lease" + _logs(tmp_path)
             time.sleep(0.3)
+
+
+def test_a_stop_signal_stops_the_agents_and_keeps_what_was_measured(tmp_path):
+    with lan_with_agents(tmp_path, agents=2) as (lan, token, addrs, _):
+        out = tmp_path / "out"
+        target = f"memcached://{lan.ips['server']}:{MEMCACHED_PORT}"
+        argv = [sys.executable, "-m", "tailwise", "run", target, "--agents", ",".join(addrs), "--token-file", str(token),
+                "--json", "--no-pin", "--poll", "block", "--rate", "2k", "--duration", "20", "--out", str(out)]
+        run = subprocess.Popen(lan.argv("coord", argv), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            deadline = time.monotonic() + START_S
+            while set(_states(lan, token, addrs).values()) != {"running"}:
+                assert time.monotonic() < deadline and run.poll() is None, "the run never started" + _logs(tmp_path)
+                time.sleep(0.3)
+            time.sleep(1.5)  # past the common start (START_AHEAD_NS): requests were sent
+            run.send_signal(signal.SIGINT)  # `ip netns exec` runs the command in its own place
+            stdout, stderr = run.communicate(timeout=RUN_S)
+        finally:
+            _kill(run)
+        assert run.returncode == 128 + signal.SIGINT, stderr
+        assert stdout, stderr
+        s = json.loads(stdout)
+        assert s["interrupted"] is True and s["error"] is None and s["rate"]["duration_s"] < 15
+        assert (out / "summary.json").is_file() and s["counters"]["sent"] > 0
+        assert set(_states(lan, token, addrs).values()) <= {"idle", "finished"}, _logs(tmp_path)
+
+
+def _tag(address: str) -> str:
+    return address.replace(":", "-")
+
+
+def _log_totals(path: Path, tag: str | None) -> tuple[int, int]:
+    """(requests, intervals) of an interval log, read with Python's hdrh; every line has ``tag``."""
+    from hdrh.histogram import HdrHistogram
+    from hdrh.log import HistogramLogReader
+
+    reader = HistogramLogReader(str(path), HdrHistogram(1, 3_600_000_000_000, 2))
+    total, intervals = 0, 0
+    while (h := reader.get_next_interval_histogram()) is not None:
+        assert h.get_tag() == tag, path
+        total += h.get_total_count()
+        intervals += 1
+    return total, intervals
+
+
+def test_a_probe_agent_times_while_the_load_agents_only_load(tmp_path):
+    with lan_with_agents(tmp_path, agents=3) as (lan, token, addrs, _):
+        out = tmp_path / "out"
+        load, probe = addrs[:2], addrs[2]
+        done = _run(lan, token, load, "--probe-agent", probe, "--probe-rate", "1k", "--rate", "2k", "--duration", "3",
+                    "--conns", "4", "--out", str(out))
+        assert done.returncode in (0, 1), done.stderr + _logs(tmp_path)
+        s = json.loads(done.stdout)
+        agents = s["agents"]
+        assert [(a["address"], a["role"], a["timed"]) for a in agents] == \
+            [(load[0], "load", False), (load[1], "load", False), (probe, "probe", True)]
+        assert sum(a["rate_rps"] for a in agents[:2]) == pytest.approx(2000.0) and agents[2]["rate_rps"] == 1000.0
+        # The target was offered the load and the probe; the load agents' requests were sent and counted.
+        assert s["rate"]["target_rps"] == pytest.approx(3000.0)
+        assert all(a["counters"]["sent"] > 0.8 * 1000 * 3 for a in agents[:2])
+        assert s["counters"]["sent"] == sum(a["counters"]["sent"] for a in agents)
+        # Only the probe's requests are timed: every one of them is a sample (1 in 1), and nothing else.
+        samples = (out / "samples.csv").read_text().splitlines()[1:]
+        assert len(samples) == agents[2]["counters"]["intended"] > 0.8 * 1000 * 3
+        assert s["latency"]["histogram"]["count"] == agents[2]["counters"]["intended"]
+        # Each agent judged on its own share; only the probe keeps an interval log of its own.
+        check = next(c for c in s["checks"] if c["name"] == "agents")
+        assert all(a in check["detail"] for a in addrs), check
+        assert sorted(p.name for p in out.glob("latency-*.hlog")) == [f"latency-{_tag(probe)}.hlog"]
+
+
+def test_each_agent_has_its_interval_log_and_the_report_shows_the_agents(tmp_path):
+    with lan_with_agents(tmp_path, agents=2) as (lan, token, addrs, _):
+        out = tmp_path / "out"
+        done = _run(lan, token, addrs, "--rate", "4k", "--duration", "2", "--conns", "4", "--out", str(out))
+        assert done.returncode in (0, 1), done.stderr + _logs(tmp_path)
+    s = json.loads((out / "summary.json").read_text())
+    whole, intervals = _log_totals(out / "latency.hlog", None)
+    assert whole == s["counters"]["intended"] and 18 <= intervals <= 22
+    assert not (out / "latency-local.hlog").exists()
+    per_agent = []
+    for a in s["agents"]:
+        total, _ = _log_totals(out / f"latency-{_tag(a['address'])}.hlog", _tag(a["address"]))
+        assert total == a["counters"]["intended"] > 0
+        per_agent.append(total)
+    assert sum(per_agent) == whole
+    # The report: the agents in report.html (their table and the barrier) and on the terminal.
+    r = subprocess.run([sys.executable, "-m", "tailwise", "report", str(out), "--no-model"], capture_output=True,
+                       text=True, timeout=RUN_S)
+    assert r.returncode == 0, r.stderr
+    assert all(Path(line).is_file() for line in r.stdout.splitlines())
+    page = (out / "report.html").read_text()
+    assert 'id="agents"' in page and 'id="barrier"' in page and "start barrier" in page
+    for a in addrs:
+        assert a in page
+        assert any(line.startswith(f"agent {a} (symmetric): share 2,000 req/s, sent ") for line in r.stderr.splitlines()), \
+            r.stderr
+    assert "barrier: the agents started within" in r.stderr
+
+
+def test_an_agent_refusing_the_target_ends_the_run_in_one_line(tmp_path):
+    # a1 may send only to a network the server is not on.
+    with lan_with_agents(tmp_path, agents=2, allow={1: "192.0.2.0/24"}) as (lan, token, addrs, _):
+        out = tmp_path / "out"
+        done = _run(lan, token, addrs, "--rate", "2k", "--duration", "3", "--out", str(out))
+        lines = [ln for ln in done.stderr.splitlines() if ln.strip()]
+        assert done.returncode == 2 and done.stdout == "", done.stderr
+        assert len(lines) == 1, lines
+        assert lines[0].startswith(f"tailwise: agent {addrs[1]}: target {lan.ips['server']}:{MEMCACHED_PORT} is outside "
+                                   f"this agent's --allow-targets 192.0.2.0/24: start the agent with --allow-targets "), lines
+        assert not out.exists()
+        # Nothing runs: the agent that accepted was never started, and its lease drops the run.
+        assert "running" not in _states(lan, token, addrs).values()
+        deadline = time.monotonic() + LEASE_S + 5.0
+        while set(_states(lan, token, addrs).values()) != {"idle"}:
+            assert time.monotonic() < deadline, _logs(tmp_path)
+            time.sleep(0.3)
+
+
+def test_a_sweep_measures_every_point_through_the_agents(tmp_path):
+    with lan_with_agents(tmp_path, agents=2) as (lan, token, addrs, _):
+        out = tmp_path / "sweep"
+        target = f"memcached://{lan.ips['server']}:{MEMCACHED_PORT}"
+        argv = [sys.executable, "-m", "tailwise", "sweep", target, "--agents", ",".join(addrs), "--token-file",
+                str(token), "--json", "--no-pin", "--poll", "block", "--rates", "1k,2k", "--duration", "1",
+                "--conns", "4", "--out", str(out)]
+        done = subprocess.run(lan.argv("coord", argv), capture_output=True, text=True, timeout=RUN_S)
+        assert done.returncode in (0, 1), done.stderr + _logs(tmp_path)
+    doc = json.loads(done.stdout)
+    points = sorted(doc["points"], key=lambda p: p["rate_rps"])
+    assert [p["rate_rps"] for p in points] == [1000.0, 2000.0]
+    for p in points:
+        s = json.loads((out / p["dir"] / "summary.json").read_text())
+        assert [a["address"] for a in s["agents"]] == addrs
+        assert sum(a["rate_rps"] for a in s["agents"]) == pytest.approx(p["rate_rps"])
+        assert s["counters"]["sent"] == sum(a["counters"]["sent"] for a in s["agents"]) > 0.8 * p["rate_rps"]
+        assert all((out / p["dir"] / f"latency-{_tag(a)}.hlog").is_file() for a in addrs)

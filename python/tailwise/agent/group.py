@@ -13,7 +13,10 @@ many (Lancet, ATC'19, §4: a coordinator drives throughput, latency and symmetri
   barrier's spread, reported with the offsets.
 * Snapshots and the end: counters are added, histograms merged bucket by bucket (never
   percentiles averaged), the sampled records pooled. An agent's sample times count from its own
-  time zero; the barrier makes those zeros one instant to within the spread.
+  time zero; the barrier makes those zeros one instant to within the spread. What each agent did
+  stays known: its counters, its interval histograms (``MergedIntervals.member``) and which pooled
+  rows are its own (``owner``, beside the engine's 48-byte rows), so that the agents check
+  (methodology/analysis.py) judges each one's rate and arrivals and names an overloaded machine.
 * An agent that fails (dies, hangs past its deadline, cannot be reached) ends the run: the others
   are stopped, what was collected is kept, and the result's error names the agent. A heartbeat
   keeps every agent's lease while the coordinator analyses; an agent that loses it stops on its own.
@@ -30,8 +33,8 @@ from typing import Any, Callable
 
 import numpy as np
 
-from tailwise import _core
-from tailwise.agent.local import SAMPLE_DTYPE, AgentResult, StallSource, Taken, decode_samples
+from tailwise import _core, signals
+from tailwise.agent.local import SAMPLE_DTYPE, AgentResult, AgentShare, StallSource, Taken, decode_samples
 from tailwise.agent.remote import ClockOffset, RemoteAgent
 from tailwise.errors import TailwiseError
 from tailwise.spec.load import LoadSpec, Probe
@@ -57,14 +60,15 @@ class Member:
     counters: dict = field(default_factory=dict)
     error: str | None = None
 
-    def report(self) -> dict[str, Any]:
-        """What the summary says of this agent."""
-        return {"address": self.agent.address, "role": self.role,
-                "rate_rps": self.spec.rate_rps if self.spec else 0.0, "threads": self.spec.threads if self.spec else 0,
-                "conns": self.spec.conns if self.spec else 0, "timed": bool(self.spec and self.spec.timed),
-                "clock_offset_ns": self.offset.offset_ns if self.offset else None,
-                "clock_rtt_ns": self.offset.rtt_ns if self.offset else None,
-                "counters": self.counters, "error": self.error}
+    def share(self) -> AgentShare:
+        """This agent as the analysis and the summary read it (agent/local.py, ``AgentShare``)."""
+        spec = self.spec
+        return AgentShare(
+            address=self.agent.address, role=self.role, rate_rps=spec.offered_rps if spec else 0.0,
+            threads=spec.threads if spec else 0, conns=spec.conns if spec else 0, timed=bool(spec and spec.timed),
+            arrival=spec.timed_arrival if spec else "exp",
+            clock_offset_ns=self.offset.offset_ns if self.offset else None,
+            clock_rtt_ns=self.offset.rtt_ns if self.offset else None, counters=dict(self.counters), error=self.error)
 
 
 def shares(spec: LoadSpec, threads: list[int]) -> list[LoadSpec]:
@@ -82,10 +86,9 @@ def shares(spec: LoadSpec, threads: list[int]) -> list[LoadSpec]:
 
 def probe_spec(spec: LoadSpec) -> LoadSpec:
     """What a probe agent runs: the probe's connections, one request outstanding each, Poisson at
-    the probe's rate, every request kept, spinning (engine/mod.rs, ``probe_config``)."""
-    assert spec.probe is not None
-    return replace(spec, rate_rps=spec.probe.rate_rps, threads=1, conns=spec.probe.conns, outstanding=1, arrival="exp",
-                   sample_every=1, busy_poll=True, probe=None, seed=spec.seed ^ 0x9B0BE000)
+    the probe's rate, every request kept, spinning (``LoadSpec.probe_only``; engine/mod.rs,
+    ``probe_config``)."""
+    return spec.probe_only()
 
 
 class MergedIntervals:
@@ -118,6 +121,21 @@ class MergedIntervals:
     def log(self) -> list[tuple[int, bytes]]:
         return [(i, self._merged(i, i + 1, False).encode()) for i in sorted({i for _, i in self.done})]
 
+    def member(self, member: int) -> MemberIntervals:
+        """One agent's own interval histograms (its tagged interval log: results/summary.py)."""
+        return MemberIntervals(self, member)
+
+
+@dataclass(frozen=True)
+class MemberIntervals:
+    """One agent's finished interval histograms, read as ``Intervals.log()`` reads them."""
+
+    merged: MergedIntervals
+    member: int
+
+    def log(self) -> list[tuple[int, bytes]]:
+        return [(i, h.encode()) for (m, i), h in sorted(self.merged.done.items()) if m == self.member]
+
 
 class AgentGroup:
     """Agents at ``addresses`` (symmetric, or load agents beside one probe agent)."""
@@ -129,7 +147,11 @@ class AgentGroup:
             self.members.append(Member(RemoteAgent(probe, token, tls_ca), "probe"))
 
     def start(self, spec: LoadSpec, stall_sources: tuple[StallSource, ...] = ()) -> GroupSession:
-        return GroupSession(self.members, spec)
+        """Configure and start the agents; a stop signal from now on stops them (signals.py), and
+        the run ends interrupted, its results written."""
+        session = GroupSession(self.members, spec)
+        signals.attach(session.interrupt)
+        return session
 
     def run(self, spec: LoadSpec, progress: Callable[[dict], None] | None = None,
             stall_sources: tuple[StallSource, ...] = (), on_start: Callable[[GroupSession], None] | None = None) -> AgentResult:
@@ -147,7 +169,8 @@ class AgentGroup:
         except KeyboardInterrupt:
             interrupted = True
             session.stop()
-        return session.finish(interrupted)
+        # A stop signal stopped the agents (signals.py): the run ends interrupted, nothing lost.
+        return session.finish(interrupted or signals.received() is not None)
 
 
 class GroupSession:
@@ -158,8 +181,14 @@ class GroupSession:
         self.intervals = MergedIntervals()
         self.engine_stalls: list[tuple[int, int]] = []
         self.target_stalls: list[tuple[int, int]] = []
+        #: Sampled rows as collected, each batch with its agent's index (``owner``).
         self._batches: list[np.ndarray] = []
+        self._owners: list[np.ndarray] = []
         self._failed: str | None = None
+        #: The coordinator stopped the agents (its rounds concluded, another agent failed, a
+        #: signal): their "interrupted" is then the coordinator's to say, not theirs.
+        self._stopped = False
+        self._interrupted = False
         self._lock = threading.Lock()
         self._pool = ThreadPoolExecutor(max_workers=max(len(members), 1))
         self.wall_start_s = time.time()
@@ -181,7 +210,9 @@ class GroupSession:
         for m in self.members:
             if m.role == "probe":
                 m.spec = probe_spec(self.spec)
-        self._each(lambda m: m.agent.configure(self.run_id, m.role, m.spec.engine_config()))
+        # A probe agent is given the run's probe and runs it alone (agent/server.py, ``_for_role``).
+        self._each(lambda m: m.agent.configure(self.run_id, m.role,
+                                               (self.spec if m.role == "probe" else m.spec).engine_config()))
 
     def _has_probe_agent(self) -> bool:
         return any(m.role == "probe" for m in self.members)
@@ -191,7 +222,12 @@ class GroupSession:
         at = _core.now_ns() + START_AHEAD_NS + 2 * max(o.rtt_ns for o in offsets)
         for m, o in zip(self.members, offsets):
             m.offset = o
-        starts = self._each(lambda m: m.agent.start(self.run_id, at + m.offset.offset_ns))
+        try:
+            starts = self._each(lambda m: m.agent.start(self.run_id, at + m.offset.offset_ns))
+        except TailwiseError:
+            # Those that did start must not load alone (their lease would stop them, later).
+            self._stop_quietly([m for m in self.members if m.error is None])
+            raise
         for m, s in zip(self.members, starts):
             m.start_mono_ns, m.start_local_ns = s, s - m.offset.offset_ns
         self._start_mono_ns = min(m.start_local_ns for m in self.members)
@@ -238,11 +274,15 @@ class GroupSession:
             if self._failed:
                 return
             self._failed = e.line()
-        alive = [m for m in self.members if m.error is None]
+        self._stopped = True
+        self._stop_quietly([m for m in self.members if m.error is None])
+
+    def _stop_quietly(self, members: list[Member]) -> None:
+        """Stop these agents' load; one that cannot be told is named in its member (its lease stops it)."""
         try:
-            self._each(lambda m: m.agent.progress(self.run_id, "Stop"), alive)
+            self._each(lambda m: m.agent.progress(self.run_id, "Stop"), members)
         except TailwiseError:
-            pass  # named in its member; its lease stops it
+            pass
 
     def _heartbeat(self) -> None:
         while not self._beat.wait(HEARTBEAT_S):
@@ -267,7 +307,14 @@ class GroupSession:
         self._guard(lambda m: m.agent.progress(self.run_id, "Resume"))
 
     def stop(self) -> None:
+        self._stopped = True
         self._guard(lambda m: m.agent.progress(self.run_id, "Stop"))
+
+    def interrupt(self) -> None:
+        """A stop signal: stop the agents (from a thread: the signal handler must not wait on the
+        network); the run ends interrupted."""
+        self._interrupted = True
+        threading.Thread(target=self.stop, name="tw-interrupt", daemon=True).start()
 
     def in_flight(self) -> int:
         return sum(p["in_flight"] for p in self._progress() or [])
@@ -279,34 +326,52 @@ class GroupSession:
     def elapsed_ns(self) -> int:
         return _core.now_ns() - self._start_mono_ns
 
+    def _collect(self, member: int, raw: bytes) -> None:
+        rows = decode_samples(raw).copy()
+        if len(rows):
+            self._batches.append(rows)
+            self._owners.append(np.full(len(rows), member, dtype=OWNER_DTYPE))
+
     def finished(self) -> np.ndarray:
+        """Every sampled row collected so far, of every agent, sorted by intended time."""
+        return self._pooled()[0]
+
+    def finished_owner(self) -> np.ndarray:
+        """Which agent each row of ``finished()`` is (its index in ``members``)."""
+        return self._pooled()[1]
+
+    def _pooled(self) -> tuple[np.ndarray, np.ndarray]:
         if len(self._batches) != 1:
-            merged = np.concatenate(self._batches) if self._batches else np.zeros(0, dtype=SAMPLE_DTYPE)
-            merged.sort(order="intended_ns", kind="stable")
-            self._batches = [merged]
-        return self._batches[0]
+            rows, owner = _sorted(self._batches, self._owners)
+            self._batches, self._owners = [rows], [owner]
+        return self._batches[0], self._owners[0]
 
     def take(self, merge: bool = True) -> Taken | None:
         got = self._guard(lambda m: m.agent.snapshot(self.run_id)) or []
-        pending = []
+        pending, pending_owner = [], []
         for i, (meta, parts) in enumerate(got):
-            self._batches.append(decode_samples(parts.get("samples", b"")).copy())
+            self._collect(i, parts.get("samples", b""))
             pending.append(decode_samples(parts.get("pending", b"")).copy())
+            pending_owner.append(np.full(len(pending[-1]), i, dtype=OWNER_DTYPE))
             self.engine_stalls.extend(tuple(s) for s in meta.get("engine_stalls", []))
             self.intervals.update(i, meta, parts)
+            self.members[i].counters = meta["counters"]
         if not merge:
             return None
-        pend = np.concatenate(pending) if pending else np.zeros(0, dtype=SAMPLE_DTYPE)
         metas = [meta for meta, _ in got]
-        return Taken(self.finished(), pend, min((m["snap_ns"] for m in metas), default=0),
+        finished, owner = self._pooled()
+        return Taken(finished, _concat(pending), min((m["snap_ns"] for m in metas), default=0),
                      bool(metas) and all(m["complete"] for m in metas) and not self._failed,
-                     _add([m["counters"] for m in metas]))
+                     _add([m["counters"] for m in metas]), finished_owner=owner,
+                     pending_owner=np.concatenate(pending_owner) if pending_owner else np.zeros(0, OWNER_DTYPE),
+                     agents=tuple(m.share() for m in self.members))
 
     # -- the end --------------------------------------------------------------------------------
 
     def finish(self, interrupted: bool = False) -> AgentResult:
         """Wait for every agent's end and merge; an agent that failed is named in ``error``."""
         self._beat.set()
+        signals.detach()
         wait_s = (self.spec.duration_ns + self.spec.timeout_ns) / 1e9 + 30.0
         alive = [m for m in self.members if m.error is None]
         results: list[tuple[Member, dict, dict]] = []
@@ -323,11 +388,12 @@ class GroupSession:
 
     def _merge(self, results: list[tuple[Member, dict, dict]], interrupted: bool) -> AgentResult:
         for m, meta, parts in results:
-            self._batches.append(decode_samples(parts.get("samples", b"")).copy())
+            self._collect(self.members.index(m), parts.get("samples", b""))
             # Nothing is outstanding at the end: every request is in a finished interval.
             self.intervals.update(self.members.index(m), {**meta, "pending": []}, parts)
         metas = [meta for _, meta, _ in results]
         errors = [f"agent {m.agent.address}: {meta['error']}" for m, meta, _ in results if meta.get("error")]
+        samples, owner = self._pooled()
         return AgentResult(
             counters=_add([m.counters for m in self.members]),
             elapsed_ns=max((meta["elapsed_ns"] for meta in metas), default=0),
@@ -336,17 +402,35 @@ class GroupSession:
             send_lag_hist=_merge_hist([p.get("send_lag_hist") for _, _, p in results]),
             send_lag_unstalled_hist=_merge_hist([p.get("send_lag_unstalled_hist") for _, _, p in results]),
             stalls=sum(meta["stalls"] for meta in metas), stalled_ns=sum(meta["stalled_ns"] for meta in metas),
-            samples=self.finished(),
+            samples=samples,
             error=self._failed or (errors[0] if errors else None),
             error_reasons=_add_reasons([meta["error_reasons"] for meta in metas]),
             pinned_cpus=[c for meta in metas for c in meta["pinned_cpus"]],
             cpu_ns=sum(meta["cpu_ns"] for meta in metas), preemptions=sum(meta["preemptions"] for meta in metas),
-            interrupted=interrupted or any(meta.get("interrupted") for meta in metas),
+            # An agent stopped early by anything but this coordinator (its own signal, its lease).
+            interrupted=interrupted or self._interrupted
+            or (not self._stopped and any(meta.get("interrupted") for meta in metas)),
             wall_start_s=self.wall_start_s,
             engine_stalls_ns=sorted({tuple(s) for meta in metas for s in meta.get("engine_stalls_ns", [])}
                                     | set(self.engine_stalls)),
-            intervals=self.intervals, agents=[m.report() for m in self.members], barrier=self.barrier(),
+            intervals=self.intervals, agents=[m.share() for m in self.members], barrier=self.barrier(), owner=owner,
         )
+
+
+#: An agent's index beside each pooled row (``owner``): a run has a few agents, never 2¹⁶.
+OWNER_DTYPE = np.uint16
+
+
+def _concat(batches: list[np.ndarray]) -> np.ndarray:
+    return np.concatenate(batches) if batches else np.zeros(0, dtype=SAMPLE_DTYPE)
+
+
+def _sorted(batches: list[np.ndarray], owners: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """Rows of several agents pooled and sorted by intended time (stable), each with its agent."""
+    rows = _concat(batches)
+    owner = np.concatenate(owners) if owners else np.zeros(0, dtype=OWNER_DTYPE)
+    order = np.argsort(rows["intended_ns"], kind="stable")
+    return rows[order], owner[order]
 
 
 #: Counters that are times, not counts: the group's is the latest agent's.

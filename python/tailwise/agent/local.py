@@ -41,6 +41,41 @@ SAMPLE_DTYPE = np.dtype({"names": [name for name, _, _ in _core.SAMPLE_FIELDS],
 Flag = enum.IntFlag("Flag", _core.SAMPLE_FLAGS, module=__name__, qualname="Flag")
 
 
+@dataclass(frozen=True)
+class AgentShare:
+    """One agent of a run on several client machines (agent/group.py), as the coordinator knows it:
+    what it was asked (its share), its clock, its counters so far and how it failed, if it did.
+    The agents check reads it (methodology/analysis.py), and the summary's ``agents`` is made of it
+    (``report``)."""
+
+    address: str
+    #: "symmetric" (loads and measures), "load" (loads only: counted, not timed) or "probe".
+    role: str
+    #: Its share of the rate (a probe agent: the probe's rate).
+    rate_rps: float
+    threads: int
+    conns: int
+    #: Whether its requests are timed (kept as samples): not for a load agent.
+    timed: bool
+    #: Its schedule's process (``exp``, ``fixed``, …): what its arrivals are tested against.
+    arrival: str
+    clock_offset_ns: int | None
+    clock_rtt_ns: int | None
+    counters: dict = field(default_factory=dict)
+    error: str | None = None
+
+    def achieved_rps(self, elapsed_s: float) -> float | None:
+        """Its send rate over the schedule's time (``elapsed_s``, the coordinator's pauses left out)."""
+        return self.counters.get("sent", 0) / elapsed_s if elapsed_s > 0 and self.counters else None
+
+    def report(self, elapsed_s: float) -> dict:
+        """What the summary says of this agent (results/documents/run.py, ``AgentReport``)."""
+        return {"address": self.address, "role": self.role, "rate_rps": self.rate_rps,
+                "achieved_rps": self.achieved_rps(elapsed_s), "threads": self.threads, "conns": self.conns,
+                "timed": self.timed, "clock_offset_ns": self.clock_offset_ns, "clock_rtt_ns": self.clock_rtt_ns,
+                "counters": self.counters, "error": self.error}
+
+
 @dataclass
 class AgentResult:
     counters: dict
@@ -71,8 +106,10 @@ class AgentResult:
     intervals: object = None
     #: A run on several agents (agent/group.py): each agent's share, clock offset and counters,
     #: and how together they started; None for the in-process agent.
-    agents: list[dict] | None = None
+    agents: list[AgentShare] | None = None
     barrier: dict | None = None
+    #: A run on several agents: which agent each row of ``samples`` is (its index in ``agents``).
+    owner: np.ndarray | None = None
 
 
 def decode_samples(raw: bytes) -> np.ndarray:
@@ -89,12 +126,31 @@ class Taken:
     snap_ns: int
     complete: bool
     counters: dict
+    #: A run on several agents: which agent each row of ``finished`` and ``pending`` is (its index
+    #: in ``agents``), and each agent's share and counters at this snapshot.
+    finished_owner: np.ndarray | None = None
+    pending_owner: np.ndarray | None = None
+    agents: tuple[AgentShare, ...] = ()
+    _pooled: tuple[np.ndarray, np.ndarray | None] | None = field(default=None, repr=False, compare=False)
 
     def samples(self) -> np.ndarray:
         """Finished and pending together, sorted by intended time: what a round analyses."""
-        s = np.concatenate([self.finished, self.pending])
-        s.sort(order="intended_ns", kind="stable")
-        return s
+        return self._pool()[0]
+
+    def owners(self) -> np.ndarray | None:
+        """Which agent each row of ``samples()`` is (None: one agent)."""
+        return self._pool()[1]
+
+    def _pool(self) -> tuple[np.ndarray, np.ndarray | None]:
+        if self._pooled is None:
+            s = np.concatenate([self.finished, self.pending])
+            if self.finished_owner is None or self.pending_owner is None:
+                s.sort(order="intended_ns", kind="stable")
+                self._pooled = (s, None)
+            else:
+                order = np.argsort(s["intended_ns"], kind="stable")
+                self._pooled = (s[order], np.concatenate([self.finished_owner, self.pending_owner])[order])
+        return self._pooled
 
 
 #: Something else in this process that logs its stalls: returns (start, end) pairs of

@@ -153,7 +153,10 @@ class _Run:
 
 
 def _for_role(config: dict[str, Any], role: str) -> dict[str, Any]:
-    """The configuration as ``role`` runs it: a load agent counts its requests, not times them."""
+    """The configuration as ``role`` runs it: a load agent counts its requests, not times them; a
+    probe agent is given the run's probe and runs it alone (``LoadSpec.probe_only``: its
+    connections, one request outstanding each, Poisson, every request kept), so that its limits
+    are checked, and its counters and samples kept, on what it sends."""
     if role not in ROLES:
         raise InputError(f"role {role!r} is not one of {', '.join(ROLES)}",
                          "run the same tailwise version on the coordinator and the agents")
@@ -161,8 +164,10 @@ def _for_role(config: dict[str, Any], role: str) -> dict[str, Any]:
         if config.get("probe"):
             raise InputError("a load agent was given a probe", "give the probe to a probe or symmetric agent")
         return config | {"timed": False}
-    if role == "probe" and not config.get("probe"):
-        raise InputError("a probe agent was given no probe", "set the configuration's probe (its conns and rate_rps)")
+    if role == "probe":
+        if not config.get("probe"):
+            raise InputError("a probe agent was given no probe", "set the configuration's probe (its conns and rate_rps)")
+        return LoadSpec.from_engine_config(config).probe_only().engine_config()
     return config
 
 

@@ -24,7 +24,6 @@ from tailwise.cli.run import run
 from tailwise.cli.sweep import sweep
 from tailwise.cli.tools import calibrate, load, model, serve
 from tailwise.errors import TailwiseError
-from tailwise.signals import Interrupted
 
 app = typer.Typer(
     add_completion=False,
@@ -89,9 +88,6 @@ def main() -> None:
         code = EXIT_ERROR
     except TailwiseError as e:
         print(f"tailwise: {e.line()}", file=sys.stderr)
-        code = e.exit_code
-    except Interrupted as e:
-        print(f"tailwise: interrupted ({e}) before the first request was sent; nothing was measured", file=sys.stderr)
         code = e.exit_code
     except (KeyboardInterrupt, typer.Abort):
         print("tailwise: interrupted before a result was complete; nothing was kept", file=sys.stderr)

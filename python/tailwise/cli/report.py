@@ -27,15 +27,22 @@ def report(
     """Plot a run or a sweep (PNG and SVG) and write one self-contained HTML page, report.html.
 
     A run: latency CCDF (log-log, with the CIs and the queueing model), CDF, send lag,
-    percentiles over time. A sweep: latency vs load with CI bars, the CCDFs of its points,
-    and the run plots of its highest unsaturated point. Example: tailwise report results1
+    percentiles over time; a run on agents, its agents and their start barrier too. A sweep:
+    latency vs load with CI bars, the CCDFs of its points, and the run plots of its highest
+    unsaturated point. Prints the files written (and, on stderr, a run's agents). Example:
+    tailwise report results1
     """
+    from tailwise.render.output import agent_lines, err_console
     from tailwise.render.report import write_report
+    from tailwise.results.files import load_summary
 
     paths = write_report(directory, out, with_model=model)
     if not quiet:
         for p in paths:
             print(p)
+        # stdout lists the files (one path a line, for scripts); the agents are for people.
+        for line in agent_lines(load_summary(directory)):
+            err_console.print(line, highlight=False)
     return EXIT_OK
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import shlex
 import sys
 
-from tailwise.cli.exits import EXIT_ERROR, EXIT_NOT_MEASURABLE, EXIT_OK, EXIT_THRESHOLD
+from tailwise.cli.exits import EXIT_ERROR, EXIT_NOT_MEASURABLE, EXIT_OK, EXIT_THRESHOLD, measuring
 from tailwise.cli.options import (Agents, Arrival, Ci, Confidence, Conns, Duration, Force, Json, KeepStalls, Keys, KeySize,
                                   Late, MaxTime, Mix, Outstanding, Percentile, Percentiles, Pin, PollOption,
                                   Popularity, Probe, ProbeConns, ProbeRate, Quiet, Rate, RunOut, SampleEvery,
@@ -37,11 +37,9 @@ def run(
     probe_agent: ProbeAgent = None, token_file: TokenFile = None, tls_ca: TlsCa = None,
 ) -> int:
     """Measure latency at an offered open-loop load, until the percentile's CI is as narrow as asked."""
-    from tailwise import signals
-
     # SIGINT, SIGTERM and SIGHUP stop sending; what was measured is still written (signals.py).
-    with signals.handled():
-        return _run(locals())
+    kw = locals()
+    return measuring(lambda: _run(kw))
 
 
 def run_flags(kw: dict, file: dict | None = None) -> dict:

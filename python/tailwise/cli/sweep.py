@@ -8,7 +8,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from tailwise.cli.exits import EXIT_ERROR, EXIT_NOT_MEASURABLE, EXIT_OK, EXIT_THRESHOLD
+from tailwise.cli.exits import EXIT_ERROR, EXIT_NOT_MEASURABLE, EXIT_OK, EXIT_THRESHOLD, measuring
 from tailwise.cli.options import (SWEEP_OUT, Agents, Arrival, Ci, Confidence, Duration, Force, Json, KeepStalls, Keys,
                                   KeySize, Late, MaxTime, Mix, Percentile, Percentiles, Pin, PollOption, Popularity,
                                   Probe, ProbeConns, ProbeRate, Quiet, Rates, Resume, SampleEvery, SamplesFormat, Seed,
@@ -44,12 +44,10 @@ def sweep(
     Examples: tailwise sweep --rates 10k:60k:8 --service fixed:20us --duration 3;
     tailwise sweep memcached://10.0.0.2:11211 --rates 50k:500k:10 --slo 'p99<200us' --out sweep1
     """
-    from tailwise import signals
-
     # SIGINT, SIGTERM, SIGHUP from the command's first line: the point being measured stops and is
     # kept apart, the sweep is saved (signals.py).
-    with signals.handled():
-        return _sweep(locals())
+    kw = locals()
+    return measuring(lambda: _sweep(kw))
 
 
 def _sweep(kw: dict) -> int:

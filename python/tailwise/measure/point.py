@@ -218,7 +218,8 @@ def measure(rs: RunSpec, setup: Setup, command: str, display: Display | None = N
         summary = build_summary(target=target_url, config=config, host=setup.host, result=result, analysis=analysis,
                                 methodology=methodology)
         if result.agents is not None:
-            amend(summary, agents=result.agents, barrier=result.barrier)
+            duration_s = summary["rate"]["duration_s"]
+            amend(summary, agents=[a.report(duration_s) for a in result.agents], barrier=result.barrier)
         return Measurement(summary, result, analysis)
 
     if rs.builtin:

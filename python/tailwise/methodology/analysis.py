@@ -1,7 +1,8 @@
 """One pass of every check over a consistent snapshot of a run: a pure function of the data.
 
 The order is the methodology's (Lancet Fig. 4, completed): load → arrivals → stationarity →
-independence → confidence → consistency. ``Analysis.state`` names the first step that failed, or
+independence → confidence → consistency. A run on several agents (agent/group.py) adds one check
+to the load step, ``agents``: each agent's own send rate and arrivals (``agent_figures``). ``Analysis.state`` names the first step that failed, or
 ``done``; the controller decides from it whether to collect more or conclude.
 
 What is left out, and what is bounded (ARCHITECTURE.md, "Every request, as an interval")
@@ -43,10 +44,12 @@ import numpy as np
 from scipy.stats import binom
 
 from tailwise import _core
-from tailwise.agent.local import Flag
+from tailwise.agent.local import AgentShare, Flag
 from tailwise.methodology.checks import (
+    AgentFigures,
     Check,
     Setting,
+    agents_check,
     arrivals_check,
     confidence_check,
     consistency_check,
@@ -54,6 +57,7 @@ from tailwise.methodology.checks import (
     exclusions_check,
     independence_check,
     rate_check,
+    rate_tolerance,
     stalls_check,
     stationarity_check,
     target_width_ns,
@@ -128,6 +132,10 @@ class AnalysisInput:
     engine_stalls: Sequence[tuple[int, int]] = ()
     target_stalls: Sequence[tuple[int, int]] = ()
     every_request: Callable[[int, int], Buckets | None] | None = None
+    #: A run on several agents: each agent's share and counters (agent/local.py, ``AgentShare``),
+    #: and which of them each sample is (an index into ``agents``, aligned with ``samples``).
+    agents: Sequence[AgentShare] = ()
+    owner: np.ndarray | None = None
 
 
 def warmup_end_ns(span_ns: int, warmup_ns: int) -> int:
@@ -353,19 +361,30 @@ class Facts:
     @cached_property
     def arrivals(self) -> ArrivalFit:
         """What the server saw: every request sent in the window, against the schedule's process."""
-        inp, t, sent = self.inp, self.t, self.sent
-        was_sent = self.cut.used & (sent > 0)
+        return self.arrivals_of(self.cut.used, self.plan.arrival, self.plan.rate_rps, self.inp.counters, self.inp.rng)
+
+    def arrivals_of(self, kept: np.ndarray, process: str, rate_rps: float, counters: dict,
+                    rng: np.random.Generator) -> ArrivalFit:
+        """The arrivals test (stats/arrivals.py) over the samples ``kept`` marks: the pooled ones
+        of the window (the arrivals check), or one agent's (the agents check)."""
+        t, sent = self.t, self.sent
+        was_sent = kept & (sent > 0)
         late_ns = self.plan.late_ns
         late_fraction = (float(np.mean((sent[was_sent] - t[was_sent]) > late_ns))
                          if late_ns is not None and was_sent.any()
-                         else inp.counters["late"] / max(inp.counters["sent"], 1))
+                         else counters.get("late", 0) / max(counters.get("sent", 0), 1))
         # Gaps across a pause are the coordinator's, not the process's. Segments end where a pause
         # ends: an engine thread that noticed the pause late (a stall) still sent, at their own times,
         # requests due after the pause began, and its schedule resumes only after the pause's end.
-        pause_ends = np.sort(np.array([b for _, b in inp.pauses], dtype=np.int64))
+        pause_ends = np.sort(np.array([b for _, b in self.inp.pauses], dtype=np.int64))
         segments = np.searchsorted(pause_ends, t[was_sent], side="right") if len(pause_ends) else None
-        return arrival_fit(sent[was_sent], t[was_sent], process=self.plan.arrival, rate_rps=self.plan.rate_rps,
-                           late_fraction=late_fraction, rng=inp.rng, segments=segments)
+        return arrival_fit(sent[was_sent], t[was_sent], process=process, rate_rps=rate_rps,
+                           late_fraction=late_fraction, rng=rng, segments=segments)
+
+    @cached_property
+    def agents(self) -> list[AgentFigures]:
+        """Each agent's own figures (a run on several agents; empty otherwise): ``agent_figures``."""
+        return agent_figures(self)
 
     @cached_property
     def stationarity(self) -> Stationarity:
@@ -398,6 +417,33 @@ class Facts:
         return consistency(self.every, self.plan.sample_every, self.est.used_sorted, self.est.by_p)
 
 
+def agent_figures(f: Facts) -> list[AgentFigures]:
+    """Each agent against its own share: its send rate over the schedule's time (the run's
+    ``elapsed_s``) within the rate check's tolerance of its share (``rate_tolerance``), and its own
+    samples in the window through the arrivals test, against its own schedule's process (a load
+    agent keeps no samples: its late share comes from its counters, the arrivals test's third
+    criterion). The exclusion rule and the delays' bounds stay per request — the window is the
+    run's, and the engine's flags are each agent's own — so nothing here leaves anything out."""
+    inp = f.inp
+    elapsed_s = inp.elapsed_s
+    owner = inp.owner
+    rows = []
+    for i, a in enumerate(inp.agents):
+        achieved = a.achieved_rps(elapsed_s)
+        fit = None
+        if a.timed and owner is not None:
+            rng = np.random.default_rng([AGENTS_RNG, i])
+            fit = f.arrivals_of(f.cut.used & (owner == i), a.arrival, a.rate_rps, a.counters, rng)
+        late = fit.late_fraction if fit is not None else a.counters.get("late", 0) / max(a.counters.get("sent", 0), 1)
+        rows.append(AgentFigures(a.address, a.role, a.rate_rps, achieved, rate_tolerance(a.rate_rps, elapsed_s), fit,
+                                 late, a.error))
+    return rows
+
+
+#: The agents check's own random stream (the arrivals test subsamples), apart from the run's.
+AGENTS_RNG = 0xA6E7
+
+
 # --- the checks, each a step of the methodology -------------------------------------------------
 
 def _rate(f: Facts) -> Check:
@@ -406,6 +452,11 @@ def _rate(f: Facts) -> Check:
     completed = inp.received_in_window / inp.elapsed_s if inp.elapsed_s > 0 else None
     return rate_check(f.plan.rate_rps, achieved, completed, inp.elapsed_s, conns=f.plan.conns,
                       outstanding=f.plan.outstanding, response_ns=f.response_ns)
+
+
+def _agents(f: Facts) -> Check | None:
+    """Present only for a run on agents."""
+    return agents_check(f.agents) if f.inp.agents else None
 
 
 def _errors(f: Facts) -> Check:
@@ -447,8 +498,10 @@ def _consistency(f: Facts) -> Check:
 
 
 #: The methodology's checks in step order (Lancet Fig. 4, completed): (step, check, the check).
-CHECKS: tuple[tuple[str, str, Callable[[Facts], Check]], ...] = (
+#: A check that does not apply to a run (``agents`` on one machine) returns None.
+CHECKS: tuple[tuple[str, str, Callable[[Facts], Check | None]], ...] = (
     ("load", "rate", _rate),
+    ("load", "agents", _agents),
     ("load", "errors", _errors),
     ("load", "stalls", _stalls),
     ("load", "exclusions", _exclusions),
@@ -474,7 +527,7 @@ def first_failing(checks: list[Check]) -> str:
 def analyse(inp: AnalysisInput) -> Analysis:
     """Every check, in step order, on one snapshot: a pure function of ``inp``."""
     f = Facts(inp)
-    checks = [check(f) for _, _, check in CHECKS]
+    checks = [c for c in (check(f) for _, _, check in CHECKS) if c is not None]
     return _result(f, checks)
 
 

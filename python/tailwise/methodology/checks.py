@@ -13,13 +13,14 @@ from tailwise.methodology.remedies import (
     AddConnections,
     Advice,
     Longer,
+    OverloadedAgents,
     QuieterClient,
     Remedy,
     RunLonger,
     Setting,
 )
 from tailwise.methodology.words import remedy_words
-from tailwise.stats.arrivals import ArrivalFit
+from tailwise.stats.arrivals import DISTANCE_MAX, LATE_LIMIT, ArrivalFit
 from tailwise.stats.independence import Independence
 from tailwise.stats.quantiles import Percentile, samples_needed
 from tailwise.stats.stationarity import Stationarity
@@ -95,6 +96,97 @@ def rate_check(target_rps: float, achieved_rps: float | None, completed_rps: flo
     if abs(done_dev) > tol:
         return Check("rate", False, detail, Advice.SERVER_BEHIND, done_dev)
     return Check("rate", True, detail, None, sent_dev)
+
+
+@dataclass(frozen=True)
+class AgentFigures:
+    """One agent of a run on several, against its own share (analysis.agent_figures)."""
+
+    address: str
+    role: str
+    share_rps: float
+    achieved_rps: float | None
+    #: The rate check's tolerance for this share over this run (``rate_tolerance``).
+    tolerance: float
+    #: The arrivals test on its own samples in the window; None: not timed (a load agent).
+    arrivals: ArrivalFit | None
+    #: Its share of sends later than --late (its samples', or its counters' when it keeps none).
+    late_fraction: float
+    #: Why it failed the run (then it is not judged: the run's error names it).
+    error: str | None = None
+
+    @property
+    def deviation(self) -> float | None:
+        if not self.share_rps or self.achieved_rps is None:
+            return None
+        return self.achieved_rps / self.share_rps - 1.0
+
+    @property
+    def behind(self) -> bool:
+        """Sent less than its share (or nothing to judge it by)."""
+        dev = self.deviation
+        return dev is None or dev < -self.tolerance
+
+    @property
+    def ahead(self) -> bool:
+        dev = self.deviation
+        return dev is not None and dev > self.tolerance
+
+    @property
+    def late(self) -> bool:
+        return self.late_fraction > LATE_LIMIT
+
+    @property
+    def off_schedule(self) -> bool:
+        """Its arrivals fail the test with a figure (too few sends to test is no finding)."""
+        fit = self.arrivals
+        return fit is not None and not fit.ok and (fit.statistic is not None or self.late)
+
+    @property
+    def overloaded(self) -> bool:
+        return self.error is None and (self.behind or self.late or self.off_schedule)
+
+    def words(self) -> str:
+        """Its figures in one clause."""
+        who = f"{self.address} ({self.role})"
+        if self.error is not None:
+            return f"{who} failed: {self.error}"
+        dev = self.deviation
+        sent = (f"sent {self.achieved_rps:,.0f} of its {self.share_rps:,.0f} req/s "
+                f"({'?' if dev is None else f'{dev:+.1%}'}; tolerance ±{self.tolerance:.1%})"
+                if self.achieved_rps is not None else f"sent nothing of its {self.share_rps:,.0f} req/s")
+        fit = self.arrivals
+        if fit is None:
+            return f"{who} {sent}, {self.late_fraction:.1%} sent late (not timed: its rate and lateness only)"
+        if fit.ok:
+            return f"{who} {sent}, arrivals follow its schedule (W₁ = {fit.distance:.3f}, {self.late_fraction:.1%} late)"
+        if not self.off_schedule:
+            return f"{who} {sent}, too few of its sends kept to test its arrivals ({fit.gaps:,} gaps)"
+        why = []
+        if fit.distance is not None and fit.distance > DISTANCE_MAX:
+            why.append(f"sent gaps W₁ = {fit.distance:.3f} > {DISTANCE_MAX}")
+        if self.late:
+            why.append(f"{self.late_fraction:.1%} sent late > {LATE_LIMIT:.0%}")
+        return f"{who} {sent}, arrivals fail ({'; '.join(why) or f'its schedule does not fit {fit.process}'})"
+
+
+def agents_check(rows: list[AgentFigures]) -> Check:
+    """A run on several agents: each agent's own send rate within the rate check's tolerance of
+    its share, and its own arrivals through the arrivals test (analysis.agent_figures). One that
+    falls behind, sends late or off its schedule is an overloaded client machine, and is named; an
+    agent that failed the run is not judged here (the run's error names it)."""
+    judged = [r for r in rows if r.error is None]
+    detail = "; ".join(r.words() for r in rows)
+    # The statistic: the largest relative deviation of an agent's send rate from its share, signed.
+    worst = max((r.deviation for r in judged if r.deviation is not None), key=abs, default=None)
+    bad = [r for r in judged if r.overloaded]
+    if bad:
+        names = ", ".join(r.address for r in bad)
+        return Check("agents", False, f"{_n(len(bad), 'agent')} could not keep up ({names}): {detail}",
+                     OverloadedAgents(tuple(r.address for r in bad)), worst)
+    if any(r.ahead for r in judged):
+        return Check("agents", False, f"an agent sent more than its share: {detail}", Advice.REPORT_OVERSHOOT, worst)
+    return Check("agents", True, f"each agent sent its share on its schedule: {detail}", None, worst)
 
 
 def errors_check(counters: dict, reasons: list[tuple[str, int]]) -> Check:

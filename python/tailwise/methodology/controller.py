@@ -226,7 +226,7 @@ def adjust_remedies(checks: list[Check], ending: Ending, measured_s: float, max_
 def fitting_remedy(c: Check, ending: Ending, measured_s: float, max_time_s: float, held: HeldSlots | None,
                    target_error: str | None) -> Remedy | None:
     """A failed check's remedy in the light of how the run ended (adjust_remedies)."""
-    client_side = c.name in ("rate", "arrivals")
+    client_side = c.name in ("rate", "agents", "arrivals")
     if target_error and client_side:
         return Advice.TARGET_GONE
     r = FreeHeldSlots(held) if held and client_side else c.remedy
@@ -247,16 +247,18 @@ def run_plan(spec: LoadSpec, precision: Precision, bound_delays: bool = True,
 
 
 def run_input(plan: RunPlan, seed: int, result: AgentResult, elapsed_s: float, *, pauses=(),
-              samples: np.ndarray | None = None, end_ns: int | None = None,
+              samples: np.ndarray | None = None, owner: np.ndarray | None = None, end_ns: int | None = None,
               every: Callable[[int, int], Buckets | None] | None = None) -> AnalysisInput:
-    """The final analysis of a run: its result's counters, error reasons and stalls, over
-    ``samples`` up to ``end_ns`` with ``every``'s every-request window (by default the whole run's)."""
+    """The final analysis of a run: its result's counters, error reasons, stalls and agents (their
+    final counters), over ``samples`` (with their agents, ``owner``) up to ``end_ns`` with
+    ``every``'s every-request window (by default the whole run's)."""
     return AnalysisInput(
         plan, result.samples if samples is None else samples, result.counters, elapsed_s, result.received_in_window,
         np.random.default_rng(seed), reasons=result.error_reasons,
         end_ns=result.elapsed_ns if end_ns is None else end_ns, pauses=tuple(pauses),
         engine_stalls=result.engine_stalls_ns, target_stalls=result.target_stalls_ns,
-        every_request=every_request(result.intervals, with_pending=False) if every is None else every)
+        every_request=every_request(result.intervals, with_pending=False) if every is None else every,
+        agents=tuple(result.agents or ()), owner=result.owner if samples is None else owner)
 
 
 @dataclass(frozen=True)
@@ -393,7 +395,8 @@ class Controller:
             a = analyse(AnalysisInput(
                 self.plan, taken.samples(), taken.counters, elapsed_s, taken.counters["received_in_window"],
                 np.random.default_rng(self.seed), end_ns=taken.snap_ns, pauses=tuple(self.pauses),
-                engine_stalls=session.engine_stalls, target_stalls=session.target_stalls, every_request=every_once))
+                engine_stalls=session.engine_stalls, target_stalls=session.target_stalls, every_request=every_once,
+                agents=taken.agents, owner=taken.owners()))
         finally:
             if not self.own_core:
                 session.resume()
@@ -415,7 +418,8 @@ class Controller:
             # are the final ones, so that each check's figures agree with the summary's.
             samples, every = deciding.taken.samples(), deciding.every
             final = analyse(run_input(self.plan, self.seed, result, elapsed_s, pauses=self.pauses, samples=samples,
-                                      end_ns=deciding.taken.snap_ns, every=lambda _a, _b: every))
+                                      owner=deciding.taken.owners(), end_ns=deciding.taken.snap_ns,
+                                      every=lambda _a, _b: every))
             final = replace(final, used_mask=np.isin(result.samples["intended_ns"],
                                                      samples["intended_ns"][final.used_mask]))
         else:

@@ -95,6 +95,14 @@ class AddConnections(Remedy):
 
 
 @dataclass(frozen=True)
+class OverloadedAgents(Remedy):
+    """These agents (HOST:PORT) could not send their share on schedule: their machines are the
+    limit (the agents check)."""
+
+    addresses: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class QuieterClient(Remedy):
     """The client's own stalls widened p``p``'s interval: what helps, given ``setting``."""
 

@@ -9,6 +9,7 @@ from tailwise.methodology.remedies import (
     FreeHeldSlots,
     HeldSlots,
     Longer,
+    OverloadedAgents,
     QuieterClient,
     RaiseMaxTime,
     Remedy,
@@ -57,6 +58,8 @@ def remedy_words(r: Remedy) -> str:
     match r:
         case AddConnections(conns=conns, outstanding=outstanding):
             return f"use --conns {conns} or more (at --outstanding {outstanding}), or raise --outstanding"
+        case OverloadedAgents(addresses=addresses):
+            return f"add agents or threads on {', '.join(addresses)}, or lower --rate"
         case QuieterClient(setting=setting, p=p):
             return client_words(setting, p)
         case RunLonger(why=why):

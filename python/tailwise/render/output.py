@@ -47,10 +47,50 @@ def _percentile_table(s: dict) -> Table:
     return t
 
 
+#: The agents' table (a run on agents): the terminal's lines and the report's HTML table.
+AGENT_COLUMNS = ("agent", "role", "share", "sent", "clock offset", "errors / timeouts", "error")
+
+
+def _signed_ns(v: float) -> str:
+    return ("−" if v < 0 else "+") + fmt_ns(abs(v))
+
+
+def agent_cells(a: dict) -> list[str]:
+    """One agent of the summary's ``agents`` as text cells (``AGENT_COLUMNS``): its address,
+    role, share and achieved send rate, clock offset ± half the exchange's round trip, errors and
+    timeouts, and why it failed the run (empty when it did not)."""
+    c = a.get("counters") or {}
+    offset, rtt = a.get("clock_offset_ns"), a.get("clock_rtt_ns")
+    clock = "—" if offset is None else _signed_ns(offset) + ("" if rtt is None else f" ± {fmt_ns(rtt / 2)}")
+    achieved = a.get("achieved_rps")
+    return [a.get("address") or "?", a.get("role") or "?", f"{a.get('rate_rps') or 0:,.0f} req/s",
+            "—" if achieved is None else f"{achieved:,.0f} req/s", clock,
+            f"{c.get('errors', 0):,} / {c.get('timeouts', 0):,}", a.get("error") or ""]
+
+
+def barrier_text(b: dict) -> str:
+    """How together the agents started, in one sentence."""
+    return (f"the agents started within {fmt_ns(b.get('spread_ns'))} of each other (clocks known to "
+            f"± {fmt_ns(b.get('clock_uncertainty_ns'))}), the last {fmt_ns(max(b.get('late_ns') or 0, 0))} after "
+            f"the instant asked")
+
+
+def agent_lines(s: dict) -> list[str]:
+    """A run on agents: one line per agent and one for the start barrier (none otherwise)."""
+    lines = []
+    for a in s.get("agents") or []:
+        address, role, share, sent, clock, faults, error = agent_cells(a)
+        lines.append(f"agent {address} ({role}): share {share}, sent {sent}, clock offset {clock}, "
+                     f"{faults} errors / timeouts" + (f" — failed: {error}" if error else ""))
+    if s.get("agents") and s.get("barrier"):
+        lines.append(f"barrier: {barrier_text(s['barrier'])}")
+    return lines
+
+
 def print_summary(s: dict, console: Console | None = None, *, verbose: bool = False) -> None:
     """The result at a glance (about 15 lines for an ok run): the verdict, the percentiles with
-    their intervals and every request beside them, the requests, and one line per failed check
-    with its cause and remedy. ``verbose``: every check, and the warm-up, stalls and server lines."""
+    their intervals and every request beside them, the requests, on a run on agents one line per
+    agent and the barrier, and one line per failed check with its cause and remedy. ``verbose``: every check, and the warm-up, stalls and server lines."""
     # Off a terminal (a pipe, a log) lines are never wrapped: grep must find whole sentences.
     console = console or stdout_console()
     verdict = s["verdict"]
@@ -76,6 +116,8 @@ def print_summary(s: dict, console: Console | None = None, *, verbose: bool = Fa
         ratio = s.get("hit_ratio")
         console.print(f"keys: {c['gets']:,} gets ({c['hits']:,} hits, {c['misses']:,} misses"
                       f"{f', hit ratio {ratio:.1%}' if ratio is not None else ''}), {c['sets']:,} sets ({c['stored']:,} stored)")
+    for line in agent_lines(s):
+        console.print(line, highlight=False)
     _delayed_line(s, console, verbose)
     hp = s.get("host_pauses") or {}
     if hp.get("note"):

@@ -600,6 +600,24 @@ def thresholds_table(summary: dict) -> dict:
     return table(["threshold", "status", "detail"], rows, text_cols=(0, 1, 2), table_id="thresholds")
 
 
+def agents_table(summary: dict) -> dict:
+    """A run on agents: each agent's address, role, share, achieved rate, clock offset, errors and
+    timeouts, and why it failed (render/output.py, ``agent_cells``); no rows otherwise."""
+    from tailwise.render.output import AGENT_COLUMNS, agent_cells
+
+    agents = summary.get("agents") or []
+    return table(list(AGENT_COLUMNS), [agent_cells(a) for a in agents], text_cols=(0, 1, 6),
+                 row_classes=["fail" if a.get("error") else "" for a in agents], table_id="agents")
+
+
+def barrier_facts(summary: dict) -> list:
+    """How together the agents started (no line without agents)."""
+    from tailwise.render.output import barrier_text
+
+    b = summary.get("barrier")
+    return [f"start barrier: {barrier_text(b)}"] if summary.get("agents") and b else []
+
+
 def run_facts(summary: dict) -> list:
     """The run's load and target, one line each."""
     r = summary.get("rate") or {}
@@ -630,10 +648,12 @@ def _num(v, fmt: str) -> str:
 
 
 def run_page(run: Run, model: dict) -> dict:
-    """What a run's section of a page shows: verdict, facts, percentiles, checks, thresholds."""
+    """What a run's section of a page shows: verdict, facts, percentiles, checks, thresholds and,
+    for a run on agents, the agents and their start barrier."""
     return {"verdict": verdict(run.summary), "facts": run_facts(run.summary),
             "percentiles": percentile_table(run.summary, model), "model_note": model["note"],
-            "checks": checks_table(run.summary), "thresholds": thresholds_table(run.summary)}
+            "checks": checks_table(run.summary), "thresholds": thresholds_table(run.summary),
+            "agents": agents_table(run.summary), "barrier": barrier_facts(run.summary)}
 
 
 # --------------------------------------------------------------------------------- the report

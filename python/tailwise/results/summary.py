@@ -119,6 +119,26 @@ def write_interval_logs(out: Path, intervals_by_agent: dict, wall_start_s: float
     return paths
 
 
+def agent_tag(address: str) -> str:
+    """An agent's HOST:PORT as its interval log's tag and file name: ':' → '-', and anything but
+    letters, digits, '_', '.' and '-' (an IPv6 address's brackets) dropped or made '-'."""
+    return re.sub(r"[^A-Za-z0-9_.-]", "-", address.replace("[", "").replace("]", "").replace(":", "-"))
+
+
+def agent_intervals(result: AgentResult, local_tag: str = "local") -> dict:
+    """Each agent that timed its requests, by tag, with its own interval histograms: the in-process
+    agent as ``local_tag``; a run on agents (agent/group.py), each timed agent by its address (a
+    load agent times nothing and has no log)."""
+    if result.agents is None:
+        return {local_tag: result.intervals}
+    out: dict = {}
+    for i, a in enumerate(result.agents):
+        if a.timed:
+            tag = agent_tag(a.address)
+            out[tag if tag not in out else f"{tag}-{i}"] = result.intervals.member(i)
+    return out
+
+
 def values_at_percentiles(h: HdrHistogram, ps) -> list[int]:
     """Percentiles p (0–100) of a histogram as Java HdrHistogram's ``getValueAtPercentile`` reads
     them (and its log processor, and stats/histogram.py): the highest value equivalent to the
@@ -352,7 +372,8 @@ def write_out(out_dir: str | Path, summary: dict, result: AgentResult, used: np.
               samples_format: str = "csv", tag: str = "local") -> list[Path]:
     """One measurement's results directory (docs/results.md): the raw samples (with a ``used``
     column: 1 where the sample went into the statistics), both histograms, the .hgrm percentile
-    distribution, the interval logs (the whole run's, untagged, and the agent's, tagged), the config
+    distribution, the interval logs (the whole run's, untagged, and each agent's, tagged: ``tag``
+    for the in-process one, ``agent_tag`` of each agent's address on a run on agents), the config
     and the host facts — and summary.json last, so that a directory with a summary.json is
     complete. Returns the paths.
 
@@ -382,7 +403,7 @@ def write_out(out_dir: str | Path, summary: dict, result: AgentResult, used: np.
     (out / "latency.hdr").write_bytes(base64.b64encode(result.latency_hist) + b"\n")
     (out / "send_lag.hdr").write_bytes(base64.b64encode(result.send_lag_hist) + b"\n")
     write_hgrm(out / "latency.hgrm", result.latency_hist)
-    hlogs = write_interval_logs(out, {tag: result.intervals}, result.wall_start_s)
+    hlogs = write_interval_logs(out, agent_intervals(result, tag), result.wall_start_s)
     write_json(out / "config.json", summary["config"])
     write_json(out / "host.json", summary["host"])
     write_json(out / "summary.json", summary)

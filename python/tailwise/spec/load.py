@@ -10,7 +10,7 @@ an agent's ``configure`` take, and tests/unit/test_spec.py holds the two types t
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from tailwise import _core
@@ -18,6 +18,8 @@ from tailwise.spec.workload import Workload
 
 #: Every field of the engine's configuration with its default: the one definition of them.
 ENGINE: dict[str, Any] = _core.ENGINE_DEFAULTS
+#: The probe's seed is the run's with these bits flipped (engine/mod.rs, ``probe_config``).
+PROBE_SEED = 0x9B0BE000
 
 
 @dataclass(frozen=True)
@@ -94,6 +96,15 @@ class LoadSpec:
         d["probe"] = Probe(**d["probe"]) if d.get("probe") else None
         d["test_stall"] = TestStall(**d["test_stall"]) if d.get("test_stall") else None
         return cls(**d)
+
+    def probe_only(self) -> LoadSpec:
+        """What a probe agent runs (agent/group.py, agent/server.py): the probe alone, as the
+        engine's probe thread runs it (engine/mod.rs, ``probe_config``) — its connections, one
+        request outstanding each, Poisson at the probe's rate, every request kept, spinning."""
+        if self.probe is None:
+            raise ValueError("probe_only() of a spec without a probe")
+        return replace(self, rate_rps=self.probe.rate_rps, threads=1, conns=self.probe.conns, outstanding=1,
+                       arrival="exp", sample_every=1, busy_poll=True, probe=None, seed=self.seed ^ PROBE_SEED, timed=True)
 
     def engine_config(self) -> dict[str, Any]:
         """The engine configuration: every field by its name."""

@@ -519,7 +519,8 @@ class AgentReport(Doc):
 
     address: str = F(description="The agent's HOST:PORT.")
     role: Literal["symmetric", "load", "probe"] = F(description="symmetric: loads and measures; load: loads only (its requests counted, not timed); probe: the latency probe.")
-    rate_rps: Num = F(description="The rate this agent was asked to send: its share, in proportion to its engine threads.", minimum=0)
+    rate_rps: Num = F(description="The rate this agent was asked to send: its share, in proportion to its engine threads (a probe agent: the probe's rate; with --probe, the share of the load and the probe together).", minimum=0)
+    achieved_rps: Num | None = F(description="What it sent per second over the run's duration_s (the coordinator's pauses left out); the agents check judges it against rate_rps with the rate check's tolerance. null: it sent nothing it could report.", minimum=0)
     threads: Int = F(description="Its engine threads.", minimum=0)
     conns: Int = F(description="Its connections.", minimum=0)
     timed: bool = F(description="Whether its requests are timed (in the statistics).")
@@ -559,7 +560,7 @@ class Summary(Doc):
     probe: Probe | None = F(description="The latency probe (--probe): its settings and its own counters; null without --probe. With a probe only its requests are timed.")
     hit_ratio: Num | None = F(description="Gets answered with a value / gets answered (memcached, redis); null without gets.", minimum=0, maximum=1)
     error_reasons: list[ErrorReason] = F(description="Failed requests by reason.")
-    checks: list[Check] = F(description="Every methodology check, in the methodology's order (load: rate, errors, stalls — the requests tailwise delayed and the widening they cause, failing only when that alone misses --ci — and exclusions — what is left out: the warm-up, information; then arrivals, stationarity, independence, confidence, consistency). The verdict is ok only when all pass. Later versions may add checks; these names stay.",
+    checks: list[Check] = F(description="Every methodology check, in the methodology's order (load: rate, agents (only for a run on agents, --agents: each agent's own send rate against its share and its own arrivals, naming an overloaded client machine), errors, stalls — the requests tailwise delayed and the widening they cause, failing only when that alone misses --ci — and exclusions — what is left out: the warm-up, information; then arrivals, stationarity, independence, confidence, consistency). The verdict is ok only when all pass. Later versions may add checks; these names stay.",
                             allOf=[{"contains": {"properties": {"name": {"const": n}}}} for n in CHECK_NAMES])
     methodology: Methodology = F(description="How the coordinator decided, and the final analysis's figures.")
     engine: Engine = F(description="The engine's own conduct: its CPUs, CPU time and stalls.")
