@@ -1,7 +1,7 @@
 """Issue 20: each document is one set of typed models that writes both the JSON and its schema.
 
-docs/schema/summary.schema.json, sweep.schema.json, compare.schema.json and calibrate.schema.json are generated
-from the models; these tests
+docs/schema/summary.schema.json, sweep.schema.json, compare.schema.json, calibrate.schema.json and
+doctor.schema.json are generated from the models; these tests
 fail when the committed files and the models disagree, and hold the models to writing values as
 given (JSON's types are the contract) and only the keys they declare.
 """
@@ -19,14 +19,15 @@ from tailwise.measure.calibrate import _bias, _figures
 from tailwise.results.documents.__main__ import schemas
 from tailwise.results.documents.base import STRICT, amend
 from tailwise.results.documents.calibrate import Calibration
-from tailwise.results.documents.run import Counters, Summary, Warmup, Window
+from tailwise.results.documents.doctor import Doctor, report
+from tailwise.results.documents.run import Counters, Host, Summary, Warmup, Window
 
 SCHEMA_DIR = Path(__file__).resolve().parents[2] / "docs" / "schema"
 
 
 def test_every_document_has_its_generated_schema():
-    assert sorted(schemas()) == ["calibrate.schema.json", "compare.schema.json", "summary.schema.json",
-                                 "sweep.schema.json"]
+    assert sorted(schemas()) == ["calibrate.schema.json", "compare.schema.json", "doctor.schema.json",
+                                 "summary.schema.json", "sweep.schema.json"]
 
 
 @pytest.mark.parametrize("name", sorted(schemas()))
@@ -150,3 +151,60 @@ def test_a_broken_calibration_fails_the_schema(change):
         doc["paths"] = []
     with pytest.raises(jsonschema.ValidationError):
         assert_valid(doc, "calibrate")
+
+
+# --------------------------------------------------------------------------- the doctor
+
+_HOST = {"hostname": "h", "kernel": "6.1", "cpu_model": None, "cores": 2, "usable_cores": 2, "clocksource": "tsc",
+         "python": "3.11"}
+
+
+def _knobs(tmp_path) -> list[dict]:
+    """Every knob as agent/doctor.py writes it: on an empty tree (unreadable, each with its
+    reason), then one of each other state with its readings."""
+    from tailwise.agent.doctor import Doctor as Examine, Fact, State
+
+    knobs = [f.as_json() for f in Examine(tmp_path, iface="eth9", cpus={1}, sample_s=0).facts()]
+    knobs[0] = Fact("governor", State.OK, "performance", "why", None, "/sys/…", None,
+                    {"governor": {"0": "performance"}, "cur_mhz": {}}).as_json()
+    knobs[1] = Fact("cstates", State.WARN, "intel_idle: C6 133 µs", "why", "sudo cpupower idle-set -D 3", "/sys/…",
+                    "CPU 1 may sleep in C6", {"states": {"1": [{"name": "C6", "latency_us": 133, "enabled": True}]}}).as_json()
+    knobs[5] = Fact("nic-numa", State.NOT_APPLICABLE, "does not apply", "why", None, "/sys/…", "one NUMA node").as_json()
+    return knobs
+
+
+def test_the_doctor_model_takes_what_tailwise_doctor_writes(tmp_path):
+    """Every key is declared (strictly), written back as given, and valid against the generated
+    schema; one entry per knob, each state with its detail."""
+    from tailwise.agent.doctor import KNOBS
+
+    knobs = _knobs(tmp_path)
+    doc = report(host=_HOST, target=None, interface="eth9", interface_note=None, cpus={1, 0}, sample_s=0.5, knobs=knobs)
+    assert Doctor.model_validate(doc, context=STRICT).to_json() == doc
+    assert doc["schema"] == "tailwise.doctor/1" and doc["cpus"] == [0, 1]
+    assert [k["name"] for k in doc["knobs"]] == [k.name for k in KNOBS]
+    assert {k["state"] for k in doc["knobs"]} == {"ok", "warn", "unreadable", "not-applicable"}
+    assert all(k["detail"] for k in doc["knobs"] if k["state"] != "ok")
+    assert_valid(doc, "doctor")
+    # The same knobs in a run's host (summary.json's host.knobs, host.json).
+    host = _HOST | {"knobs": knobs}
+    assert Host.model_validate(host, context=STRICT).to_json() == host
+
+
+@pytest.mark.parametrize("change", ["unknown state", "no knobs", "knob without why", "no schema"])
+def test_a_broken_doctor_document_fails_the_schema(tmp_path, change):
+    import jsonschema
+
+    doc = report(host=_HOST, target="memcached://10.0.0.5:11211", interface=None, interface_note="no route",
+                 cpus=[1], sample_s=0.5, knobs=_knobs(tmp_path))
+    assert_valid(doc, "doctor")
+    if change == "unknown state":
+        doc["knobs"][0]["state"] = "fine"
+    elif change == "no knobs":
+        doc["knobs"] = []
+    elif change == "knob without why":
+        del doc["knobs"][2]["why"]
+    else:
+        del doc["schema"]
+    with pytest.raises(jsonschema.ValidationError):
+        assert_valid(doc, "doctor")

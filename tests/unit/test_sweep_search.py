@@ -194,6 +194,8 @@ def fake_sweep(monkeypatch, tmp_path):
                                    result=SimpleNamespace(interrupted=False), analysis=SimpleNamespace(used_mask=None))
 
         monkeypatch.setattr(tailwise.measure.point, "measure", measure)
+        # The host's knobs (tailwise doctor) are this machine's, not the sweep's: a busy machine would warn.
+        monkeypatch.setattr(tailwise.measure.point, "host_knobs", lambda *a: [])
         monkeypatch.setattr(tailwise.results.summary, "write_out",
                             lambda d, s, *a: (d.mkdir(parents=True), write_json(d / "summary.json", s)))
         grid = parse_rates(rates)

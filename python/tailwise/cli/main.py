@@ -18,6 +18,7 @@ from typer._click.exceptions import NoArgsIsHelpError, UsageError
 from tailwise import __version__
 from tailwise.cli.agent import agent
 from tailwise.cli.deploy import deploy_app
+from tailwise.cli.doctor import doctor
 from tailwise.cli.exits import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK
 from tailwise.cli.report import compare, report
 from tailwise.cli.run import run
@@ -53,7 +54,7 @@ def version() -> None:
     print(f"tailwise {__version__}")
 
 
-for command in (run, serve, model, load, calibrate, version, sweep, report, compare, agent):
+for command in (run, serve, model, load, calibrate, doctor, version, sweep, report, compare, agent):
     app.command()(command)
 app.add_typer(deploy_app)
 

@@ -19,7 +19,7 @@ from typing import Callable, Protocol
 from tailwise import signals
 from tailwise.agent.local import AgentResult, LocalAgent
 from tailwise.errors import InputError
-from tailwise.agent.host import host_info, isolated_cpus, listener_cpus
+from tailwise.agent.host import host_info, isolated_cpus, listener_cpus, pinned_cpus
 from tailwise.methodology.checks import Setting
 from tailwise.measure.server import builtin_server, server_stats
 from tailwise.agent.group import AgentGroup
@@ -114,6 +114,7 @@ def prepare(rs: RunSpec, warn: Warn = lambda cause, remedy: None, fleet: Fleet |
     # when the target is on this machine (loopback), whose CPUs we cannot know.
     local = any(ipaddress.ip_address(t.socket_addr().rsplit(":", 1)[0].strip("[]")).is_loopback for t in rs.targets)
     engine_threads = threads + (1 if rs.probe_conns else 0)
+    host["knobs"] = host_knobs(rs, local, server_spin, warn)
     busy_cpus = None
     if rs.pin:
         busy_cpus = set(os.sched_getaffinity(0)) if local else _busy_cpus(engine_threads, 0 if rs.targets else workers)
@@ -127,7 +128,28 @@ def _prepare_fleet(rs: RunSpec, fleet: Fleet) -> Setup:
     token = read_token(fleet.token_file)
     setting = Setting(poll="spin" if rs.busy_poll else "block", engine_cpus=None, own_cpus=False, isolated=False,
                       local_target=rs.builtin, builtin=rs.builtin)
-    return Setup(host=host_info(), server_spin=False, busy_cpus=None, setting=setting, fleet=fleet, token=token)
+    host = host_info() | {"knobs": host_knobs(rs, False, False, None)}
+    return Setup(host=host, server_spin=False, busy_cpus=None, setting=setting, fleet=fleet, token=token)
+
+
+#: How long a run's preparation samples /proc/stat for the doctor's knobs (steal, other load).
+KNOB_SAMPLE_S = 0.25
+
+
+def host_knobs(rs: RunSpec, local: bool, server_spin: bool, warn: Warn | None) -> list[dict]:
+    """The host's sources of jitter (agent/doctor.py) for the summary's host, and with ``warn`` one
+    line for each knob in warn state that matters for this run (``Knob.matters``)."""
+    from tailwise.agent.doctor import Doctor, RunShape, route_interface
+
+    iface, note = ("lo", None) if rs.builtin else route_interface(rs.targets[0].socket_addr())
+    engine = rs.threads + (1 if rs.probe_conns else 0)
+    cpus = _busy_cpus(engine, rs.workers if rs.builtin else 0) if rs.pin else set()
+    doctor = Doctor(iface=iface, cpus=cpus, sample_s=KNOB_SAMPLE_S, iface_note=note)
+    shape = RunShape(spinning=rs.busy_poll, sleeping=not rs.busy_poll or (rs.builtin and not server_spin),
+                     nic=not (rs.builtin or local))
+    for f in doctor.warnings(shape) if warn else ():
+        warn(f"host {f.name}: {f.detail}", f"{f.fix} (see `tailwise doctor`: {f.name})")
+    return [f.as_json() for f in doctor.facts()]
 
 
 def facing(address: str) -> str:
@@ -155,10 +177,8 @@ def _setting(rs: RunSpec, engine_threads: int, local: bool, own: bool) -> Settin
 
 
 def _busy_cpus(threads: int, workers: int) -> set[int]:
-    """The CPUs the engine threads (from the highest allowed CPU down) and the built-in server's
-    workers (from the lowest up) pin themselves to (engine/mod.rs, server/mod.rs)."""
-    cpus = sorted(os.sched_getaffinity(0))
-    return {cpus[len(cpus) - 1 - (t % len(cpus))] for t in range(threads)} | {cpus[w % len(cpus)] for w in range(workers)}
+    """The CPUs the engine threads and the built-in server's workers pin themselves to."""
+    return pinned_cpus(threads, workers)
 
 
 def conclude_s(rs: RunSpec) -> float:

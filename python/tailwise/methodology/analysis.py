@@ -200,8 +200,8 @@ def host_pauses(engine_stalls, target_stalls, probe: dict | None, w0: int, end: 
     if why:
         note = (f"the host paused the client and the target together ({'; '.join(why)}): a measurement on one host "
                 f"cannot separate them, so the intervals' upper ends carry those pauses — separate machines for "
-                f"client and target, or isolated CPUs, help (tailwise doctor, when it exists, names the host's "
-                f"sources of jitter)")
+                f"client and target, or isolated CPUs, help (see `tailwise doctor`: isolation; it names the "
+                f"host's other sources of jitter too)")
     return {"engine_stalls": len(in_window), "with_target_stall": both, "probe": probe, "paused_both": bool(why),
             "note": note}
 

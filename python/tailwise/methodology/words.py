@@ -87,7 +87,8 @@ def client_words(setting: Setting | None, p: float) -> str:
         steps.append("give the engine threads CPUs of their own (fewer --threads or --workers, no other load)")
     if not st.isolated:
         cpus = f" ({','.join(map(str, st.engine_cpus))})" if st.engine_cpus else ""
-        steps.append(f"a quieter core for the engine{cpus}: isolate it (isolcpus) or use a host with less other load")
+        steps.append(f"a quieter core for the engine{cpus}: isolate it (isolcpus; see `tailwise doctor`: isolation) or "
+                     "use a host with less other load (`tailwise doctor`: other-load)")
     else:
         steps.append("a host with less other load (the kernel keeps other tasks off the engine's CPUs already)")
     if st.local_target and not st.builtin:

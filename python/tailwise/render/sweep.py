@@ -38,7 +38,8 @@ def knee_text(doc: dict) -> str | None:
         line += (f" — uncertain: above it, the host's stalls of the built-in server can have delayed at least "
                  f"{100 - doc['percentile']:g} % of the requests at {loads} req/s (each with its share): the "
                  f"p{doc['percentile']:g} there may be the host's rather than the load's, and the load's knee higher; "
-                 "re-run the sweep on a quieter host, or with a lower --percentile")
+                 "re-run the sweep on a quieter host (see `tailwise doctor`: isolation, other-load, steal), or with a "
+                 "lower --percentile")
     return line
 
 

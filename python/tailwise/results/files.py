@@ -22,6 +22,7 @@ RUN_SCHEMA = "tailwise.summary/1"
 SWEEP_SCHEMA = "tailwise.sweep/1"
 COMPARE_SCHEMA = "tailwise.compare/1"
 CALIBRATE_SCHEMA = "tailwise.calibrate/1"
+DOCTOR_SCHEMA = "tailwise.doctor/1"
 
 
 def _clean(v):

@@ -7,10 +7,10 @@ import json
 import sys
 from pathlib import Path
 
-from tailwise.results.documents import calibrate, compare, run, sweep
+from tailwise.results.documents import calibrate, compare, doctor, run, sweep
 from tailwise.results.documents.base import json_schema
 
-FILES = (run.SCHEMA_FILE, sweep.SCHEMA_FILE, compare.SCHEMA_FILE, calibrate.SCHEMA_FILE)
+FILES = (run.SCHEMA_FILE, sweep.SCHEMA_FILE, compare.SCHEMA_FILE, calibrate.SCHEMA_FILE, doctor.SCHEMA_FILE)
 
 
 def schemas() -> dict[str, str]:

@@ -429,6 +429,22 @@ class Config(Doc):
     spec: Spec
 
 
+KNOB_STATES = ("ok", "warn", "unreadable", "not-applicable")
+
+
+class Knob(Doc):
+    """One of the host's sources of jitter as `tailwise doctor` read it (python/tailwise/agent/doctor.py, one class per knob): what it read, whether that is fine for the tail, why it matters and the command that would fix it. A file that is missing or unreadable makes the knob unreadable with the reason, never ok."""
+
+    name: str = F(description="The knob: governor, cstates, turbo, smt, isolation, nic-numa, thp, coalescing, irq-affinity, busy-poll, clocksource, steal, other-load (later versions may add knobs).", minLength=1)
+    state: Literal[KNOB_STATES] = F(description="ok: fine for the tail; warn: it can move the tail (detail says how, fix what to do); unreadable: a file or system call could not be read (detail says which and why); not-applicable: it does not apply here (detail says why: a loopback target has no NIC, one NUMA node no remote one).")
+    value: str = F(description="What it read, in a few words.")
+    detail: str | None = F(description="warn: what is wrong; unreadable: why it could not be read; not-applicable: why not; else null or a note.")
+    why: str = F(description="Why the knob matters for the tail, in one line, with its source (KBNets'17 §3/§4.2, Lancet §5, pyperf's system tune).")
+    fix: str | None = F(description="The command that would set the tail-friendly value; null when it has it already or nothing was read.")
+    source: str = F(description="The files or system calls read (under / on the machine).")
+    readings: dict = F(description="The figures read, by name (per CPU keyed by the CPU's number); empty when nothing was read.")
+
+
 class Host(Doc):
     """The machine measured from (also the directory's host.json)."""
 
@@ -439,6 +455,7 @@ class Host(Doc):
     usable_cores: Int = F(description="CPUs this process may run on (its affinity).", minimum=1)
     clocksource: str | None = F(description="The kernel's clock source (tsc, kvm-clock, ...).")
     python: str
+    knobs: list[Knob] = F(None, description="The host's sources of jitter as `tailwise doctor` reads them, one entry per knob, read before the run (run and sweep; not in tailwise calibrate's document).")
 
 
 class BuiltinServerStats(Doc):
