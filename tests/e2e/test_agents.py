@@ -186,6 +186,41 @@ def test_an_agent_killed_mid_run_is_named_and_nothing_keeps_sending(tmp_path):
         assert _states(lan, token, addrs[:1])[addrs[0]] in ("idle", "finished"), _logs(tmp_path)
 
 
+def test_a_hung_agent_is_named_when_its_deadline_passes(tmp_path):
+    """An agent that stops answering (SIGSTOP: alive, silent) ends the run at its call's deadline,
+    named; the other agent is stopped and what was measured is written."""
+    with lan_with_agents(tmp_path, agents=2) as (lan, token, addrs, procs):
+        out = tmp_path / "out"
+        target = f"memcached://{lan.ips['server']}:{MEMCACHED_PORT}"
+        argv = [sys.executable, "-m", "tailwise", "run", target, "--agents", ",".join(addrs), "--token-file", str(token),
+                "--json", "--no-pin", "--poll", "block", "--rate", "2k", "--duration", "8", "--out", str(out)]
+        run = subprocess.Popen(lan.argv("coord", argv), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            time.sleep(3.0)
+            os.killpg(procs["a1"].pid, signal.SIGSTOP)
+            stdout, stderr = run.communicate(timeout=RUN_S)
+        finally:
+            _kill(run)
+        assert stdout.strip(), f"exit {run.returncode}: {stderr}"
+        s = json.loads(stdout)
+        assert addrs[1] in (s["error"] or ""), (s["error"], stderr)
+        assert s["counters"]["sent"] > 0 and (out / "summary.json").exists()
+        assert _states(lan, token, addrs[:1])[addrs[0]] in ("idle", "finished"), _logs(tmp_path)
+
+
+def test_with_no_target_the_agents_load_the_builtin_server_here(tmp_path):
+    """No TARGET: the coordinator's host runs the built-in server, on the address facing the agents."""
+    with lan_with_agents(tmp_path, agents=1, allow={0: str(netns.LAN_SUBNET)}) as (lan, token, addrs, _):
+        argv = [sys.executable, "-m", "tailwise", "run", "--agents", addrs[0], "--token-file", str(token), "--json",
+                "--no-pin", "--poll", "block", "--rate", "2k", "--duration", "2"]
+        done = subprocess.run(lan.argv("coord", argv), capture_output=True, text=True, timeout=RUN_S)
+        assert done.returncode in (0, 1), done.stderr + _logs(tmp_path)
+        s = json.loads(done.stdout)
+        assert s["target"].startswith(f"synthetic://{lan.ips['coord']}:"), s["target"]
+        assert s["counters"]["sent"] > 0 and s["target_stats"]["served"] == s["counters"]["sent"], s["target_stats"]
+        assert s["agents"][0]["address"] == addrs[0]
+
+
 def test_an_orphan_stops_on_its_lease(tmp_path):
     with lan_with_agents(tmp_path, agents=1) as (lan, token, addrs, _):
         target = f"memcached://{lan.ips['server']}:{MEMCACHED_PORT}"

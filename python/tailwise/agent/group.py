@@ -188,9 +188,12 @@ class GroupSession:
         #: The coordinator stopped the agents (its rounds concluded, another agent failed, a
         #: signal): their "interrupted" is then the coordinator's to say, not theirs.
         self._stopped = False
+        #: The survivors' results, collected as soon as an agent failed the run (``_fail``).
+        self._early: list[tuple[Member, dict, dict]] | None = None
+        self._finish_lock = threading.Lock()
         self._interrupted = False
         self._lock = threading.Lock()
-        self._pool = ThreadPoolExecutor(max_workers=max(len(members), 1))
+        self._pool = ThreadPoolExecutor(max_workers=2 * len(members) + 2)  # the run's calls and the heartbeat's at once
         self.wall_start_s = time.time()
         self._configure()
         self._start()
@@ -275,7 +278,13 @@ class GroupSession:
                 return
             self._failed = e.line()
         self._stopped = True
-        self._stop_quietly([m for m in self.members if m.error is None])
+        alive = [m for m in self.members if m.error is None]
+        self._stop_quietly(alive)
+        # Collected now, not when the coordinator gets to its end: a call still waiting on the
+        # failed agent may outlast the others' lease, after which they drop the run.
+        with self._finish_lock:
+            if self._early is None:
+                self._early = self._results([m for m in alive if m.error is None])
 
     def _stop_quietly(self, members: list[Member]) -> None:
         """Stop these agents' load; one that cannot be told is named in its member (its lease stops it)."""
@@ -372,10 +381,18 @@ class GroupSession:
         """Wait for every agent's end and merge; an agent that failed is named in ``error``."""
         self._beat.set()
         signals.detach()
+        with self._finish_lock:
+            if self._early is None:
+                self._early = self._results([m for m in self.members if m.error is None])
+            results = self._early
+        self._pool.shutdown(wait=False)
+        return self._merge(results, interrupted)
+
+    def _results(self, members: list[Member]) -> list[tuple[Member, dict, dict]]:
+        """Each agent's whole result (Finish), waiting for its end; one that fails is named."""
         wait_s = (self.spec.duration_ns + self.spec.timeout_ns) / 1e9 + 30.0
-        alive = [m for m in self.members if m.error is None]
         results: list[tuple[Member, dict, dict]] = []
-        for m, f in [(m, self._pool.submit(m.agent.finish, self.run_id, wait_s)) for m in alive]:
+        for m, f in [(m, self._pool.submit(m.agent.finish, self.run_id, wait_s)) for m in members]:
             try:
                 meta, parts = f.result()
                 results.append((m, meta, parts))
@@ -383,8 +400,7 @@ class GroupSession:
             except TailwiseError as e:
                 m.error = e.line()
                 self._failed = self._failed or e.line()
-        self._pool.shutdown(wait=False)
-        return self._merge(results, interrupted)
+        return results
 
     def _merge(self, results: list[tuple[Member, dict, dict]], interrupted: bool) -> AgentResult:
         for m, meta, parts in results:
@@ -395,7 +411,7 @@ class GroupSession:
         errors = [f"agent {m.agent.address}: {meta['error']}" for m, meta, _ in results if meta.get("error")]
         samples, owner = self._pooled()
         return AgentResult(
-            counters=_add([m.counters for m in self.members]),
+            counters=_counters([m.counters for m in self.members]),
             elapsed_ns=max((meta["elapsed_ns"] for meta in metas), default=0),
             received_in_window=sum(meta["received_in_window"] for meta in metas),
             latency_hist=_merge_hist([p.get("latency_hist") for _, _, p in results]),
@@ -453,6 +469,17 @@ def _add_reasons(lists: list[list]) -> list[tuple[str, int]]:
         for reason, n in reasons:
             out[reason] = out.get(reason, 0) + n
     return list(out.items())
+
+
+#: The engine's counters (join()'s): the run's are theirs added, every one present (an agent that
+#: failed left only its last live counters, a subset).
+COUNTERS = ("intended", "sent", "received", "late", "never_sent", "errors", "timeouts", "unfinished", "rx_kernel",
+            "tx_kernel", "reconnects", "resent", "gets", "sets", "hits", "misses", "stored")
+
+
+def _counters(dicts: list[dict]) -> dict:
+    added = _add(dicts)
+    return {k: added.get(k, 0) for k in COUNTERS}
 
 
 def _merge_hist(raws: list[bytes | None]) -> bytes:

@@ -89,7 +89,7 @@ class RemoteAgent:
                 "elapsed_ns": r.elapsed_ns}
 
     def snapshot(self, run_id: str) -> tuple[dict[str, Any], dict[str, bytes]]:
-        return self._stream("Snapshot", pb.RunRef(run_id=run_id), 30.0)
+        return self._stream("Snapshot", pb.RunRef(run_id=run_id), 15.0)
 
     def finish(self, run_id: str, timeout_s: float) -> tuple[dict[str, Any], dict[str, bytes]]:
         return self._stream("Finish", pb.RunRef(run_id=run_id), timeout_s)
