@@ -166,7 +166,11 @@ def _column(out: Path, name: str) -> int:
     return (out / "samples.csv").read_text().split("\n", 1)[0].replace('"', "").split(",").index(name)
 
 
-def test_an_agent_killed_mid_run_is_named_and_nothing_keeps_sending(tmp_path):
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGSTOP], ids=["killed", "hung"])
+def test_an_agent_killed_or_hung_mid_run_is_named_and_nothing_keeps_sending(tmp_path, sig):
+    """An agent that dies (SIGKILL) or stops answering (SIGSTOP: alive, silent, caught by its
+    call's deadline) ends the run, named; the other agent is stopped and what was measured is
+    written."""
     with lan_with_agents(tmp_path, agents=2) as (lan, token, addrs, procs):
         out = tmp_path / "out"
         target = f"memcached://{lan.ips['server']}:{MEMCACHED_PORT}"
@@ -175,29 +179,7 @@ def test_an_agent_killed_mid_run_is_named_and_nothing_keeps_sending(tmp_path):
         run = subprocess.Popen(lan.argv("coord", argv), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         try:
             time.sleep(3.0)
-            os.killpg(procs["a1"].pid, signal.SIGKILL)
-            stdout, stderr = run.communicate(timeout=RUN_S)
-        finally:
-            _kill(run)
-        s = json.loads(stdout)
-        assert addrs[1] in (s["error"] or ""), (s["error"], stderr)
-        assert s["counters"]["sent"] > 0 and (out / "summary.json").exists()
-        # The agent left is not sending: the coordinator stopped it (and its lease would have).
-        assert _states(lan, token, addrs[:1])[addrs[0]] in ("idle", "finished"), _logs(tmp_path)
-
-
-def test_a_hung_agent_is_named_when_its_deadline_passes(tmp_path):
-    """An agent that stops answering (SIGSTOP: alive, silent) ends the run at its call's deadline,
-    named; the other agent is stopped and what was measured is written."""
-    with lan_with_agents(tmp_path, agents=2) as (lan, token, addrs, procs):
-        out = tmp_path / "out"
-        target = f"memcached://{lan.ips['server']}:{MEMCACHED_PORT}"
-        argv = [sys.executable, "-m", "tailwise", "run", target, "--agents", ",".join(addrs), "--token-file", str(token),
-                "--json", "--no-pin", "--poll", "block", "--rate", "2k", "--duration", "8", "--out", str(out)]
-        run = subprocess.Popen(lan.argv("coord", argv), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        try:
-            time.sleep(3.0)
-            os.killpg(procs["a1"].pid, signal.SIGSTOP)
+            os.killpg(procs["a1"].pid, sig)
             stdout, stderr = run.communicate(timeout=RUN_S)
         finally:
             _kill(run)
@@ -205,6 +187,7 @@ def test_a_hung_agent_is_named_when_its_deadline_passes(tmp_path):
         s = json.loads(stdout)
         assert addrs[1] in (s["error"] or ""), (s["error"], stderr)
         assert s["counters"]["sent"] > 0 and (out / "summary.json").exists()
+        # The agent left is not sending: the coordinator stopped it (and its lease would have).
         assert _states(lan, token, addrs[:1])[addrs[0]] in ("idle", "finished"), _logs(tmp_path)
 
 

@@ -34,7 +34,8 @@ from typing import Any, Callable
 import numpy as np
 
 from tailwise import _core, signals
-from tailwise.agent.local import SAMPLE_DTYPE, AgentResult, AgentShare, StallSource, Taken, decode_samples
+from tailwise.agent.local import (SAMPLE_DTYPE, AgentResult, AgentShare, StallSource, Taken, decode_samples,
+                                  run_to_end)
 from tailwise.agent.remote import ClockOffset, RemoteAgent
 from tailwise.errors import TailwiseError
 from tailwise.spec.load import LoadSpec, Probe
@@ -140,6 +141,9 @@ class MemberIntervals:
 class AgentGroup:
     """Agents at ``addresses`` (symmetric, or load agents beside one probe agent)."""
 
+    #: A fixed-length run's polling period: each poll is a call to every agent.
+    poll_s = 0.25
+
     def __init__(self, addresses: list[str], token: str, probe: str | None = None, tls_ca: bytes | None = None):
         role = "load" if probe else "symmetric"
         self.members = [Member(RemoteAgent(a, token, tls_ca), role) for a in addresses]
@@ -156,21 +160,7 @@ class AgentGroup:
     def run(self, spec: LoadSpec, progress: Callable[[dict], None] | None = None,
             stall_sources: tuple[StallSource, ...] = (), on_start: Callable[[GroupSession], None] | None = None) -> AgentResult:
         """A fixed-length run: start, poll (collecting snapshots, so the agents hold little), finish."""
-        session = self.start(spec)
-        if on_start is not None:
-            on_start(session)
-        interrupted = False
-        try:
-            while not session.is_finished():
-                time.sleep(0.25)
-                session.take(merge=False)
-                if progress is not None:
-                    progress(session.snapshot())
-        except KeyboardInterrupt:
-            interrupted = True
-            session.stop()
-        # A stop signal stopped the agents (signals.py): the run ends interrupted, nothing lost.
-        return session.finish(interrupted or signals.received() is not None)
+        return run_to_end(self.start(spec), self.poll_s, progress, on_start)
 
 
 class GroupSession:

@@ -303,21 +303,27 @@ class LocalAgent:
     def run(self, spec: LoadSpec, progress: Callable[[dict], None] | None = None,
             stall_sources: tuple[StallSource, ...] = (), on_start: Callable[[Session], None] | None = None) -> AgentResult:
         """A fixed-length run: start, poll (taking a snapshot each time), finish."""
-        session = self.start(spec, stall_sources)
-        if on_start is not None:
-            on_start(session)
-        interrupted = False
-        try:
-            while not session.is_finished():
-                time.sleep(self.poll_s)
-                session.take(merge=False)
-                if progress is not None:
-                    progress(session.snapshot())
-        except KeyboardInterrupt:
-            interrupted = True
-            session.stop()
-        # A stop signal stopped the engine (signals.py): the run ends interrupted, nothing lost.
-        return session.finish(interrupted or signals.received() is not None)
+        return run_to_end(self.start(spec, stall_sources), self.poll_s, progress, on_start)
+
+
+def run_to_end(session, poll_s: float, progress: Callable[[dict], None] | None = None,
+               on_start: Callable[[object], None] | None = None) -> AgentResult:
+    """A fixed-length run on a started session (this module's ``Session`` or a group's): poll it,
+    collecting a snapshot each time so that little waits in the engines, until it ends; finish."""
+    if on_start is not None:
+        on_start(session)
+    interrupted = False
+    try:
+        while not session.is_finished():
+            time.sleep(poll_s)
+            session.take(merge=False)
+            if progress is not None:
+                progress(session.snapshot())
+    except KeyboardInterrupt:
+        interrupted = True
+        session.stop()
+    # A stop signal stopped the engines (signals.py): the run ends interrupted, nothing lost.
+    return session.finish(interrupted or signals.received() is not None)
 
 
 def _engine_error(raw: dict) -> str | None:
