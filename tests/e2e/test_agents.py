@@ -160,6 +160,7 @@ def test_a_coordinated_run_adds_up(tmp_path):
         pooled = np.percentile(samples, 99.0, method="inverted_cdf")
         got = next(p["value_ns"] for p in p99 if p["p"] == 99.0)
         assert got == pytest.approx(pooled, rel=0.01)
+        assert not (out / "collected").exists()  # the results replace what was collected on the way
 
 
 def _column(out: Path, name: str) -> int:
@@ -178,7 +179,12 @@ def test_an_agent_killed_or_hung_mid_run_is_named_and_nothing_keeps_sending(tmp_
                 "--json", "--no-pin", "--poll", "block", "--rate", "2k", "--duration", "8", "--out", str(out)]
         run = subprocess.Popen(lan.argv("coord", argv), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         try:
-            time.sleep(3.0)
+            # Mid-run: once both run (a loaded machine may take seconds to start the coordinator).
+            deadline = time.monotonic() + START_S
+            while set(_states(lan, token, addrs).values()) != {"running"}:
+                assert time.monotonic() < deadline and run.poll() is None, "the run never started" + _logs(tmp_path)
+                time.sleep(0.3)
+            time.sleep(1.5)
             os.killpg(procs["a1"].pid, sig)
             stdout, stderr = run.communicate(timeout=RUN_S)
         finally:
@@ -204,11 +210,15 @@ def test_with_no_target_the_agents_load_the_builtin_server_here(tmp_path):
         assert s["agents"][0]["address"] == addrs[0]
 
 
-def test_an_orphan_stops_on_its_lease(tmp_path):
+def test_an_orphan_stops_on_its_lease_and_what_was_collected_is_on_disk(tmp_path):
+    """The coordinator dies (SIGKILL): its agent stops on its lease, and what the coordinator had
+    collected is in DIR/collected/ (written as it arrived: results/journal.py)."""
     with lan_with_agents(tmp_path, agents=1) as (lan, token, addrs, _):
+        out = tmp_path / "out"
         target = f"memcached://{lan.ips['server']}:{MEMCACHED_PORT}"
         argv = [sys.executable, "-m", "tailwise", "run", target, "--agents", addrs[0], "--token-file", str(token),
-                "--json", "--no-pin", "--poll", "block", "--rate", "2k", "--duration", "30"]
+                "--json", "--no-pin", "--poll", "block", "--rate", "2k", "--duration", "30", "--sample-every", "1",
+                "--out", str(out)]
         run = subprocess.Popen(lan.argv("coord", argv), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                start_new_session=True)
         try:
@@ -216,12 +226,24 @@ def test_an_orphan_stops_on_its_lease(tmp_path):
             while _states(lan, token, addrs)[addrs[0]] != "running":
                 assert time.monotonic() < deadline, "the run never started" + _logs(tmp_path)
                 time.sleep(0.3)
+            time.sleep(2.5)  # past the common start, a few snapshots collected
         finally:
             _kill(run)  # the coordinator dies without a word to its agent
         deadline = time.monotonic() + LEASE_S + 5.0  # the lease, and room
         while _states(lan, token, addrs)[addrs[0]] == "running":
             assert time.monotonic() < deadline, "the orphaned agent kept sending past its lease" + _logs(tmp_path)
             time.sleep(0.3)
+        from tailwise.results.journal import read_samples
+
+        assert not (out / "summary.json").exists()
+        rows = read_samples(out / "collected")[addrs[0]]
+        assert len(rows) > 500, len(rows)  # ~2k/s for ≥ 1 s, every request kept
+        # Rows in the order they finished; each a request of the first seconds, timed.
+        assert np.all(rows["intended_ns"] < 10 * 10**9) and np.all(rows["latency_ns"] > 0)
+        counters = [json.loads(x) for x in (out / "collected" / "counters.jsonl").read_text().splitlines()]
+        assert counters and counters[-1]["counters"]["received"] >= len(rows) * 0.5, counters[-1]
+        tag = _tag(addrs[0])
+        assert _log_totals(out / "collected" / f"latency-{tag}.hlog", tag)[0] > 0
 
 
 def test_a_stop_signal_stops_the_agents_and_keeps_what_was_measured(tmp_path):
@@ -352,7 +374,7 @@ def test_a_sweep_measures_every_point_through_the_agents(tmp_path):
         assert done.returncode in (0, 1), done.stderr + _logs(tmp_path)
     doc = json.loads(done.stdout)
     points = sorted(doc["points"], key=lambda p: p["rate_rps"])
-    assert [p["rate_rps"] for p in points] == [1000.0, 2000.0]
+    assert [p["rate_rps"] for p in points] == [1000.0, 2000.0], (doc["stopped"], doc["error"], done.stderr)
     for p in points:
         s = json.loads((out / p["dir"] / "summary.json").read_text())
         assert [a["address"] for a in s["agents"]] == addrs

@@ -29,7 +29,7 @@ import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable
+from typing import Any, Callable, Protocol
 
 import numpy as np
 
@@ -138,6 +138,17 @@ class MemberIntervals:
         return [(i, h.encode()) for (m, i), h in sorted(self.merged.done.items()) if m == self.member]
 
 
+class Journal(Protocol):
+    """Where a run on agents writes what it collects as it arrives (results/journal.py): so that a
+    coordinator that dies keeps what it had."""
+
+    def begin(self, run_id: str, agents: list[tuple[str, str]], wall_start_s: float) -> None: ...
+    def samples(self, member: int, rows: np.ndarray) -> None: ...
+    def intervals(self, member: int, done: dict[int, _core.Histogram]) -> None: ...
+    def counters(self, address: str, counters: dict | None = None, error: str | None = None) -> None: ...
+    def close(self) -> None: ...
+
+
 class AgentGroup:
     """Agents at ``addresses`` (symmetric, or load agents beside one probe agent)."""
 
@@ -150,24 +161,28 @@ class AgentGroup:
         if probe:
             self.members.append(Member(RemoteAgent(probe, token, tls_ca), "probe"))
 
-    def start(self, spec: LoadSpec, stall_sources: tuple[StallSource, ...] = ()) -> GroupSession:
+    def start(self, spec: LoadSpec, stall_sources: tuple[StallSource, ...] = (),
+              journal: Journal | None = None) -> GroupSession:
         """Configure and start the agents; a stop signal from now on stops them (signals.py), and
-        the run ends interrupted, its results written."""
-        session = GroupSession(self.members, spec)
+        the run ends interrupted, its results written. What is collected goes to ``journal`` too,
+        as it arrives."""
+        session = GroupSession(self.members, spec, journal)
         signals.attach(session.interrupt)
         return session
 
     def run(self, spec: LoadSpec, progress: Callable[[dict], None] | None = None,
-            stall_sources: tuple[StallSource, ...] = (), on_start: Callable[[GroupSession], None] | None = None) -> AgentResult:
+            stall_sources: tuple[StallSource, ...] = (), on_start: Callable[[GroupSession], None] | None = None,
+            journal: Journal | None = None) -> AgentResult:
         """A fixed-length run: start, poll (collecting snapshots, so the agents hold little), finish."""
-        return run_to_end(self.start(spec), self.poll_s, progress, on_start)
+        return run_to_end(self.start(spec, journal=journal), self.poll_s, progress, on_start)
 
 
 class GroupSession:
     """A run on several agents, behind the ``Session`` interface."""
 
-    def __init__(self, members: list[Member], spec: LoadSpec):
+    def __init__(self, members: list[Member], spec: LoadSpec, journal: Journal | None = None):
         self.members, self.spec, self.run_id = members, spec, uuid.uuid4().hex[:12]
+        self.journal = journal
         self.intervals = MergedIntervals()
         self.engine_stalls: list[tuple[int, int]] = []
         self.target_stalls: list[tuple[int, int]] = []
@@ -225,6 +240,8 @@ class GroupSession:
             m.start_mono_ns, m.start_local_ns = s, s - m.offset.offset_ns
         self._start_mono_ns = min(m.start_local_ns for m in self.members)
         self.start_at_ns = at
+        if self.journal is not None:
+            self.journal.begin(self.run_id, [(m.agent.address, m.role) for m in self.members], self.wall_start_s)
 
     def barrier(self) -> dict[str, Any]:
         """How together the agents started: the spread of their time zeros on the coordinator's
@@ -267,6 +284,10 @@ class GroupSession:
             if self._failed:
                 return
             self._failed = e.line()
+        if self.journal is not None:
+            for m in self.members:
+                if m.error is not None:
+                    self.journal.counters(m.agent.address, error=m.error)
         self._stopped = True
         alive = [m for m in self.members if m.error is None]
         self._stop_quietly(alive)
@@ -325,11 +346,19 @@ class GroupSession:
     def elapsed_ns(self) -> int:
         return _core.now_ns() - self._start_mono_ns
 
-    def _collect(self, member: int, raw: bytes) -> None:
-        rows = decode_samples(raw).copy()
+    def _collect(self, member: int, meta: dict, parts: dict[str, bytes]) -> None:
+        """One agent's snapshot or end: its new rows, finished intervals and counters kept (and
+        written to the journal)."""
+        rows = decode_samples(parts.get("samples", b"")).copy()
         if len(rows):
             self._batches.append(rows)
             self._owners.append(np.full(len(rows), member, dtype=OWNER_DTYPE))
+        self.intervals.update(member, meta, parts)
+        self.members[member].counters = meta["counters"]
+        if self.journal is not None:
+            self.journal.samples(member, rows)
+            self.journal.intervals(member, {i: self.intervals.done[member, i] for i in meta.get("done", [])})
+            self.journal.counters(self.members[member].agent.address, meta["counters"])
 
     def finished(self) -> np.ndarray:
         """Every sampled row collected so far, of every agent, sorted by intended time."""
@@ -349,12 +378,10 @@ class GroupSession:
         got = self._guard(lambda m: m.agent.snapshot(self.run_id)) or []
         pending, pending_owner = [], []
         for i, (meta, parts) in enumerate(got):
-            self._collect(i, parts.get("samples", b""))
+            self._collect(i, meta, parts)
             pending.append(decode_samples(parts.get("pending", b"")).copy())
             pending_owner.append(np.full(len(pending[-1]), i, dtype=OWNER_DTYPE))
             self.engine_stalls.extend(tuple(s) for s in meta.get("engine_stalls", []))
-            self.intervals.update(i, meta, parts)
-            self.members[i].counters = meta["counters"]
         if not merge:
             return None
         metas = [meta for meta, _ in got]
@@ -394,9 +421,10 @@ class GroupSession:
 
     def _merge(self, results: list[tuple[Member, dict, dict]], interrupted: bool) -> AgentResult:
         for m, meta, parts in results:
-            self._collect(self.members.index(m), parts.get("samples", b""))
             # Nothing is outstanding at the end: every request is in a finished interval.
-            self.intervals.update(self.members.index(m), {**meta, "pending": []}, parts)
+            self._collect(self.members.index(m), {**meta, "pending": []}, parts)
+        if self.journal is not None:
+            self.journal.close()
         metas = [meta for _, meta, _ in results]
         errors = [f"agent {m.agent.address}: {meta['error']}" for m, meta, _ in results if meta.get("error")]
         samples, owner = self._pooled()

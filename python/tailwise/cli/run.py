@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shlex
 import sys
+from pathlib import Path
 
 from tailwise.cli.exits import EXIT_ERROR, EXIT_NOT_MEASURABLE, EXIT_OK, EXIT_THRESHOLD, measuring
 from tailwise.cli.options import (Agents, Arrival, Ci, Confidence, Conns, Duration, Force, Json, KeepStalls, Keys, KeySize,
@@ -64,6 +65,7 @@ def _run(kw: dict) -> int:
     # The statistics stack (scipy, statsmodels) loads in ~1 s: only the commands that use it pay.
     from tailwise.measure.point import measure, prepare
     from tailwise.render.point import PointDisplay
+    from tailwise.results.journal import COLLECTED
     from tailwise.results.files import check_out_dir, dumps, new_dirs, refuse_results, remove_new_dirs
     from tailwise.results.summary import SAMPLE_FORMATS, amend, write_out
     from tailwise.spec.threshold import Threshold, parse_all as parse_thresholds
@@ -96,7 +98,8 @@ def _run(kw: dict) -> int:
         display = PointDisplay(quiet=quiet, live=not json_out, rate_rps=rs.rate_rps,
                                span_s=(rs.duration_ns or rs.max_time_ns) / 1e9, fixed=bool(rs.duration_ns),
                                percentile=rs.percentile)
-        m = measure(rs, setup, shlex.join(["tailwise", *sys.argv[1:]]), display)
+        m = measure(rs, setup, shlex.join(["tailwise", *sys.argv[1:]]), display,
+                    collected=Path(out) / COLLECTED if out else None)
     except BaseException:
         remove_new_dirs(made)  # nothing was measured: no directory of ours is left behind
         raise

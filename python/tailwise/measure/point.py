@@ -14,6 +14,7 @@ import os
 import signal
 import socket
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Callable, Protocol
 
 from tailwise import signals
@@ -194,11 +195,15 @@ def longest_s(rs: RunSpec) -> float:
     return (rs.duration_ns or rs.max_time_ns) / 1e9 + conclude_s(rs)
 
 
-def measure(rs: RunSpec, setup: Setup, command: str, display: Display | None = None) -> Measurement:
-    """Measure ``rs`` once, telling ``display`` what happens (render/point.py; none: `Silent`)."""
+def measure(rs: RunSpec, setup: Setup, command: str, display: Display | None = None,
+            collected: Path | None = None) -> Measurement:
+    """Measure ``rs`` once, telling ``display`` what happens (render/point.py; none: `Silent`). On
+    agents, what the coordinator collects is also written to ``collected`` as it arrives
+    (results/journal.py), so that it outlives a coordinator that dies."""
     from tailwise.measure import serverstats
     from tailwise.methodology import Controller
     from tailwise.methodology.controller import fixed_methodology
+    from tailwise.results.journal import Journal
     from tailwise.results.summary import amend, build_summary
 
     signals.check()  # a stop signal between measurements (a sweep's points) ends here
@@ -214,6 +219,7 @@ def measure(rs: RunSpec, setup: Setup, command: str, display: Display | None = N
         spec = rs.load_spec(addrs, source, test_stall=_test_stall())
         agent = LocalAgent() if setup.fleet is None else AgentGroup(
             list(setup.fleet.agents), setup.token, setup.fleet.probe_agent, setup.fleet.ca_bytes())
+        journal = {} if setup.fleet is None or collected is None else {"journal": Journal(collected, config)}
         span_s = (rs.duration_ns or rs.max_time_ns) / 1e9
         goal = (f"for {span_s:g} s" if rs.duration_ns else
                 f"until p{rs.percentile:g} ± {fmt_ns(rs.ci_ns) if rs.ci_ns else f'{rs.ci_rel:.0%}'}, at most {span_s:g} s")
@@ -225,14 +231,14 @@ def measure(rs: RunSpec, setup: Setup, command: str, display: Display | None = N
 
         with shown:
             if rs.duration_ns:
-                result = agent.run(spec, stall_sources=stall_sources, on_start=started)
+                result = agent.run(spec, stall_sources=stall_sources, on_start=started, **journal)
                 analysis, methodology = fixed_methodology(result, spec, precision, rs.seed,
                                                           bound_delays=not rs.keep_stalls, setting=setup.setting)
             else:
                 controller = Controller(spec, precision, seed=rs.seed, progress=shown.round,
                                         bound_delays=not rs.keep_stalls, busy_cpus=setup.busy_cpus,
                                         setting=setup.setting)
-                session = agent.start(controller.spec, stall_sources)
+                session = agent.start(controller.spec, stall_sources, **journal)
                 started(session)
                 result, analysis, methodology = controller.run(session)
         summary = build_summary(target=target_url, config=config, host=setup.host, result=result, analysis=analysis,

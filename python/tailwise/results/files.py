@@ -79,7 +79,7 @@ RESULT_PATTERNS = (
     "summary.json", "config.json", "host.json", "samples.*", "*.hdr", "*.hgrm", "*.hlog",
     "report.html", "compare.html", "compare.png", "compare.svg",
     "ccdf.*", "cdf.*", "send_lag.*", "intervals.*", "latency_load.*", "ccdf_points.*", "point-*",
-    "points", "failed", "interrupted", ".*.tmp", ".tailwise-*",
+    "points", "failed", "interrupted", "collected", ".*.tmp", ".tailwise-*",
 )
 #: Where a results directory is staged (write_out) or its old contents are put aside (sweep --force).
 STAGE, STASH = ".tailwise-stage", ".tailwise-replaced"

@@ -84,24 +84,36 @@ def write_interval_log(path: Path, rows: list[tuple[int, _core.Histogram]], wall
     The lines are formatted here, the histograms encoded by the crate: the crate's
     ``IntervalLogWriter`` writes Interval_Max to 3 decimals (docs/results.md: 6, to the ns), no
     legend line, and a ``#[MaxValueDivisor]`` line Java's writer does not."""
+    with open(path, "w") as f:
+        f.write(interval_log_header(wall_start_s, tag))
+        for index, h in rows:
+            f.write(interval_log_line(index, h, tag))
+    return len(rows)
+
+
+def interval_log_header(wall_start_s: float, tag: str | None = None) -> str:
+    """An interval log's header lines (``write_interval_log``), for a log written at once or line by
+    line (results/journal.py)."""
     if tag is not None and not AGENT_TAG.fullmatch(tag):
         raise ValueError(f"interval log tag {tag!r}: letters, digits, '_', '.' and '-' only")
     interval_ns, _ = _core.interval_params()
-    prefix = "" if tag is None else f"Tag={tag},"
     when = time.strftime("%a %b %d %H:%M:%S UTC %Y", time.gmtime(wall_start_s))
-    with open(path, "w") as f:
-        f.write(f"#[tailwise {__version__}: every request's latency (ns) from its intended send time, "
-                f"one histogram per {interval_ns / 1e9:g} s of intended send time"
-                f"{'' if tag is None else ', agent ' + tag}]\n")
-        f.write(f"#[Histogram log format version {HLOG_FORMAT_VERSION}]\n")
-        f.write(f"#[StartTime: {wall_start_s:.3f} (seconds since epoch), {when}]\n")
-        f.write(f"#[BaseTime: {wall_start_s:.3f} (seconds since epoch)]\n")
-        f.write('"StartTimestamp","Interval_Length","Interval_Max","Interval_Compressed_Histogram"\n')
-        for index, h in rows:
-            # Max to the ns (6 decimals of ms): readers skip it, people read it.
-            f.write(f"{prefix}{index * interval_ns / 1e9:.3f},{interval_ns / 1e9:.3f},"
-                    f"{h.max / HLOG_MAX_UNIT_RATIO:.6f},{base64.b64encode(h.encode()).decode()}\n")
-    return len(rows)
+    return (f"#[tailwise {__version__}: every request's latency (ns) from its intended send time, "
+            f"one histogram per {interval_ns / 1e9:g} s of intended send time"
+            f"{'' if tag is None else ', agent ' + tag}]\n"
+            f"#[Histogram log format version {HLOG_FORMAT_VERSION}]\n"
+            f"#[StartTime: {wall_start_s:.3f} (seconds since epoch), {when}]\n"
+            f"#[BaseTime: {wall_start_s:.3f} (seconds since epoch)]\n"
+            '"StartTimestamp","Interval_Length","Interval_Max","Interval_Compressed_Histogram"\n')
+
+
+def interval_log_line(index: int, h: _core.Histogram, tag: str | None = None) -> str:
+    """One interval's line of an interval log: the ``index``-th 100 ms of intended send time."""
+    interval_ns, _ = _core.interval_params()
+    prefix = "" if tag is None else f"Tag={tag},"
+    # Max to the ns (6 decimals of ms): readers skip it, people read it.
+    return (f"{prefix}{index * interval_ns / 1e9:.3f},{interval_ns / 1e9:.3f},"
+            f"{h.max / HLOG_MAX_UNIT_RATIO:.6f},{base64.b64encode(h.encode()).decode()}\n")
 
 
 def write_interval_logs(out: Path, intervals_by_agent: dict, wall_start_s: float) -> list[Path]:

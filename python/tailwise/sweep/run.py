@@ -200,6 +200,7 @@ class Sweep:
         """Measure one point (or a load again) and write it whole (a hidden temporary directory,
         then renamed); False when the sweep must stop (interrupted, or the target failed)."""
         from tailwise.measure.point import longest_s, measure
+        from tailwise.results.journal import COLLECTED
         from tailwise.results.summary import amend, write_out
         from tailwise.spec.runspec import RunSpec
 
@@ -208,7 +209,8 @@ class Sweep:
         # A new attempt draws new schedules and samples.
         seed = self.base.seed + index + (attempt - 1) * len(self.grid)
         spec = RunSpec.parse(self.base.to_json() | {"rate": rate, "seed": seed})
-        m = measure(spec, self.setup, self.command)
+        collected = self.out / COLLECTED
+        m = measure(spec, self.setup, self.command, collected=collected)
         s = m.summary
         amend(s, thresholds=self.judge(s),
               sweep={"index": index, "rate_rps": rate, "grid_size": len(self.grid), "attempt": attempt})
@@ -216,17 +218,20 @@ class Sweep:
         if m.result.interrupted:
             # What was measured is kept, apart from the complete points: --resume measures it again.
             write_out(self.out / "interrupted" / name, s, m.result, m.analysis.used_mask, self.plan.samples_format)
+            shutil.rmtree(collected, ignore_errors=True)  # the point is written whole
             self.stopped, self.interrupted = "interrupted", True
             return False
         if s["error"]:
             # The target failed mid-point (not a saturation: it stopped answering). The point is
             # kept for inspection outside points/, so that --resume measures it again.
             write_out(self.out / "failed" / name, s, m.result, m.analysis.used_mask, self.plan.samples_format)
+            shutil.rmtree(collected, ignore_errors=True)  # the point is written whole
             self.stopped, self.error = "error", f"at {rate:,.0f} req/s: {s['error']} (that point: failed/{name}/)"
             return False
         tmp = self.points_dir / f".{name}.tmp"
         shutil.rmtree(tmp, ignore_errors=True)
         write_out(tmp, s, m.result, m.analysis.used_mask, self.plan.samples_format)
+        shutil.rmtree(collected, ignore_errors=True)  # the point is written whole
         tmp.rename(self.points_dir / name)
         row = self.add(index, name, s, s["thresholds"])
         self.save()
