@@ -6,6 +6,7 @@ and the measuring commands do not pay for them.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
@@ -27,12 +28,15 @@ def report(
     """Plot a run or a sweep (PNG and SVG) and write one self-contained HTML page, report.html.
 
     A run: latency CCDF (log-log, with the CIs and the queueing model), CDF, send lag,
-    percentiles over time; a run on agents, its agents and their start barrier too. A sweep:
+    percentiles over time; a run on agents, its agents and their start barrier too; a packet run
+    (udp+flow://), its CCDF down to p99.9999, loss and reordering over time and its packets
+    block. A sweep:
     latency vs load with CI bars, the CCDFs of its points, and the run plots of its highest
-    unsaturated point. Prints the files written (and, on stderr, a run's agents). Example:
+    unsaturated point. Prints the files written (and, on stderr, a run's agents or packets). Example:
     tailwise report results1
     """
     from tailwise.render.output import agent_lines, err_console
+    from tailwise.render.packets import report_lines
     from tailwise.render.report import write_report
     from tailwise.results.files import load_summary
 
@@ -40,8 +44,9 @@ def report(
     if not quiet:
         for p in paths:
             print(p)
-        # stdout lists the files (one path a line, for scripts); the agents are for people.
-        for line in agent_lines(load_summary(directory)):
+        # stdout lists the files (one path a line, for scripts); the agents and packets are for people.
+        summary = load_summary(directory)
+        for line in agent_lines(summary) + report_lines(Path(directory), summary):
             err_console.print(line, highlight=False)
     return EXIT_OK
 

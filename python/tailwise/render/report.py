@@ -2,7 +2,9 @@
 
 A run directory gets the latency CCDF on log-log axes (every request, down to 1/count, the
 reported percentiles with their CIs, and the queueing model when the target was the built-in
-server), the CDF, the send-lag distribution and the per-interval percentiles over time. A sweep
+server), the CDF, the send-lag distribution and the per-interval percentiles over time; a packet
+run (udp+flow://) its CCDF down to p99.9999 and its loss and reordering over time (render/packets.py)
+too. A sweep
 directory gets latency vs load with CI bars (knee, saturation, SLO), the points' CCDFs overlaid,
 and the run plots of its highest unsaturated point.
 
@@ -24,6 +26,7 @@ import numpy as np
 
 from tailwise import __version__, _core
 from tailwise.errors import InputError
+from tailwise.render import packets as pk
 from tailwise.results.files import SWEEP_SCHEMA, load_summary
 
 #: Customers simulated for the model curve: enough for p99.99 (20 beyond it), ~10 ms of work.
@@ -32,6 +35,8 @@ MODEL_CUSTOMERS = 200_000
 MODEL_FLOOR = 20 / MODEL_CUSTOMERS
 #: Plots of a run directory, in page order.
 RUN_PLOTS = ("ccdf", "cdf", "send_lag", "intervals")
+#: A packet run's plots: the run's, then loss and reordering over time.
+PACKET_RUN_PLOTS = RUN_PLOTS + ("packets",)
 #: Plots of a sweep directory, in page order (then the run plots of one point, prefixed).
 SWEEP_PLOTS = ("latency_load", "ccdf_points")
 POINT_PREFIX = "point-"
@@ -162,6 +167,15 @@ class Run:
         if self._used is False:
             self._used = read_used_latencies(self.directory)
         return self._used
+
+    @property
+    def packets(self) -> dict | None:
+        """The summary's ``packets`` object: a packet run's; None for any other run."""
+        return pk.packets_of(self.summary)
+
+    @property
+    def plots(self) -> tuple[str, ...]:
+        return PACKET_RUN_PLOTS if self.packets else RUN_PLOTS
 
     @property
     def percentiles(self) -> list[dict]:
@@ -342,9 +356,33 @@ def ccdf_figure(run: Run, model: dict | None):
                     label=f"model: {m['shape']} at ρ = {m['load']:.2f}")
     ax.set_xscale("log")
     ax.set_xlabel("latency from intended send time (µs)")
-    _tail_axis(ax, 1.0 / n)
-    ax.set_title(f"latency CCDF — {run.summary.get('target', '')}", fontsize=10)
+    packets = run.packets
+    if packets:
+        packet_ccdf_marks(ax, run, n)
+    _tail_axis(ax, min(1.0 / n, pk.CCDF_DEPTH) if packets else 1.0 / n)
+    what = "packet latency CCDF" if packets else "latency CCDF"
+    ax.set_title(f"{what} — {run.summary.get('target', '')}", fontsize=10)
     ax.legend(fontsize=8, loc="lower left")
+    return fig
+
+
+def packet_ccdf_marks(ax, run: Run, n: int) -> None:
+    """A packet run's CCDF: how deep its packets reach (1/count, the axis goes on to 1e-6), and,
+    when packets were lost, the timeout they are counted at (a lower bound of their latency)."""
+    ax.axhline(1.0 / n, color="0.5", lw=0.8, ls=":", gid="ccdf-depth",
+               label=f"one packet in {n:,}: the deepest this run reaches")
+    lost = (run.packets or {}).get("lost") or 0
+    timeout_ns = (run.summary.get("config") or {}).get("timeout_ns")
+    if lost and timeout_ns:
+        ax.axvline(timeout_ns / 1e3, color="C3", lw=0.9, ls="--", gid="ccdf-timeout",
+                   label=f"timeout {timeout_ns / 1e3:,.0f} µs: {lost:,} lost packets counted here (a lower bound)")
+
+
+def packet_loss_figure(run: Run):
+    """Lost, reordered and duplicated packets per 100 ms (packets.csv)."""
+    fig, ax = _figure(7.5, 4.0)
+    iv, problem = pk.read_packets_csv(run.directory)
+    pk.loss_figure(fig, ax, iv, problem, _no_data)
     return fig
 
 
@@ -648,12 +686,13 @@ def _num(v, fmt: str) -> str:
 
 
 def run_page(run: Run, model: dict) -> dict:
-    """What a run's section of a page shows: verdict, facts, percentiles, checks, thresholds and,
-    for a run on agents, the agents and their start barrier."""
+    """What a run's section of a page shows: verdict, facts, percentiles, checks, thresholds,
+    for a run on agents the agents and their start barrier, for a packet run its packets block."""
     return {"verdict": verdict(run.summary), "facts": run_facts(run.summary),
             "percentiles": percentile_table(run.summary, model), "model_note": model["note"],
             "checks": checks_table(run.summary), "thresholds": thresholds_table(run.summary),
-            "agents": agents_table(run.summary), "barrier": barrier_facts(run.summary)}
+            "agents": agents_table(run.summary), "barrier": barrier_facts(run.summary),
+            "packets": pk.report_lines(run.directory, run.summary)}
 
 
 # --------------------------------------------------------------------------------- the report
@@ -670,7 +709,18 @@ CAPTIONS = {
     "latency_load": "The sweep's percentile at each offered load with its confidence interval; the knee, the saturated "
                     "loads and the SLO are marked.",
     "ccdf_points": "Every point's latency CCDF (every request), one curve per offered load; dashed: saturated.",
+    "packets": "Lost, reordered and duplicated packets per 100 ms of intended send time (packets.csv), with their "
+               "totals and share of the packets sent; dotted, on the right axis: the packets sent.",
 }
+#: A packet run's CCDF says how deep it goes.
+PACKET_CCDF_CAPTION = ("Packet latency CCDF on log-log axes: every packet from the histogram, the axis down to "
+                       "1 − F = 1e-6 (p99.9999), the dotted line the deepest this run's packets reach; the reported "
+                       "percentiles with their confidence intervals as horizontal bars (hollow: no interval); lost "
+                       "packets count at the timeout.")
+
+
+def caption(run: Run, name: str) -> str:
+    return PACKET_CCDF_CAPTION if name == "ccdf" and run.packets else CAPTIONS[name]
 
 
 def run_plots(run: Run, out_dir: Path, prefix: str = "", with_model: bool = True) -> tuple[list[tuple[str, Path]], dict]:
@@ -686,9 +736,10 @@ def run_plots(run: Run, out_dir: Path, prefix: str = "", with_model: bool = True
         "cdf": lambda: cdf_figure(run),
         "send_lag": lambda: send_lag_figure(run),
         "intervals": lambda: intervals_figure(run),
+        "packets": lambda: packet_loss_figure(run),
     }
     out = []
-    for name in RUN_PLOTS:
+    for name in run.plots:
         png, _ = save_figure(makers[name](), out_dir, prefix + name)
         out.append((name, png))
     return out, model
@@ -701,7 +752,7 @@ def run_report(directory: Path, out_dir: Path, summary: dict, with_model: bool =
     html_path = out_dir / "report.html"
     html_path.write_text(render("run.html.j2", f"tailwise report: {summary.get('target', '')}", summary=summary,
                                 tool_version=(summary.get("tool") or {}).get("version"), directory=directory,
-                                run=run_page(run, model), figures=[figure(png, name, CAPTIONS[name]) for name, png in plots]))
+                                run=run_page(run, model), figures=[figure(png, name, caption(run, name)) for name, png in plots]))
     return [p for _, png in plots for p in (png, png.with_suffix(".svg"))] + [html_path]
 
 
@@ -795,7 +846,7 @@ def sweep_report(directory: Path, out_dir: Path, doc: dict, with_model: bool = T
         plots, model = run_plots(run, out_dir, prefix=POINT_PREFIX, with_model=with_model)
         point = run_page(run, model) | {
             "rate": _rps(best["rate_rps"]), "dir": best.get("dir"), "directory": _point_dir(directory, best),
-            "figures": [figure(png, POINT_PREFIX + name, CAPTIONS[name]) for name, png in plots]}
+            "figures": [figure(png, POINT_PREFIX + name, caption(run, name)) for name, png in plots]}
         written += [(POINT_PREFIX + name, png) for name, png in plots]
     html_path = out_dir / "report.html"
     html_path.write_text(render("sweep.html.j2", f"tailwise sweep report: {doc.get('target', '')}", doc=doc,
