@@ -17,6 +17,7 @@ use tailwise_core::load::schedule::Arrival;
 use tailwise_core::load::workload::Workload;
 use tailwise_core::preload::{preload as run_preload, PreloadConfig};
 use tailwise_core::protocol::Protocol;
+use tailwise_core::packet::{wire, PacketIntervals};
 use tailwise_core::record::flags;
 use tailwise_core::record::histogram::{encode_histogram, HIST_LOWEST_NS, HIST_MAX_NS, HIST_SIGFIG};
 use tailwise_core::record::interval::{Intervals, INTERVAL_NS, INTERVAL_SIGFIG};
@@ -342,6 +343,10 @@ fn counters_dict<'py>(py: Python<'py>, c: &Counters) -> PyResult<Bound<'py, PyDi
         ("hits", c.hits),
         ("misses", c.misses),
         ("stored", c.stored),
+        ("lost", c.lost),
+        ("reordered", c.reordered),
+        ("reorder_max", c.reorder_max),
+        ("duplicates", c.duplicates),
     ] {
         d.set_item(k, v)?;
     }
@@ -352,6 +357,7 @@ fn counters_dict<'py>(py: Python<'py>, c: &Counters) -> PyResult<Bound<'py, PyDi
 struct PyEngine {
     inner: Mutex<Option<Engine>>,
     intervals: Arc<Mutex<Intervals>>,
+    packets: Arc<Mutex<PacketIntervals>>,
 }
 
 #[pymethods]
@@ -364,8 +370,8 @@ impl PyEngine {
     fn new(py: Python<'_>, config: &str) -> PyResult<Self> {
         let cfg = EngineConfig::from_json(config).map_err(raise)?;
         let e = py.detach(|| Engine::start(cfg)).map_err(raise)?;
-        let intervals = e.intervals();
-        Ok(PyEngine { inner: Mutex::new(Some(e)), intervals })
+        let (intervals, packets) = (e.intervals(), e.packets());
+        Ok(PyEngine { inner: Mutex::new(Some(e)), intervals, packets })
     }
 
     /// Live counters: elapsed_ns, intended, sent, late, received, errors, timeouts, never_sent,
@@ -406,6 +412,13 @@ impl PyEngine {
     /// The every-request interval histograms (they outlive the engine).
     fn intervals(&self) -> PyIntervals {
         PyIntervals { inner: self.intervals.clone() }
+    }
+
+    /// Packet mode (udp+flow): per 100 ms interval of intended time, `(index, sent, received,
+    /// lost, reordered, duplicates)`, as of the latest `take` (every packet after `join`); empty
+    /// for the other protocols. It outlives the engine.
+    fn packet_intervals(&self) -> Vec<(u64, u64, u64, u64, u64, u64)> {
+        self.packets.lock().unwrap().rows()
     }
 
     /// The engine threads' stalls (≥ 200 µs without running) since the last call: (start, end)
@@ -518,6 +531,12 @@ fn add_constants(m: &Bound<'_, PyModule>) -> PyResult<()> {
         protocols.set_item(p.name(), traits)?;
     }
     m.add("PROTOCOLS", protocols)?;
+    // Packet mode's frame sizes and flows (packet/wire.rs): range and defaults.
+    m.add("PACKET_SIZE", wire::FRAME_DEFAULT)?;
+    m.add("PACKET_SIZE_MIN", wire::FRAME_MIN)?;
+    m.add("PACKET_SIZE_MAX", wire::FRAME_MAX)?;
+    m.add("PACKET_FLOWS", wire::DEFAULT_FLOWS)?;
+    m.add("PACKET_FLOWS_MAX", wire::MAX_FLOWS)?;
     m.add("MODEL_MAX_CUSTOMERS", model::MAX_CUSTOMERS)?;
     m.add("MODEL_MAX_WORKERS", model::MAX_WORKERS)?;
     // Every field of an engine configuration with its default: the one definition of them.
