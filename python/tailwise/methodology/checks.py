@@ -216,6 +216,20 @@ def errors_check(counters: dict, reasons: list[tuple[str, int]]) -> Check:
     )
 
 
+def loss_check(counters: dict, max_loss: float) -> Check:
+    """Packet mode: the share of packets sent that were never answered (by their timeout or the
+    drain's end) against --max-loss. Reordering and duplicates are said, never failed."""
+    sent, lost = counters["sent"], counters.get("lost", 0)
+    ratio = lost / sent if sent else 0.0
+    also = (f"; {counters.get('reordered', 0):,} reordered (by up to {counters.get('reorder_max', 0):,}), "
+            f"{counters.get('duplicates', 0):,} duplicates")
+    if ratio > max_loss:
+        return Check("loss", False, f"lost {lost:,} of {sent:,} sent ({ratio:.3%}), above --max-loss {max_loss:.3%}{also}",
+                     Advice.FIND_LOSS, ratio)
+    return Check("loss", True, f"lost {lost:,} of {sent:,} sent ({ratio:.3%}), within --max-loss {max_loss:.3%}{also}",
+                 None, ratio)
+
+
 def stalls_check(engine_stalls, target_stalls, *, sent_late: int, across: int, window: int, target: Percentile,
                  width_target_ns: float | None, setting: Setting | None = None, host_pause: str | None = None,
                  bounded: bool = True, flagged: int = 0) -> Check:
