@@ -13,7 +13,7 @@ __all__ = [
     "PACKET_SIZE_MIN", "PACKET_SIZE_MAX", "PACKET_FLOWS", "PACKET_FLOWS_MAX", "parse_dist",
     "check_engine_config", "route_interface", "hardware_timestamping", "now_ns",
     "clock_cost_ns", "histogram_params", "interval_params", "measure_stalls", "check_workload", "parse_arrival",
-    "preload", "model_sojourn", "model_summary", "Server", "Engine", "Intervals", "Histogram",
+    "preload", "model_sojourn", "model_summary", "Server", "UdpFunction", "Engine", "Intervals", "Histogram",
     "__version__",
 ]
 
@@ -199,6 +199,36 @@ class Server:
     def served(self) -> int: ...
     def busy_ns(self) -> int: ...
     def take_stalls(self) -> list[tuple[int, int]]: ...
+    def stop(self) -> None: ...
+
+class _UdpCounters(TypedDict):
+    received: int
+    sent: int
+    dropped: int
+    reordered: int
+    duplicated: int
+    returned: int
+    failed: int
+
+@final
+class UdpFunction:
+    """A UDP reflector (mode "reflect") or forwarder to ``to`` (mode "forward"), impairing every
+    N-th datagram exactly (tailwise-core server/udp.rs, server/impair.rs)."""
+
+    def __new__(
+        cls,
+        listen: str,
+        mode: str = "reflect",
+        to: str | None = None,
+        drop_every: int | None = None,
+        reorder_every: int | None = None,
+        duplicate_every: int | None = None,
+        workers: int = 1,
+        pin: bool = True,
+        busy_poll: bool = False,
+    ) -> UdpFunction: ...
+    def addr(self) -> str: ...
+    def counters(self) -> _UdpCounters: ...
     def stop(self) -> None: ...
 
 @final

@@ -22,6 +22,8 @@ use tailwise_core::record::flags;
 use tailwise_core::record::histogram::{encode_histogram, HIST_LOWEST_NS, HIST_MAX_NS, HIST_SIGFIG};
 use tailwise_core::record::interval::{Intervals, INTERVAL_NS, INTERVAL_SIGFIG};
 use tailwise_core::record::sample::{samples_to_le_bytes, SAMPLE_BYTES, SAMPLE_FIELDS};
+use tailwise_core::server::impair::Impairments;
+use tailwise_core::server::udp::{UdpConfig, UdpFunction, UdpMode};
 use tailwise_core::server::{Server, ServerConfig};
 
 /// A data-plane problem raised as its `tailwise.errors` class, carrying the problem and the remedy
@@ -250,6 +252,70 @@ impl PyServer {
         let s = self.inner.lock().unwrap().take();
         if let Some(mut s) = s {
             py.detach(move || s.stop());
+        }
+    }
+}
+
+/// A UDP network function (`tailwise serve --udp-reflect / --udp-forward`): a reflector or a
+/// forwarder to `to`, with exact impairments (every N-th datagram dropped, held back one place,
+/// duplicated). Raises InputError (a mode or an impairment of 0) or TargetError (cannot listen, or
+/// no socket towards `to`).
+#[pyclass(name = "UdpFunction", module = "tailwise._core")]
+struct PyUdpFunction {
+    inner: Mutex<Option<UdpFunction>>,
+    addr: String,
+    last: Mutex<tailwise_core::server::udp::UdpCounters>,
+}
+
+#[pymethods]
+impl PyUdpFunction {
+    #[new]
+    #[pyo3(signature = (listen, mode="reflect", to=None, drop_every=None, reorder_every=None, duplicate_every=None, workers=1, pin=true, busy_poll=false))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(py: Python<'_>, listen: &str, mode: &str, to: Option<&str>, drop_every: Option<u64>, reorder_every: Option<u64>, duplicate_every: Option<u64>, workers: usize, pin: bool, busy_poll: bool) -> PyResult<Self> {
+        let to = to.map(resolve).transpose()?;
+        let cfg = UdpConfig {
+            listen: resolve(listen)?,
+            mode: UdpMode::parse(mode, to).map_err(raise)?,
+            impair: Impairments::new(drop_every, reorder_every, duplicate_every).map_err(raise)?,
+            workers,
+            pin,
+            busy_poll,
+        };
+        let f = py.detach(|| UdpFunction::start(cfg)).map_err(raise)?;
+        let addr = f.addr().to_string();
+        Ok(PyUdpFunction { inner: Mutex::new(Some(f)), addr, last: Mutex::default() })
+    }
+
+    /// "ip:port" the function listens on.
+    fn addr(&self) -> String {
+        self.addr.clone()
+    }
+
+    /// The counters now (after `stop`, their final values): received, sent, dropped, reordered,
+    /// duplicated, returned (the forwarder's replies passed back), failed (sends refused).
+    fn counters<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let c = match self.inner.lock().unwrap().as_ref() {
+            Some(f) => f.counters(),
+            None => *self.last.lock().unwrap(),
+        };
+        let d = PyDict::new(py);
+        for (k, v) in [("received", c.received), ("sent", c.sent), ("dropped", c.dropped), ("reordered", c.reordered),
+                       ("duplicated", c.duplicated), ("returned", c.returned), ("failed", c.failed)] {
+            d.set_item(k, v)?;
+        }
+        Ok(d)
+    }
+
+    /// Stop the workers (a held datagram is sent first); the counters keep their final values.
+    fn stop(&self, py: Python<'_>) {
+        let f = self.inner.lock().unwrap().take();
+        if let Some(mut f) = f {
+            let c = py.detach(move || {
+                f.stop();
+                f.counters()
+            });
+            *self.last.lock().unwrap() = c;
         }
     }
 }
@@ -566,6 +632,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(model::model_sojourn, m)?)?;
     m.add_function(wrap_pyfunction!(model::model_summary, m)?)?;
     m.add_class::<PyServer>()?;
+    m.add_class::<PyUdpFunction>()?;
     m.add_class::<PyEngine>()?;
     m.add_class::<PyIntervals>()?;
     hist::add_to(m)?;
