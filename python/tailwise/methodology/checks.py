@@ -195,8 +195,11 @@ def errors_check(counters: dict, reasons: list[tuple[str, int]]) -> Check:
     errors, timeouts = counters.get("errors", 0), counters.get("timeouts", 0)
     sent, received = counters["sent"], counters.get("received", 0)
     never, unfinished = counters.get("never_sent", 0), counters.get("unfinished", 0)
-    outstanding = max(sent - received - errors - timeouts - unfinished, 0)
-    notes = []
+    # Packet mode: a packet never answered is lost, which the loss check judges (analysis.py's
+    # _errors gives its timeouts as 0); 0 for the other protocols.
+    lost = counters.get("lost", 0)
+    outstanding = max(sent - received - errors - timeouts - unfinished - lost, 0)
+    notes = [f"{lost:,} packets lost: the loss check"] if lost else []
     if unfinished:
         notes.append(f"{unfinished:,} outstanding when the run was stopped")
     if outstanding:
