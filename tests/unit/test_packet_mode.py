@@ -63,7 +63,7 @@ def test_defaults_and_the_engine_configuration_round_trip():
     (dict(targets=[TARGET], flows=0), "--flows 0 is outside 1..1024"),
     (dict(targets=[TARGET], flows=1025), "--flows 1025 is outside"),
     (dict(targets=[TARGET], flows=1, threads=2), "--flows 1 is below --threads 2"),
-    (dict(targets=[TARGET], max_loss=1.5), "--max-loss 1.5 is outside [0, 1)"),
+    (dict(targets=[TARGET], max_loss=1.5), "--max-loss 1.5 is outside [0, 1]"),
     (dict(targets=["udp://127.0.0.1:9"], size=64), "--size does not apply to udp://"),
     (dict(targets=["memcached://127.0.0.1:9"], flows=2), "--flows does not apply to memcached://"),
     (dict(flows=2), "--flows needs a udp+flow://HOST:PORT target: there is no built-in reflector"),

@@ -75,8 +75,8 @@ def packet_settings(st: dict[str, Any], scheme: str | None, given: set[str] | fr
     if not 1 <= flows <= _core.PACKET_FLOWS_MAX:
         raise InputError(f"--flows {flows} is outside 1..{_core.PACKET_FLOWS_MAX}",
                          f"give from 1 to {_core.PACKET_FLOWS_MAX} flows")
-    if not 0.0 <= max_loss < 1.0:
-        raise InputError(f"--max-loss {max_loss} is outside [0, 1)", "give a ratio, e.g. --max-loss 0.001 (0.1 %)")
+    if not 0.0 <= max_loss <= 1.0:
+        raise InputError(f"--max-loss {max_loss} is outside [0, 1]", "give a ratio, e.g. --max-loss 0.001 (0.1 %)")
     return size, flows, max_loss
 
 

@@ -8,7 +8,8 @@
 //! | `flows` | one connected UDP socket per flow, its seq counters and the ring of its packets |
 //! | `track` | a flow's answered seqs: first answers, duplicates, reordering and its displacement |
 //! | `batch` | the buffers of one sendmmsg / recvmmsg, receive stamps from their control messages |
-//! | `thread` | the timing loop: schedule → flows → sendmmsg; recvmmsg → answers; timeouts, drain |
+//! | `thread` | the timing loop: schedule → flows; timeouts, the drain, snapshots |
+//! | `send` | the queued packets of each flow out with sendmmsg, counted sent |
 //! | `answer` | what an arriving datagram is (answer, reordered, duplicate, late) and its record |
 //!
 //! Every packet is one request of the engine: it ends exactly once, answered (into the
@@ -19,6 +20,7 @@
 pub(crate) mod answer;
 pub(crate) mod batch;
 pub(crate) mod flows;
+pub(crate) mod send;
 pub(crate) mod thread;
 pub mod track;
 pub mod wire;

@@ -12,11 +12,10 @@
 
 use super::batch::{Batch, BATCH};
 use super::flows::{ring_len, Flow, Slot, State};
-use super::{wire, PacketCounts, LOST, SENT};
+use super::{wire, PacketCounts, LOST};
 use crate::engine::finish::Finish;
 use crate::engine::handover::{self, Handover};
 use crate::engine::io::RxClock;
-use crate::engine::Failure;
 use crate::engine::reach::Reach;
 use crate::engine::req::{Flight, Req, Times, SAMPLED};
 use crate::engine::stalls::{preemptions, thread_cpu_ns, Stalls};
@@ -26,7 +25,6 @@ use crate::io::{cpu, poll::Epoll, poll::EPOLLIN};
 use crate::load::{schedule::Schedule, workload::Op};
 use crate::record::{flags as F, sampler::Sampler};
 use crate::time::{clock::now_ns, clock::set_timer_slack_1ns, stall::StallWatch};
-use std::io;
 use std::sync::atomic::Ordering::{Relaxed, SeqCst};
 use std::sync::Arc;
 
@@ -36,6 +34,9 @@ const SPIN_NS: u64 = 50_000;
 const TICK_NS: u64 = 1_000_000;
 const MAX_WAIT_NS: u64 = 1_000_000;
 const DRAIN_ON_STOP_NS: u64 = 50_000_000;
+/// Once every packet is done, the drain reads on this long: a duplicate sent right behind the
+/// last answer is still counted.
+const LINGER_NS: u64 = 5_000_000;
 
 pub(crate) struct PacketWorker {
     pub cfg: EngineConfig,
@@ -47,7 +48,7 @@ pub(crate) struct PacketWorker {
     rr: usize,
     ep: Epoll,
     ready: Vec<usize>,
-    out: Batch,
+    pub out: Batch,
     pub inb: Batch,
     sampler: Sampler,
     pub fin: Finish,
@@ -56,6 +57,8 @@ pub(crate) struct PacketWorker {
     handover: Handover,
     pub rx: RxClock,
     pub counts: PacketCounts,
+    /// Packets never sent because their flow's ring was full, not yet in the error reasons.
+    ring_full: u64,
     pub watch: StallWatch,
     planned_wait: u64,
     pub t0: u64,
@@ -137,6 +140,7 @@ impl PacketWorker {
             handover: Handover::new(ctx.index, ctx.role, ctx.start_ns),
             rx: RxClock::new(cfg.timestamps.clock(), ctx.nic, ctx.start_ns),
             counts: PacketCounts::new(cfg.duration_ns, cfg.timeout_ns),
+            ring_full: 0,
             watch: StallWatch::new(ctx.shared.stall_log.clone()),
             planned_wait: 0,
             t0: ctx.start_ns,
@@ -229,62 +233,7 @@ impl PacketWorker {
             self.fin.c.never_sent += 1;
             let req = Req { intended, op: Op::KEYLESS, flags };
             self.fin.record(req, Times::default(), now - intended, F::CENSORED | F::NEVER_SENT, 0);
-            self.fin.note("not sent: the flow already had as many packets outstanding as it tracks".into());
-        }
-    }
-
-    /// Every flow's queued packets, with one sendmmsg per `BATCH`; the send time is stamped just
-    /// before each call and the packets it took are counted sent.
-    fn send_queued(&mut self) {
-        for i in 0..self.flows.len() {
-            while self.flows[i].queued() > 0 {
-                let f = &mut self.flows[i];
-                let n = (f.queued() as usize).min(BATCH);
-                for k in 0..n {
-                    let seq = f.next_send + k as u64;
-                    let intended = f.slot(seq).intended;
-                    wire::write(self.out.buf(k), f.id, seq, intended);
-                }
-                let t = self.watch.now();
-                match self.out.send(self.flows[i].fd, n) {
-                    Ok(went) => {
-                        self.sent(i, went, t);
-                        if went < n {
-                            break;
-                        }
-                    }
-                    Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock || e.raw_os_error() == Some(libc::ENOBUFS) => break,
-                    Err(e) => {
-                        // An ICMP error reported on this send (the kernel clears it): tried again next time.
-                        let addr = self.flows[i].sock.peer_addr().unwrap_or_else(|_| self.cfg.targets[0]);
-                        let why = Failure::SendDatagram { addr, err: e.into() };
-                        self.fin.note(why.reason());
-                        self.reach.failure(why);
-                        break;
-                    }
-                }
-            }
-        }
-        handover::publish(&self.shared.progress[self.index], &self.fin);
-    }
-
-    /// `went` packets of flow `i` sent at `t`.
-    fn sent(&mut self, i: usize, went: usize, t: u64) {
-        let (late_ns, last_stall_end) = (self.cfg.late_ns, self.stalls.last_end);
-        let f = &mut self.flows[i];
-        for _ in 0..went {
-            let seq = f.next_send;
-            let s = f.slot(seq);
-            s.sent = t;
-            s.state = State::Out;
-            let req = Req { intended: s.intended, op: Op::KEYLESS, flags: s.flags };
-            self.fin.sent(&req, t, late_ns, last_stall_end);
-            self.counts.note(req.intended - self.t0, SENT);
-            f.next_send += 1;
-        }
-        if went > 0 {
-            self.stalls.sent(went as u64, self.watch.now() - t);
+            self.ring_full += 1; // in the error reasons at the next tick: no text per packet here
         }
     }
 
@@ -314,10 +263,19 @@ impl PacketWorker {
     fn tick(&mut self, now: u64) {
         let timeout = self.cfg.timeout_ns;
         self.end_flows(now.saturating_sub(timeout), now);
+        self.note_ring_full();
         if let Some(abort) = self.reach.verdict(now, self.cfg.unreachable_ns) {
             self.shared.abort(abort);
         }
         self.stalls.prune(now.saturating_sub(timeout + 10 * TICK_NS));
+    }
+
+    /// The packets never sent for a full ring, in the error reasons (one text per tick, not per packet).
+    fn note_ring_full(&mut self) {
+        if self.ring_full > 0 {
+            let why = "not sent: the flow already had as many packets outstanding as it tracks".to_string();
+            self.fin.note_n(why, std::mem::take(&mut self.ring_full));
+        }
     }
 
     /// End every packet intended before `before`, censored at `now`: one sent is lost (a timeout
@@ -345,11 +303,14 @@ impl PacketWorker {
         let stopped = self.shared.stop.load(Relaxed);
         let start = now_ns();
         let deadline = start + if stopped { DRAIN_ON_STOP_NS } else { self.cfg.timeout_ns + TICK_NS };
-        let mut next_tick = start;
+        let (mut next_tick, mut idle_since) = (start, None);
         loop {
             let now = self.watch.now();
             let aborted = self.shared.stop.load(Relaxed) && self.shared.abort.lock().unwrap().is_some();
-            if self.flows.iter().all(Flow::idle) || now >= deadline || aborted {
+            if self.flows.iter().all(Flow::idle) {
+                idle_since = idle_since.or(Some(now));
+            }
+            if idle_since.is_some_and(|t| now - t >= LINGER_NS) || now >= deadline || aborted {
                 break;
             }
             if !stopped {
@@ -362,7 +323,9 @@ impl PacketWorker {
             }
             self.serve_snapshot();
         }
-        self.end_flows(u64::MAX, now_ns());
+        let now = now_ns();
+        self.end_flows(u64::MAX, now);
+        self.note_ring_full();
         let first_reason = self.fin.reasons.first().map(|(r, _)| r.as_str());
         if let Some(none) = self.reach.none_answered(self.fin.c.sent, first_reason) {
             if !(self.shared.stop.load(Relaxed) && self.shared.abort.lock().unwrap().is_some()) {
