@@ -18,6 +18,8 @@ from support.cli import CLI, run_cli
 from support.schemas import assert_valid
 
 from tailwise.measure import netns
+from tailwise.results.documents.base import STRICT
+from tailwise.results.documents.run import Summary
 
 #: A lost packet is known after this: short, so that a run with drops drains quickly.
 TIMEOUT = "200ms"
@@ -42,6 +44,7 @@ def check(s: dict) -> dict:
     # HDR at 3 significant digits: buckets at most 1/1024 of the value wide (64 ns below 131 µs).
     assert 1 <= p["resolution_ns"] <= max(1, s["latency"]["histogram"]["max_ns"] // 1024)
     assert_valid(s, "summary")
+    Summary.model_validate(s, context=STRICT)  # the writer holds to the declared fields
     return {ch["name"]: ch for ch in s["checks"]}
 
 
