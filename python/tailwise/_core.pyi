@@ -9,10 +9,11 @@ from typing import Final, TypedDict, final
 __all__ = [
     "SAMPLE_FLAGS", "SAMPLE_FIELDS", "SAMPLE_BYTES", "HIST_LOWEST_NS", "HIST_MAX_NS", "HIST_SIGFIG", "INTERVAL_NS",
     "INTERVAL_SIGFIG", "STALL_NS", "MASK_STALL_NS", "ECHO_MIN_DATAGRAM", "ECHO_MAX_DATAGRAM", "PROTOCOLS",
-    "MODEL_MAX_CUSTOMERS", "MODEL_MAX_WORKERS", "TEST_HOOKS", "ENGINE_DEFAULTS", "UDP_SIZE", "parse_dist",
+    "MODEL_MAX_CUSTOMERS", "MODEL_MAX_WORKERS", "TEST_HOOKS", "ENGINE_DEFAULTS", "UDP_SIZE", "PACKET_SIZE",
+    "PACKET_SIZE_MIN", "PACKET_SIZE_MAX", "PACKET_FLOWS", "PACKET_FLOWS_MAX", "parse_dist",
     "check_engine_config", "route_interface", "hardware_timestamping", "now_ns",
     "clock_cost_ns", "histogram_params", "interval_params", "measure_stalls", "check_workload", "parse_arrival",
-    "preload", "model_sojourn", "model_summary", "Server", "Engine", "Intervals", "Histogram",
+    "preload", "model_sojourn", "model_summary", "Server", "UdpFunction", "Engine", "Intervals", "Histogram",
     "__version__",
 ]
 
@@ -55,6 +56,13 @@ TEST_HOOKS: Final[bool]
 ENGINE_DEFAULTS: Final[dict[str, object]]
 #: A udp:// datagram's bytes when its URL gives no ``?size=``.
 UDP_SIZE: Final[int]
+#: udp+flow (packet mode, packet/wire.rs): the Ethernet frame size's default and bounds (bytes), the
+#: flows' default and maximum.
+PACKET_SIZE: Final[int]
+PACKET_SIZE_MIN: Final[int]
+PACKET_SIZE_MAX: Final[int]
+PACKET_FLOWS: Final[int]
+PACKET_FLOWS_MAX: Final[int]
 
 class _ProtocolTraits(TypedDict):
     keys: bool
@@ -118,6 +126,12 @@ class _Counters(TypedDict):
     hits: int
     misses: int
     stored: int
+    #: Packet mode (udp+flow; 0 otherwise): never answered by their timeout or the drain's end,
+    #: answered after a later seq of their flow, the largest such displacement, answered twice.
+    lost: int
+    reordered: int
+    reorder_max: int
+    duplicates: int
 
 class _Joined(TypedDict):
     counters: _Counters
@@ -187,6 +201,36 @@ class Server:
     def take_stalls(self) -> list[tuple[int, int]]: ...
     def stop(self) -> None: ...
 
+class _UdpCounters(TypedDict):
+    received: int
+    sent: int
+    dropped: int
+    reordered: int
+    duplicated: int
+    returned: int
+    failed: int
+
+@final
+class UdpFunction:
+    """A UDP reflector (mode "reflect") or forwarder to ``to`` (mode "forward"), impairing every
+    N-th datagram exactly (tailwise-core server/udp.rs, server/impair.rs)."""
+
+    def __new__(
+        cls,
+        listen: str,
+        mode: str = "reflect",
+        to: str | None = None,
+        drop_every: int | None = None,
+        reorder_every: int | None = None,
+        duplicate_every: int | None = None,
+        workers: int = 1,
+        pin: bool = True,
+        busy_poll: bool = False,
+    ) -> UdpFunction: ...
+    def addr(self) -> str: ...
+    def counters(self) -> _UdpCounters: ...
+    def stop(self) -> None: ...
+
 @final
 class Intervals:
     def window(self, first: int, last: int, with_pending: bool = True) -> bytes: ...
@@ -236,6 +280,7 @@ class Engine:
     def take(self, wait_ns: int = 1_000_000_000) -> _Taken: ...
     def intervals(self) -> Intervals: ...
     def take_stalls(self) -> list[tuple[int, int]]: ...
+    def packet_intervals(self) -> list[tuple[int, int, int, int, int, int]]: ...
     def is_finished(self) -> bool: ...
     def pause(self) -> None: ...
     def resume(self) -> None: ...

@@ -123,8 +123,9 @@ def readme_servers(tmp_path_factory):
                 proc = subprocess.Popen([*CLI, *argv[1:]], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                         text=True, cwd=work)
                 serves.append(proc)
-                line = proc.stdout.readline()  # "tailwise serve: listening on synthetic://…"
-                assert "listening on" in line, (c, line, proc.stderr.read() if proc.poll() is not None else "")
+                line = proc.stdout.readline()  # "tailwise serve: listening on synthetic://…" (or reflecting UDP on …)
+                assert re.search(r"listening on|reflecting UDP on|forwarding UDP on", line), \
+                    (c, line, proc.stderr.read() if proc.poll() is not None else "")
         try:
             yield work, moved
         finally:

@@ -1,5 +1,6 @@
 """The CLI run as users run it (`python -m tailwise`), bounded in time, and `tailwise serve` started
-on a free port; the ``serve`` fixture (tests/support/plugin.py) stops what it starts."""
+on a free port (the synthetic server, or a UDP reflector or forwarder); the ``serve``,
+``udp_reflector`` and ``udp_forwarder`` fixtures (tests/support/plugin.py) stop what they start."""
 
 from __future__ import annotations
 
@@ -41,18 +42,45 @@ class ServeProcess:
         return self.proc.returncode
 
 
-def start_serve(*args: str, startup_s: float = 30.0) -> ServeProcess:
-    """`tailwise serve` on a free port (port 0), waiting for the line that names the address."""
+def _start(args: tuple[str, ...], address: str, kind: type[ServeProcess], startup_s: float) -> ServeProcess:
+    """`tailwise serve ARGS` on a free port (port 0), waiting for the line whose ``address``
+    pattern names the address."""
     proc = subprocess.Popen([*CLI, "serve", "--listen", "127.0.0.1:0", *args],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + startup_s
     line = ""
     while time.monotonic() < deadline:
         line = proc.stdout.readline()
-        m = re.search(r"listening on synthetic://(\S+)", line)
+        m = re.search(address, line)
         if m:
-            return ServeProcess(proc, m.group(1))
+            return kind(proc, m.group(1))
         if proc.poll() is not None:
             break
     proc.kill()
     raise RuntimeError(f"tailwise serve did not start: {line!r} {proc.stderr.read()!r}")
+
+
+def start_serve(*args: str, startup_s: float = 30.0) -> ServeProcess:
+    """`tailwise serve` (the synthetic server) on a free port."""
+    return _start(args, r"listening on synthetic://(\S+)", ServeProcess, startup_s)
+
+@dataclass
+class UdpFunctionProcess(ServeProcess):
+    """`tailwise serve --udp-reflect` or `--udp-forward TO` running; ``counters()`` after ``stop``."""
+
+    @property
+    def url(self) -> str:
+        return f"udp+flow://{self.addr}"
+
+    def counters(self) -> dict[str, int]:
+        """The counters the command printed when it stopped (call ``stop`` first)."""
+        rest = self.proc.stdout.read()
+        m = re.search(r"tailwise serve: stopped: (.*)", rest)
+        if m is None:
+            raise RuntimeError(f"tailwise serve printed no counters: {rest!r} {self.proc.stderr.read()!r}")
+        return {k: int(v) for k, v in re.findall(r"(\w+) (\d+)", m.group(1))}
+
+
+def start_udp_function(*args: str, startup_s: float = 30.0) -> UdpFunctionProcess:
+    """`tailwise serve --udp-…` on a free port."""
+    return _start(args, r"(?:reflecting|forwarding) UDP on (\S+)", UdpFunctionProcess, startup_s)

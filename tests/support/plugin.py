@@ -4,7 +4,7 @@ real servers on free loopback ports and always stop them.
 ``memcached``, ``memcached_udp``, ``redis``, ``nginx`` (tests/support/servers.py) skip when the
 Debian binary is missing, unless ``CI=true``, where a missing binary is a failure; ``udp_echo``,
 ``garbage``, ``closing``, ``silent`` are Python servers in the test process; ``serve`` starts
-`tailwise serve` (tests/support/cli.py).
+`tailwise serve` (tests/support/cli.py), ``udp_reflector`` and ``udp_forwarder`` its UDP functions.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import signal
 import pytest
 
 from support import servers
-from support.cli import ServeProcess, start_serve
+from support.cli import ServeProcess, start_serve, start_udp_function
 from support.servers import (
     closing_server,
     garbage_server,
@@ -26,7 +26,8 @@ from support.servers import (
 )
 
 #: The server fixtures this plugin defines (tests/e2e/test_servers.py checks each is there).
-FIXTURES = ("memcached", "memcached_udp", "redis", "nginx", "udp_echo", "garbage", "closing", "silent")
+FIXTURES = ("memcached", "memcached_udp", "redis", "nginx", "udp_echo", "garbage", "closing", "silent",
+            "udp_reflector", "udp_forwarder")
 
 
 def skip_unless_installed(binary: str) -> None:
@@ -96,16 +97,37 @@ def silent():
         yield s
 
 
-@pytest.fixture
-def serve():
-    """Factory fixture: start `tailwise serve` with the given flags; all are stopped at teardown."""
+def _started(start):
+    """A factory fixture's body: ``start`` wrapped so that every process it starts is killed at
+    teardown."""
     started: list[ServeProcess] = []
 
     def _start(*args: str) -> ServeProcess:
-        s = start_serve(*args)
+        s = start(*args)
         started.append(s)
         return s
 
     yield _start
     for s in started:
         s.stop(signal.SIGKILL)
+
+
+@pytest.fixture
+def serve():
+    """Factory fixture: start `tailwise serve` with the given flags; all are stopped at teardown."""
+    yield from _started(start_serve)
+
+
+@pytest.fixture
+def udp_reflector():
+    """Factory fixture: `tailwise serve --udp-reflect` with the given flags (e.g. "--drop-every",
+    "10") on a free loopback port: .addr, .url (udp+flow://), .stop(), then .counters(). All are
+    stopped at teardown."""
+    yield from _started(lambda *args: start_udp_function("--udp-reflect", *args))
+
+
+@pytest.fixture
+def udp_forwarder():
+    """Factory fixture: `tailwise serve --udp-forward TO` with the given flags (TO first), as
+    ``udp_reflector``."""
+    yield from _started(lambda to, *args: start_udp_function("--udp-forward", to, *args))

@@ -14,10 +14,12 @@ def test_every_help_names_values_and_shows_defaults():
     _patch_help()
     cli = typer.main.get_command(app)
     ctx = cli.make_context("tailwise", ["--help"], resilient_parsing=True)
-    # Settings with no default to show: a file, a time that switches a mode on, a gate, the output.
+    # Settings with no default to show: a file, a time that switches a mode on, a gate, the output,
+    # a UDP function's target and impairments (none unless given).
     no_default = {"workload", "duration", "threshold", "out", "json_out", "quiet", "verbose", "help", "resume",
                   "slo", "rates", "label", "customers", "version", "target", "targets", "directory", "directories",
-                  "service", "load", "agents", "probe_agent", "token_file", "tls_ca"}
+                  "service", "load", "agents", "probe_agent", "token_file", "tls_ca",
+                  "udp_forward", "drop_every", "reorder_every", "duplicate_every"}
     # A group's commands (`deploy start`, …) are checked as the top-level ones.
     commands = [(name, command, ctx) for name, command in cli.commands.items()]
     for name, command, parent in commands:

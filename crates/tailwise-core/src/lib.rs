@@ -23,6 +23,7 @@
 //! | [`io::cpu`] | CPU pinning |
 //! | [`stamp`] | kernel and NIC timestamps on sockets: SO_TIMESTAMPING on a [`stamp::StampClock`], stamps read from control messages and the error queue |
 //! | [`stamp::nic`] | NIC hardware timestamps: whether a driver can stamp every packet, switching it to, its PTP clock's offset |
+//! | [`packet`] | packet mode (`udp+flow://`): sequenced UDP flows through a network function, sendmmsg/recvmmsg, loss, reordering, duplicates |
 //! | [`engine`] | the open-loop load generator: threads, connections (reconnected when the target closes them), backlog, matching replies, snapshots, pauses |
 //! | [`server`] | the synthetic server behind `tailwise serve` |
 //! | [`preload`] | `tailwise load`: store every key of a workload before a run |
@@ -51,6 +52,7 @@ pub mod error;
 pub mod io;
 pub mod load;
 pub mod model;
+pub mod packet;
 pub mod preload;
 pub mod protocol;
 pub mod record;

@@ -17,10 +17,13 @@ use tailwise_core::load::schedule::Arrival;
 use tailwise_core::load::workload::Workload;
 use tailwise_core::preload::{preload as run_preload, PreloadConfig};
 use tailwise_core::protocol::Protocol;
+use tailwise_core::packet::{wire, PacketIntervals};
 use tailwise_core::record::flags;
 use tailwise_core::record::histogram::{encode_histogram, HIST_LOWEST_NS, HIST_MAX_NS, HIST_SIGFIG};
 use tailwise_core::record::interval::{Intervals, INTERVAL_NS, INTERVAL_SIGFIG};
 use tailwise_core::record::sample::{samples_to_le_bytes, SAMPLE_BYTES, SAMPLE_FIELDS};
+use tailwise_core::server::impair::Impairments;
+use tailwise_core::server::udp::{UdpConfig, UdpFunction, UdpMode};
 use tailwise_core::server::{Server, ServerConfig};
 
 /// A data-plane problem raised as its `tailwise.errors` class, carrying the problem and the remedy
@@ -253,6 +256,70 @@ impl PyServer {
     }
 }
 
+/// A UDP network function (`tailwise serve --udp-reflect / --udp-forward`): a reflector or a
+/// forwarder to `to`, with exact impairments (every N-th datagram dropped, held back one place,
+/// duplicated). Raises InputError (a mode or an impairment of 0) or TargetError (cannot listen, or
+/// no socket towards `to`).
+#[pyclass(name = "UdpFunction", module = "tailwise._core")]
+struct PyUdpFunction {
+    inner: Mutex<Option<UdpFunction>>,
+    addr: String,
+    last: Mutex<tailwise_core::server::udp::UdpCounters>,
+}
+
+#[pymethods]
+impl PyUdpFunction {
+    #[new]
+    #[pyo3(signature = (listen, mode="reflect", to=None, drop_every=None, reorder_every=None, duplicate_every=None, workers=1, pin=true, busy_poll=false))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(py: Python<'_>, listen: &str, mode: &str, to: Option<&str>, drop_every: Option<u64>, reorder_every: Option<u64>, duplicate_every: Option<u64>, workers: usize, pin: bool, busy_poll: bool) -> PyResult<Self> {
+        let to = to.map(resolve).transpose()?;
+        let cfg = UdpConfig {
+            listen: resolve(listen)?,
+            mode: UdpMode::parse(mode, to).map_err(raise)?,
+            impair: Impairments::new(drop_every, reorder_every, duplicate_every).map_err(raise)?,
+            workers,
+            pin,
+            busy_poll,
+        };
+        let f = py.detach(|| UdpFunction::start(cfg)).map_err(raise)?;
+        let addr = f.addr().to_string();
+        Ok(PyUdpFunction { inner: Mutex::new(Some(f)), addr, last: Mutex::default() })
+    }
+
+    /// "ip:port" the function listens on.
+    fn addr(&self) -> String {
+        self.addr.clone()
+    }
+
+    /// The counters now (after `stop`, their final values): received, sent, dropped, reordered,
+    /// duplicated, returned (the forwarder's replies passed back), failed (sends refused).
+    fn counters<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let c = match self.inner.lock().unwrap().as_ref() {
+            Some(f) => f.counters(),
+            None => *self.last.lock().unwrap(),
+        };
+        let d = PyDict::new(py);
+        for (k, v) in [("received", c.received), ("sent", c.sent), ("dropped", c.dropped), ("reordered", c.reordered),
+                       ("duplicated", c.duplicated), ("returned", c.returned), ("failed", c.failed)] {
+            d.set_item(k, v)?;
+        }
+        Ok(d)
+    }
+
+    /// Stop the workers (a held datagram is sent first); the counters keep their final values.
+    fn stop(&self, py: Python<'_>) {
+        let f = self.inner.lock().unwrap().take();
+        if let Some(mut f) = f {
+            let c = py.detach(move || {
+                f.stop();
+                f.counters()
+            });
+            *self.last.lock().unwrap() = c;
+        }
+    }
+}
+
 /// Every-request histograms by 100 ms of intended send time; outlives its engine.
 #[pyclass(name = "Intervals", module = "tailwise._core")]
 struct PyIntervals {
@@ -342,6 +409,10 @@ fn counters_dict<'py>(py: Python<'py>, c: &Counters) -> PyResult<Bound<'py, PyDi
         ("hits", c.hits),
         ("misses", c.misses),
         ("stored", c.stored),
+        ("lost", c.lost),
+        ("reordered", c.reordered),
+        ("reorder_max", c.reorder_max),
+        ("duplicates", c.duplicates),
     ] {
         d.set_item(k, v)?;
     }
@@ -352,6 +423,7 @@ fn counters_dict<'py>(py: Python<'py>, c: &Counters) -> PyResult<Bound<'py, PyDi
 struct PyEngine {
     inner: Mutex<Option<Engine>>,
     intervals: Arc<Mutex<Intervals>>,
+    packets: Arc<Mutex<PacketIntervals>>,
 }
 
 #[pymethods]
@@ -364,8 +436,8 @@ impl PyEngine {
     fn new(py: Python<'_>, config: &str) -> PyResult<Self> {
         let cfg = EngineConfig::from_json(config).map_err(raise)?;
         let e = py.detach(|| Engine::start(cfg)).map_err(raise)?;
-        let intervals = e.intervals();
-        Ok(PyEngine { inner: Mutex::new(Some(e)), intervals })
+        let (intervals, packets) = (e.intervals(), e.packets());
+        Ok(PyEngine { inner: Mutex::new(Some(e)), intervals, packets })
     }
 
     /// Live counters: elapsed_ns, intended, sent, late, received, errors, timeouts, never_sent,
@@ -406,6 +478,13 @@ impl PyEngine {
     /// The every-request interval histograms (they outlive the engine).
     fn intervals(&self) -> PyIntervals {
         PyIntervals { inner: self.intervals.clone() }
+    }
+
+    /// Packet mode (udp+flow): per 100 ms interval of intended time, `(index, sent, received,
+    /// lost, reordered, duplicates)`, as of the latest `take` (every packet after `join`); empty
+    /// for the other protocols. It outlives the engine.
+    fn packet_intervals(&self) -> Vec<(u64, u64, u64, u64, u64, u64)> {
+        self.packets.lock().unwrap().rows()
     }
 
     /// The engine threads' stalls (≥ 200 µs without running) since the last call: (start, end)
@@ -518,6 +597,12 @@ fn add_constants(m: &Bound<'_, PyModule>) -> PyResult<()> {
         protocols.set_item(p.name(), traits)?;
     }
     m.add("PROTOCOLS", protocols)?;
+    // Packet mode's frame sizes and flows (packet/wire.rs): range and defaults.
+    m.add("PACKET_SIZE", wire::FRAME_DEFAULT)?;
+    m.add("PACKET_SIZE_MIN", wire::FRAME_MIN)?;
+    m.add("PACKET_SIZE_MAX", wire::FRAME_MAX)?;
+    m.add("PACKET_FLOWS", wire::DEFAULT_FLOWS)?;
+    m.add("PACKET_FLOWS_MAX", wire::MAX_FLOWS)?;
     m.add("MODEL_MAX_CUSTOMERS", model::MAX_CUSTOMERS)?;
     m.add("MODEL_MAX_WORKERS", model::MAX_WORKERS)?;
     // Every field of an engine configuration with its default: the one definition of them.
@@ -547,6 +632,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(model::model_sojourn, m)?)?;
     m.add_function(wrap_pyfunction!(model::model_summary, m)?)?;
     m.add_class::<PyServer>()?;
+    m.add_class::<PyUdpFunction>()?;
     m.add_class::<PyEngine>()?;
     m.add_class::<PyIntervals>()?;
     hist::add_to(m)?;

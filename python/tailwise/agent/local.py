@@ -110,6 +110,9 @@ class AgentResult:
     barrier: dict | None = None
     #: A run on several agents: which agent each row of ``samples`` is (its index in ``agents``).
     owner: np.ndarray | None = None
+    #: Packet mode (udp+flow): per 100 ms interval of intended time, (index, sent, received,
+    #: lost, reordered, duplicates) (``Engine.packet_intervals``); empty for other protocols.
+    packet_intervals: list[tuple[int, int, int, int, int, int]] = field(default_factory=list)
 
 
 def decode_samples(raw: bytes) -> np.ndarray:
@@ -274,6 +277,7 @@ class Session:
             engine_stalls_ns=sorted(self.engine_stalls),
             target_stalls_ns=sorted(self.target_stalls),
             intervals=self.intervals,
+            packet_intervals=[tuple(r) for r in self._engine.packet_intervals()],
         )
 
 

@@ -13,6 +13,8 @@ from typing import Annotated, Any, Optional
 
 import typer
 
+from tailwise import _core
+
 from tailwise.spec.runspec import AUTO_SAMPLES_PER_S, BUILTIN_SERVICE, DEFAULT_CI
 from tailwise.spec.workload import COMMAND_DEFAULTS, DEFAULTS
 from tailwise.stats import DEFAULT_PERCENTILES
@@ -48,7 +50,8 @@ def _opt(*names: str, help: str, metavar: str | None = None) -> Any:
 
 Targets = Annotated[Optional[list[str]], typer.Argument(
     help="one or more targets of one protocol: synthetic://, memcached://, memcached+binary://, memcached+udp://, "
-         "redis://, http://host:port/path, udp://host:port?size=N; none: the built-in server on 127.0.0.1",
+         "redis://, http://host:port/path, udp://host:port?size=N, udp+flow://host:port (packet mode: flows of "
+         "sequenced datagrams through a reflector); none: the built-in server on 127.0.0.1",
     metavar="TARGET", show_default=False)]
 Workload = Annotated[Optional[str], _opt(
     "--workload", metavar="FILE",
@@ -134,6 +137,17 @@ ProbeConns = Annotated[Optional[int], _opt(
     "--probe-conns", metavar="N", help=f"the probe's connections {default('probe_conns')}")]
 ProbeRate = Annotated[Optional[str], _opt(
     "--probe-rate", metavar="RATE", help=f"the probe's rate, on top of --rate {default('probe_rate')}")]
+Size = Annotated[Optional[int], _opt(
+    "--size", metavar="BYTES",
+    help=f"udp+flow:// only: each packet's Ethernet frame size, {_core.PACKET_SIZE_MIN}–{_core.PACKET_SIZE_MAX} "
+         f"(UDP payload = size − 46 over IPv4; bits/s count frame bits) [default: {_core.PACKET_SIZE}]")]
+Flows = Annotated[Optional[int], _opt(
+    "--flows", metavar="N",
+    help=f"udp+flow:// only: UDP flows (one socket and source port each), spread over the threads, at most "
+         f"{_core.PACKET_FLOWS_MAX} [default: {_core.PACKET_FLOWS}]")]
+MaxLoss = Annotated[Optional[float], _opt(
+    "--max-loss", metavar="RATIO",
+    help=f"udp+flow:// only: the loss check fails above this share of packets lost {default('max_loss', '0.1 %')}")]
 Pin = Annotated[Optional[bool], _opt(
     "--pin/--no-pin",
     help=f"pin engine threads (and built-in server workers) to CPUs {default_switch('pin', '--pin', '--no-pin')}")]

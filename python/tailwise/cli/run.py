@@ -10,6 +10,7 @@ from tailwise.cli.exits import EXIT_ERROR, EXIT_NOT_MEASURABLE, EXIT_OK, EXIT_TH
 from tailwise.cli.options import (Agents, Arrival, Ci, Confidence, Conns, Duration, Force, Json, KeepStalls, Keys, KeySize,
                                   Late, MaxTime, Mix, Outstanding, Percentile, Percentiles, Pin, PollOption,
                                   Popularity, Probe, ProbeConns, ProbeRate, Quiet, Rate, RunOut, SampleEvery,
+                                  Size, Flows, MaxLoss,
                                   ProbeAgent, SamplesFormat, Seed, Service, Targets, Threads, Thresholds, Timeout,
                                   Timestamps, TlsCa, TokenFile, ValueSize, Verbose, Warmup, Workers, Workload)
 from tailwise.errors import InputError
@@ -21,7 +22,7 @@ from tailwise.spec.runspec import TIME_CAP_ENV, RunSpec
 RUN_SETTINGS = ("targets", "rate", "percentile", "percentiles", "ci", "confidence", "max_time", "duration", "threads",
                 "conns", "outstanding", "arrival", "keys", "key_size", "popularity", "mix", "service", "workers",
                 "sample_every", "timeout", "late", "warmup", "seed", "timestamps", "probe", "probe_conns", "probe_rate",
-                "value_size")
+                "value_size", "size", "flows", "max_loss")
 
 
 def run(
@@ -35,7 +36,8 @@ def run(
     pin: Pin = None, warmup: Warmup = None, keep_stalls: KeepStalls = None, seed: Seed = None,
     threshold: Thresholds = None, quiet: Quiet = False, verbose: Verbose = False, out: RunOut = None,
     samples_format: SamplesFormat = None, force: Force = False, json_out: Json = False, agents: Agents = None,
-    probe_agent: ProbeAgent = None, token_file: TokenFile = None, tls_ca: TlsCa = None,
+    probe_agent: ProbeAgent = None, token_file: TokenFile = None, tls_ca: TlsCa = None, size: Size = None,
+    flows: Flows = None, max_loss: MaxLoss = None,
 ) -> int:
     """Measure latency at an offered open-loop load, until the percentile's CI is as narrow as asked."""
     # SIGINT, SIGTERM and SIGHUP stop sending; what was measured is still written (signals.py).

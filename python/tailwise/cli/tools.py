@@ -19,35 +19,103 @@ from tailwise.spec.units import parse_time_ns
 _DISTS = "fixed:10us, exp:10us, bimodal:10us, lognormal:10us:1.0"
 
 
-def _parse_listen(text: str) -> str:
+def _parse_listen(text: str, flag: str = "--listen") -> str:
     host, sep, port = text.rpartition(":")
     if not sep:
         host, port = "127.0.0.1", text
     host = host.strip("[]") or "127.0.0.1"
     if not port.isdigit() or int(port) > 65535:
-        raise InputError(f"--listen {text} is not HOST:PORT", "write e.g. --listen 127.0.0.1:7000 (port 0: any free port)")
+        example = "--listen 127.0.0.1:7000 (port 0: any free port)" if flag == "--listen" else f"{flag} 127.0.0.1:7000"
+        raise InputError(f"{flag} {text} is not HOST:PORT", f"write e.g. {example}")
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def _udp_flags(udp_reflect: bool, udp_forward: Optional[str], service: Optional[str],
+               impairments: dict[str, Optional[int]]) -> None:
+    """Refuse what does not go together: the flags of a UDP function and of the synthetic server."""
+    if udp_reflect and udp_forward is not None:
+        raise InputError("--udp-reflect and --udp-forward go separately",
+                         "give --udp-reflect (back to the source) or --udp-forward HOST:PORT (on to HOST:PORT)")
+    udp = udp_reflect or udp_forward is not None
+    if udp and service is not None:
+        raise InputError("--service is the synthetic server's: a UDP function spins for no service time",
+                         "drop --service, or drop --udp-reflect/--udp-forward to serve the synthetic protocol")
+    given = [flag for flag, every in impairments.items() if every is not None]
+    if given and not udp:
+        raise InputError(f"{given[0]} impairs a UDP function: the synthetic server takes no impairments",
+                         f"add --udp-reflect or --udp-forward HOST:PORT to {given[0]}")
+
+
+def _stop_on_signal() -> threading.Event:
+    """An event SIGINT and SIGTERM set, installed before the address is printed (a test may
+    signal as soon as it reads it)."""
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    return stop
+
+
+def _serve_udp(addr: str, forward_to: Optional[str], impairments: dict[str, Optional[int]], workers: int,
+               pin: bool, spin: bool) -> int:
+    from tailwise.measure.server import udp_function
+
+    stop = _stop_on_signal()
+    with udp_function(addr, forward_to, *impairments.values(), workers=workers, pin=pin, busy_poll=spin) as fn:
+        line = f"tailwise serve: {'reflecting' if forward_to is None else 'forwarding'} UDP on {fn.addr()}"
+        if forward_to is not None:
+            line += f" to {forward_to}"
+        details = [f"{workers} worker{'s' if workers != 1 else ''}"]
+        details += [f"{flag} {n}" for flag, n in impairments.items() if n is not None]
+        print(f"{line} ({', '.join(details)})", flush=True)
+        while not stop.wait(0.2):
+            pass
+        fn.stop()  # a held datagram goes out first: the counters are final
+        c = fn.counters()
+    names = ["received", "sent", "dropped", "reordered", "duplicated"]
+    names += ["returned"] if forward_to is not None else []
+    names += ["failed"] if c["failed"] else []
+    print("tailwise serve: stopped: " + ", ".join(f"{k} {c[k]}" for k in names), flush=True)
+    return EXIT_OK
 
 
 def serve(
     listen: Annotated[str, typer.Option("--listen", metavar="HOST:PORT",
                                         help="HOST:PORT to listen on (port 0: a free port)")] = "127.0.0.1:0",
     workers: Annotated[int, typer.Option("--workers", metavar="N",
-                                         help="worker threads; each spins for every request's service time")] = 1,
-    service: Annotated[str, typer.Option("--service", metavar="DIST",
-                                         help=f"service-time distribution: {_DISTS}")] = BUILTIN_SERVICE,
+                                         help="worker threads; each spins for every request's service time (a UDP "
+                                              "function: each with a socket of its own on the port)")] = 1,
+    service: Annotated[Optional[str], typer.Option("--service", metavar="DIST", show_default=False,
+                                                   help=f"service-time distribution: {_DISTS} "
+                                                        f"(default {BUILTIN_SERVICE})")] = None,
     spin: Annotated[bool, typer.Option("--spin", help="busy-poll for requests (lower latency, 100 % CPU per worker)")] = False,
     pin: Annotated[bool, typer.Option("--pin/--no-pin", help="pin worker i to CPU i")] = True,
     seed: Annotated[int, typer.Option("--seed", metavar="N", help="seed of the service-time draws")] = 1,
+    udp_reflect: Annotated[bool, typer.Option(
+        "--udp-reflect", help="instead: a UDP reflector, every datagram sent back to its source unchanged")] = False,
+    udp_forward: Annotated[Optional[str], typer.Option(
+        "--udp-forward", metavar="HOST:PORT",
+        help="instead: a UDP forwarder to HOST:PORT, replies passed back (one socket per client, like a NAT)")] = None,
+    drop_every: Annotated[Optional[int], typer.Option(
+        "--drop-every", metavar="N", help="UDP function: drop the N-th, 2N-th, … datagram")] = None,
+    reorder_every: Annotated[Optional[int], typer.Option(
+        "--reorder-every", metavar="N",
+        help="UDP function: hold the N-th, 2N-th, … datagram back and send it after the next (alone after 1 ms)")] = None,
+    duplicate_every: Annotated[Optional[int], typer.Option(
+        "--duplicate-every", metavar="N", help="UDP function: send the N-th, 2N-th, … datagram twice")] = None,
 ) -> int:
-    """Run the synthetic server (synthetic protocol and memcached ASCII get/set) until SIGINT/SIGTERM."""
+    """Run the synthetic server (synthetic protocol and memcached ASCII get/set), or a UDP reflector or
+    forwarder (--udp-reflect, --udp-forward), until SIGINT/SIGTERM."""
     from tailwise.measure.server import builtin_server
 
+    impairments = {"--drop-every": drop_every, "--reorder-every": reorder_every, "--duplicate-every": duplicate_every}
+    _udp_flags(udp_reflect, udp_forward, service, impairments)
     positive("--workers", workers)
     addr = _parse_listen(listen)
-    stop = threading.Event()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: stop.set())
+    if udp_reflect or udp_forward is not None:
+        to = None if udp_forward is None else _parse_listen(udp_forward, "--udp-forward")
+        return _serve_udp(addr, to, impairments, workers, pin, spin)
+    service = service or BUILTIN_SERVICE
+    stop = _stop_on_signal()
     with builtin_server(service=service, workers=workers, listen=addr, seed=seed, pin=pin, busy_poll=spin) as srv:
         print(f"tailwise serve: listening on synthetic://{srv.addr} (service {service}, "
               f"{workers} worker{'s' if workers != 1 else ''}; memcached ASCII too)", flush=True)

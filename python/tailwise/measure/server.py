@@ -1,4 +1,5 @@
-"""The built-in synthetic server (Rust, in this process): `tailwise serve` and the embedded default."""
+"""The built-in synthetic server (Rust, in this process): `tailwise serve` and the embedded default;
+the UDP network functions (`tailwise serve --udp-reflect / --udp-forward`)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ from contextlib import contextmanager
 
 from tailwise import _core
 from tailwise.errors import InputError, TargetError
+from tailwise.spec.runspec import positive
 from tailwise.spec.units import parse_dist
 
 
@@ -24,6 +26,30 @@ def builtin_server(service: str = "fixed:10us", workers: int = 1, listen: str = 
         yield server
     finally:
         server.stop()
+
+
+#: The impairment flags of the UDP functions, in the order `udp_function` takes them.
+IMPAIRMENTS = ("--drop-every", "--reorder-every", "--duplicate-every")
+
+
+@contextmanager
+def udp_function(listen: str = "127.0.0.1:0", forward_to: str | None = None, drop_every: int | None = None,
+                 reorder_every: int | None = None, duplicate_every: int | None = None, workers: int = 1,
+                 pin: bool = True, busy_poll: bool = False):
+    """Start a UDP reflector (or, with ``forward_to``, a forwarder to it) and always stop it. The
+    data plane refuses an impairment of 0 (InputError naming its flag); a negative one cannot
+    reach it, so it is refused here the same way."""
+    for flag, every in zip(IMPAIRMENTS, (drop_every, reorder_every, duplicate_every)):
+        if every is not None and every < 0:
+            positive(flag, every)
+    positive("--workers", workers)
+    mode = "reflect" if forward_to is None else "forward"
+    function = _core.UdpFunction(listen, mode=mode, to=forward_to, drop_every=drop_every, reorder_every=reorder_every,
+                                 duplicate_every=duplicate_every, workers=workers, pin=pin, busy_poll=busy_poll)
+    try:
+        yield function
+    finally:
+        function.stop()
 
 
 def server_stats(server, mean_service_ns: float, elapsed_ns: int, workers: int,

@@ -54,6 +54,7 @@ from tailwise.methodology.checks import (
     confidence_check,
     consistency_check,
     errors_check,
+    loss_check,
     exclusions_check,
     independence_check,
     rate_check,
@@ -460,7 +461,17 @@ def _agents(f: Facts) -> Check | None:
 
 
 def _errors(f: Facts) -> Check:
-    return errors_check(f.inp.counters, list(f.inp.reasons))
+    c = f.inp.counters
+    if f.plan.precision.max_loss is not None:
+        # Packet mode: a packet unanswered is lost, judged by the loss check, not an error.
+        c = c | {"timeouts": 0, "unfinished": 0}
+    return errors_check(c, list(f.inp.reasons))
+
+
+def _loss(f: Facts) -> Check | None:
+    """Present only for a packet run (udp+flow://)."""
+    max_loss = f.plan.precision.max_loss
+    return None if max_loss is None else loss_check(f.inp.counters, max_loss)
 
 
 def _stalls(f: Facts) -> Check:
@@ -503,6 +514,7 @@ CHECKS: tuple[tuple[str, str, Callable[[Facts], Check | None]], ...] = (
     ("load", "rate", _rate),
     ("load", "agents", _agents),
     ("load", "errors", _errors),
+    ("load", "loss", _loss),
     ("load", "stalls", _stalls),
     ("load", "exclusions", _exclusions),
     ("arrivals", "arrivals", _arrivals),

@@ -195,8 +195,11 @@ def errors_check(counters: dict, reasons: list[tuple[str, int]]) -> Check:
     errors, timeouts = counters.get("errors", 0), counters.get("timeouts", 0)
     sent, received = counters["sent"], counters.get("received", 0)
     never, unfinished = counters.get("never_sent", 0), counters.get("unfinished", 0)
-    outstanding = max(sent - received - errors - timeouts - unfinished, 0)
-    notes = []
+    # Packet mode: a packet never answered is lost, which the loss check judges (analysis.py's
+    # _errors gives its timeouts as 0); 0 for the other protocols.
+    lost = counters.get("lost", 0)
+    outstanding = max(sent - received - errors - timeouts - unfinished - lost, 0)
+    notes = [f"{lost:,} packets lost: the loss check"] if lost else []
     if unfinished:
         notes.append(f"{unfinished:,} outstanding when the run was stopped")
     if outstanding:
@@ -214,6 +217,20 @@ def errors_check(counters: dict, reasons: list[tuple[str, int]]) -> Check:
         Advice.FIX_SERVER,
         (errors + timeouts) / max(sent, 1),
     )
+
+
+def loss_check(counters: dict, max_loss: float) -> Check:
+    """Packet mode: the share of packets sent that were never answered (by their timeout or the
+    drain's end) against --max-loss. Reordering and duplicates are said, never failed."""
+    sent, lost = counters["sent"], counters.get("lost", 0)
+    ratio = lost / sent if sent else 0.0
+    also = (f"; {counters.get('reordered', 0):,} reordered (by up to {counters.get('reorder_max', 0):,}), "
+            f"{counters.get('duplicates', 0):,} duplicates")
+    if ratio > max_loss:
+        return Check("loss", False, f"lost {lost:,} of {sent:,} sent ({ratio:.3%}), above --max-loss {max_loss:.3%}{also}",
+                     Advice.FIND_LOSS, ratio)
+    return Check("loss", True, f"lost {lost:,} of {sent:,} sent ({ratio:.3%}), within --max-loss {max_loss:.3%}{also}",
+                 None, ratio)
 
 
 def stalls_check(engine_stalls, target_stalls, *, sent_late: int, across: int, window: int, target: Percentile,

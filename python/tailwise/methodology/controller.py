@@ -54,7 +54,7 @@ from tailwise.methodology.checks import Check, Setting, target_width_ns
 from tailwise.methodology.remedies import Advice, FreeHeldSlots, HeldSlots, RaiseMaxTime, Remedy, RunLonger, RunToEnd
 from tailwise.methodology.words import held_words
 from tailwise.stats.histogram import Buckets, decode
-from tailwise.spec.target import DATAGRAM
+from tailwise.spec.target import DATAGRAM, PACKET
 
 ROUND_S = 1.0
 #: Each round is this much longer than the one before: the analysis of everything collected costs
@@ -75,6 +75,8 @@ SILENT_S = 0.5
 #: Protocols whose unanswered requests hold their slot until --timeout: no connection closes to
 #: free them.
 DATAGRAM_SCHEMES = DATAGRAM
+#: Packets one flow tracks at most (packet/flows.rs, MAX_RING).
+PACKET_IN_FLIGHT = 1 << 20
 #: Unanswered datagrams holding this share of the slots on average explain a rate shortfall.
 HELD_SHARE = 0.5
 
@@ -127,7 +129,8 @@ def held_slots(spec: LoadSpec, counters: dict, elapsed_s: float) -> HeldSlots | 
     slots (--conns × --outstanding), what limited the rate, with the figures; None otherwise (and
     for stream protocols)."""
     lost = counters.get("timeouts", 0)
-    if spec.scheme not in DATAGRAM_SCHEMES or elapsed_s <= 0 or not lost:
+    # Packet mode holds no slots: a packet's place in its flow's ring is not a connection's.
+    if spec.scheme not in DATAGRAM_SCHEMES or spec.scheme == PACKET or elapsed_s <= 0 or not lost:
         return None
     timeout_s = spec.timeout_ns / 1e9
     slots = spec.conns * spec.outstanding
@@ -241,8 +244,12 @@ def fitting_remedy(c: Check, ending: Ending, measured_s: float, max_time_s: floa
 def run_plan(spec: LoadSpec, precision: Precision, bound_delays: bool = True,
              setting: Setting | None = None) -> RunPlan:
     """What every analysis of a run reads from its spec."""
-    return RunPlan(precision, rate_rps=spec.offered_rps, arrival=spec.timed_arrival, conns=spec.conns,
-                   outstanding=spec.outstanding, sample_every=spec.timed_sample_every, late_ns=spec.late_ns,
+    # Packet mode: each flow holds as many packets in flight as its ring (packet/flows.rs), no
+    # connection's slots: Little's law never limits it.
+    conns, outstanding = ((spec.protocol["flows"], PACKET_IN_FLIGHT) if spec.scheme == PACKET
+                          else (spec.conns, spec.outstanding))
+    return RunPlan(precision, rate_rps=spec.offered_rps, arrival=spec.timed_arrival, conns=conns,
+                   outstanding=outstanding, sample_every=spec.timed_sample_every, late_ns=spec.late_ns,
                    bound_delays=bound_delays, setting=setting)
 
 

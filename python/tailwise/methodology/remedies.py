@@ -64,6 +64,7 @@ class Advice(Remedy, Enum):
     REPORT_NO_WINDOW = "report-no-window"  # consistency: no every-request histogram (a bug)
     REPORT_SCHEDULE_MISFIT = "report-schedule-misfit"  # arrivals: the schedule is not the process asked (a bug)
     REPORT_SAMPLES = "report-samples"  # consistency: the samples do not represent the requests
+    FIND_LOSS = "find-loss"  # loss: more packets lost than --max-loss allows
 
 
 class Longer(Enum):

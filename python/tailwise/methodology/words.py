@@ -50,6 +50,8 @@ _ADVICE = {
     Advice.REPORT_NO_WINDOW: "report this as a bug",
     Advice.REPORT_SCHEDULE_MISFIT: "the intended schedule did not fit the requested process: report this as a bug",
     Advice.REPORT_SAMPLES: "the samples do not represent the requests: report this with the --out directory",
+    Advice.FIND_LOSS: "lower --rate, or the network function (or the path to it) drops packets: packets.csv in the "
+                      "--out directory has the loss per 100 ms; --max-loss sets what is tolerated",
 }
 
 

@@ -87,6 +87,27 @@ def agent_lines(s: dict) -> list[str]:
     return lines
 
 
+def bits(per_s: float | None) -> str:
+    """A bit rate as a person says it: 10.2 Mbit/s."""
+    if per_s is None:
+        return "? bit/s"
+    for unit, size in (("Gbit/s", 1e9), ("Mbit/s", 1e6), ("kbit/s", 1e3)):
+        if per_s >= size:
+            return f"{per_s / size:,.2f} {unit}"
+    return f"{per_s:,.0f} bit/s"
+
+
+def packets_line(p: dict) -> str:
+    """A packet run's packets (the summary's ``packets``) in one line: the rate in packets and
+    frame bits per second, and what was lost, reordered and duplicated."""
+    rate = f"{p['rate_pps']:,.0f} pps" if p.get("rate_pps") is not None else "? pps"
+    ratio = f" ({p['loss_ratio']:.3%})" if p.get("loss_ratio") is not None else ""
+    flows = f"{p['flows']} flow{'' if p['flows'] == 1 else 's'}"
+    return (f"packets: {p['sent']:,} sent, {p['received']:,} received · {rate}, {bits(p.get('bits_per_s'))} of "
+            f"{p['size_bytes']}-byte frames · {p['lost']:,} lost{ratio}, {p['reordered']:,} reordered (by up to "
+            f"{p['reorder_max']:,}), {p['duplicates']:,} duplicates · {flows}")
+
+
 def print_summary(s: dict, console: Console | None = None, *, verbose: bool = False) -> None:
     """The result at a glance (about 15 lines for an ok run): the verdict, the percentiles with
     their intervals and every request beside them, the requests, on a run on agents one line per
@@ -112,6 +133,8 @@ def print_summary(s: dict, console: Console | None = None, *, verbose: bool = Fa
                     if c.get(k))
     console.print(f"requests: {c['sent']:,} sent, {c['received']:,} received, {c['late']:,} late, {c['errors']:,} errors, "
                   f"{c['timeouts']:,} timeouts{extra} · send lag p99 {fmt_ns(lag.get(99.0))}")
+    if s.get("packets"):
+        console.print(packets_line(s["packets"]), highlight=False)
     if (s.get("config") or {}).get("workload") is not None:
         ratio = s.get("hit_ratio")
         console.print(f"keys: {c['gets']:,} gets ({c['hits']:,} hits, {c['misses']:,} misses"

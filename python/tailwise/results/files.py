@@ -76,13 +76,26 @@ SAMPLE_COLUMN_DTYPES = {
 #: What tailwise writes into a results directory (docs/results.md), as name patterns: run and
 #: sweep results, `report`'s page and plots, `compare`'s, and its own hidden temporary entries.
 RESULT_PATTERNS = (
-    "summary.json", "config.json", "host.json", "samples.*", "*.hdr", "*.hgrm", "*.hlog",
+    "summary.json", "config.json", "host.json", "samples.*", "*.hdr", "*.hgrm", "*.hlog", "packets.csv",
     "report.html", "compare.html", "compare.png", "compare.svg",
     "ccdf.*", "cdf.*", "send_lag.*", "intervals.*", "latency_load.*", "ccdf_points.*", "point-*",
     "points", "failed", "interrupted", "collected", ".*.tmp", ".tailwise-*",
 )
 #: Where a results directory is staged (write_out) or its old contents are put aside (sweep --force).
 STAGE, STASH = ".tailwise-stage", ".tailwise-replaced"
+
+
+#: packets.csv's header: per 100 ms interval of intended time (a packet run's, udp+flow://).
+PACKETS_HEADER = "interval,start_s,sent,received,lost,reordered,duplicates"
+
+
+def write_packets_csv(path: Path, rows) -> None:
+    """A packet run's counts per 100 ms interval of intended time (``Engine.packet_intervals``:
+    index, sent, received, lost, reordered, duplicates), start_s = index × 0.1."""
+    lines = [PACKETS_HEADER]
+    lines += [f"{i},{i / 10:.1f},{sent},{received},{lost},{reordered},{dups}"
+              for i, sent, received, lost, reordered, dups in rows]
+    path.write_text("\n".join(lines) + "\n")
 
 
 def result_entries(out_dir: str | Path) -> list[Path]:

@@ -23,7 +23,8 @@ from tailwise import __version__, _core
 from tailwise.agent.local import AgentResult, Flag
 from tailwise.results.documents import base as documents_base
 from tailwise.results.documents.run import Summary, Tool
-from tailwise.results.files import RUN_SCHEMA, SAMPLE_COLUMN_DTYPES, STAGE, check_out_dir, install, write_json
+from tailwise.results.files import (RUN_SCHEMA, SAMPLE_COLUMN_DTYPES, STAGE, check_out_dir, install, write_json,
+                                    write_packets_csv)
 from tailwise.stats.histogram import decode
 from tailwise.stats.quantiles import DEFAULT_PERCENTILES
 
@@ -232,6 +233,8 @@ def build_summary(*, target: str, config: dict, host: dict, result: AgentResult,
             "unstalled": _hist_json(decode_histogram(result.send_lag_unstalled_hist)),
         },
         counters=dict(c),
+        # Packet mode (udp+flow://): loss, reordering, duplicates and the rates; null otherwise.
+        packets=_packets(config, result, d),
         # The latency probe (--probe): its requests are the only ones timed; its own counters.
         probe=None if not config.get("probe") else config["probe"] | {"counters": result.probe_counters},
         # Gets answered with a value / all gets answered (memcached, redis); null without gets.
@@ -264,6 +267,38 @@ def _rate(config: dict, result: AgentResult, d: dict) -> dict:
         "completed_rps": result.received_in_window / elapsed_s if elapsed_s > 0 else None,
         "duration_s": elapsed_s,
         "paused_s": paused_s,
+    }
+
+
+#: Frame bytes that are not UDP payload (packet/wire.rs): Ethernet 14 + FCS 4 + UDP 8 + IP 20 (IPv6 40).
+FRAME_OVERHEAD_V4, FRAME_OVERHEAD_V6 = 46, 66
+#: The packet header's own bytes (magic, flow, seq, stamp): no payload is shorter.
+PACKET_HEADER = 18
+
+
+def _packets(config: dict, result: AgentResult, d: dict) -> dict | None:
+    """The summary's ``packets`` (documents/run.Packets) of a udp+flow:// run; None otherwise."""
+    settings = config.get("packet")
+    if not settings:
+        return None
+    c, size = result.counters, settings["size_bytes"]
+    ipv6 = "[" in (config.get("target") or "")
+    elapsed_s = _rate(config, result, d)["duration_s"]
+    sent, received = c["sent"], c["received"]
+    lat = _core.Histogram.decode(result.latency_hist)
+    top = lat.max if lat.total else 0
+    per_s = (lambda n: n / elapsed_s) if elapsed_s > 0 else (lambda n: None)
+    return {
+        "size_bytes": size,
+        "payload_bytes": max(size - (FRAME_OVERHEAD_V6 if ipv6 else FRAME_OVERHEAD_V4), PACKET_HEADER),
+        "flows": settings["flows"],
+        "sent": sent, "received": received, "lost": c.get("lost", 0),
+        "loss_ratio": c.get("lost", 0) / sent if sent else None,
+        "reordered": c.get("reordered", 0), "reorder_max": c.get("reorder_max", 0), "duplicates": c.get("duplicates", 0),
+        "rate_pps": per_s(received), "sent_pps": per_s(sent),
+        "bits_per_s": None if per_s(received) is None else per_s(received) * size * 8,
+        "resolution_ns": lat.highest_equivalent(top) - lat.lowest_equivalent(top) + 1 if top else None,
+        "max_loss": settings["max_loss"],
     }
 
 
@@ -416,6 +451,9 @@ def write_out(out_dir: str | Path, summary: dict, result: AgentResult, used: np.
     (out / "send_lag.hdr").write_bytes(base64.b64encode(result.send_lag_hist) + b"\n")
     write_hgrm(out / "latency.hgrm", result.latency_hist)
     hlogs = write_interval_logs(out, agent_intervals(result, tag), result.wall_start_s)
+    if summary.get("packets"):
+        write_packets_csv(out / "packets.csv", result.packet_intervals)
+        hlogs.append(out / "packets.csv")
     write_json(out / "config.json", summary["config"])
     write_json(out / "host.json", summary["host"])
     write_json(out / "summary.json", summary)

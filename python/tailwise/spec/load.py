@@ -45,8 +45,11 @@ class TestStall:
 
 
 def protocol(scheme: str, *, service_ns: int | None = None, host: str = "", path: str = "/",
-             size: int | None = None) -> dict[str, Any]:
+             size: int | None = None, flows: int | None = None) -> dict[str, Any]:
     """A configuration's ``protocol``: the scheme with the parameters that protocol has."""
+    if scheme == "udp+flow":
+        return {"scheme": scheme, "size": size if size is not None else _core.PACKET_SIZE,
+                "flows": flows if flows is not None else _core.PACKET_FLOWS}
     if scheme == "synthetic":
         return {"scheme": scheme, "service_ns": service_ns}
     if scheme == "http":

@@ -23,6 +23,8 @@ class Precision:
     max_time_s: float = parse_time_ns(DEFAULTS["max_time"]) / 1e9
     warmup_ns: int = parse_time_ns(DEFAULTS["warmup"])
     percentiles: tuple[float, ...] = DEFAULT_PERCENTILES
+    #: Packet mode: the loss ratio the loss check allows (--max-loss); None for other protocols.
+    max_loss: float | None = None
 
     @property
     def reported(self) -> list[float]:

@@ -18,10 +18,11 @@ from typing import Any
 
 from tailwise.spec.load import ENGINE, LoadSpec, Probe, TestStall, protocol
 from tailwise.errors import HostError, InputError
-from tailwise.spec.target import KEYED, UDP_SIZE, Target, parse_targets
+from tailwise import _core
+from tailwise.spec.target import KEYED, PACKET, UDP_SIZE, Target, parse_targets
 from tailwise.spec.units import parse_arrival, parse_dist, parse_rate, parse_time_ns
 from tailwise.spec.workload import Workload, load_file, resolve
-from tailwise.stats import DEFAULT_PERCENTILES
+from tailwise.stats import DEFAULT_PERCENTILES, PACKET_PERCENTILES
 
 #: An upper bound on --duration and --max-time from the environment (the README test sets it).
 TIME_CAP_ENV = "TAILWISE_TIME_CAP"
@@ -39,6 +40,44 @@ TIMESTAMPS = ("auto", "nic", "kernel", "user")
 #: Flags that only apply to keyed protocols (memcached, redis).
 KEY_FLAGS = {"keys": "--keys", "key_size": "--key-size", "value_size": "--value-size", "popularity": "--popularity",
              "mix": "--mix"}
+#: Flags that only apply to packet mode (udp+flow://).
+PACKET_FLAGS = {"size": "--size", "flows": "--flows", "max_loss": "--max-loss"}
+
+
+def default_percentiles(st: dict[str, Any]) -> tuple[float, ...]:
+    """The percentiles reported without --percentiles: a packet run's reach to p99.9999."""
+    targets = st.get("targets") or ()
+    if isinstance(targets, str):
+        targets = [targets]
+    packet = any(str(t).lower().startswith(f"{PACKET}://") for t in targets)
+    return PACKET_PERCENTILES if packet else DEFAULT_PERCENTILES
+
+
+def packet_settings(st: dict[str, Any], scheme: str | None, given: set[str] | frozenset[str]
+                    ) -> tuple[int | None, int | None, float | None]:
+    """--size, --flows and --max-loss of a udp+flow:// run (None, None, None for other schemes;
+    given for one, refused in one line: ``scheme`` None is the built-in server)."""
+    if scheme != PACKET:
+        flag = next((f for name, f in PACKET_FLAGS.items() if name in given), None)
+        if flag and scheme is None:
+            raise InputError(f"{flag} needs a udp+flow://HOST:PORT target: there is no built-in reflector",
+                             "start `tailwise serve --udp-reflect` (or another reflector) and give its address")
+        if flag:
+            raise InputError(f"{flag} does not apply to {scheme}://", "it is for udp+flow:// (packet mode) targets")
+        return None, None, None
+    size = int(st["size"]) if st.get("size") is not None else _core.PACKET_SIZE
+    flows = int(st["flows"]) if st.get("flows") is not None else _core.PACKET_FLOWS
+    max_loss = float(st.get("max_loss", 0.001))
+    low, high = _core.PACKET_SIZE_MIN, _core.PACKET_SIZE_MAX
+    if not low <= size <= high:
+        raise InputError(f"--size {size} is outside {low}..{high} bytes",
+                         f"give the Ethernet frame size from {low} (the minimum frame) to {high} (a jumbo frame)")
+    if not 1 <= flows <= _core.PACKET_FLOWS_MAX:
+        raise InputError(f"--flows {flows} is outside 1..{_core.PACKET_FLOWS_MAX}",
+                         f"give from 1 to {_core.PACKET_FLOWS_MAX} flows")
+    if not 0.0 <= max_loss <= 1.0:
+        raise InputError(f"--max-loss {max_loss} is outside [0, 1]", "give a ratio, e.g. --max-loss 0.001 (0.1 %)")
+    return size, flows, max_loss
 
 
 def positive(name: str, value: int) -> int:
@@ -163,6 +202,11 @@ class RunSpec:
     percentiles: tuple[float, ...] = ()
     #: A warning to give before the run (the time cap), or None.
     capped: str | None = None
+    #: Packet mode (udp+flow://): the frame size, the flows and the loss the loss check allows;
+    #: None for other protocols.
+    size: int | None = None
+    flows: int | None = None
+    max_loss: float | None = None
 
     @classmethod
     def from_flags(cls, flags: dict[str, Any], workload_file: str | None, *, pin: bool | None = None,
@@ -172,7 +216,7 @@ class RunSpec:
         flags = flags | {"pin": pin, "keep_stalls": keep_stalls}
         st = resolve(flags, load_file(workload_file))
         if also_report:
-            st["percentiles"] = sorted({*(parse_percentiles(st["percentiles"]) or DEFAULT_PERCENTILES), *also_report})
+            st["percentiles"] = sorted({*(parse_percentiles(st["percentiles"]) or default_percentiles(st)), *also_report})
         given = {name for name, v in flags.items() if v is not None}
         return cls.parse(st | {"workload_file": workload_file}, given=given)
 
@@ -214,7 +258,7 @@ class RunSpec:
             raise InputError(f"--timestamps {st['timestamps']} is unknown", f"use one of {', '.join(TIMESTAMPS)}")
         if not 0.0 < percentile < 100.0:
             raise InputError(f"--percentile {percentile} is outside (0, 100)", "give e.g. --percentile 99")
-        percentiles = tuple(sorted({*(parse_percentiles(st.get("percentiles")) or DEFAULT_PERCENTILES), percentile}))
+        percentiles = tuple(sorted({*(parse_percentiles(st.get("percentiles")) or default_percentiles(st)), percentile}))
         probe_on = bool(st["probe"])
         probe_conns = int(st["probe_conns"]) if probe_on else 0
         probe_rps = parse_rate(st["probe_rate"], what="--probe-rate") if probe_on else 0.0
@@ -226,11 +270,13 @@ class RunSpec:
         for name, v in (("--threads", threads), ("--conns", conns), ("--outstanding", outstanding),
                         ("--workers", workers), ("--sample-every", sample_every)):
             positive(name, v)
-        if conns < threads:
-            raise InputError(f"--conns {conns} is below --threads {threads}", f"use --conns {threads} or more")
         confidence_level(confidence)
         tgts = tuple(parse_targets(st["targets"])) if st["targets"] else ()
         scheme = tgts[0].scheme if tgts else "synthetic"
+        size, flows, max_loss = packet_settings(st, scheme if tgts else None, given)
+        feeds, n = ("--flows", flows) if flows is not None else ("--conns", conns)  # each thread its own
+        if n < threads:
+            raise InputError(f"{feeds} {n} is below --threads {threads}", f"use {feeds} {threads} or more")
         work = Workload.from_settings(st)
         if tgts and not tgts[0].keyed:
             flags_given = [flag for name, flag in KEY_FLAGS.items() if name in given]
@@ -261,6 +307,7 @@ class RunSpec:
             sample_every=sample_every, workload=work, service=service, service_ns=service_ns, seed=seed,
             pin=bool(st.get("pin", True)), keep_stalls=bool(st.get("keep_stalls", False)),
             workload_file=st.get("workload_file"), capped=capped, percentiles=percentiles,
+            size=size, flows=flows, max_loss=max_loss,
         )
 
     @property
@@ -272,14 +319,16 @@ class RunSpec:
         from tailwise.spec.precision import Precision
 
         return Precision(percentile=self.percentile, ci_ns=self.ci_ns, ci_rel=self.ci_rel, confidence=self.confidence,
-                         max_time_s=self.max_time_ns / 1e9, warmup_ns=self.warmup_ns, percentiles=self.percentiles)
+                         max_time_s=self.max_time_ns / 1e9, warmup_ns=self.warmup_ns, percentiles=self.percentiles,
+                         max_loss=self.max_loss)
 
     def load_spec(self, addrs: list[str], timestamps: str, test_stall: TestStall | None = None) -> LoadSpec:
         """What the engine is asked to do, once the target's addresses and the timestamp source
         (decided by the interface that routes to it) are known."""
         first = self.targets[0] if self.targets else None
         proto = protocol(self.scheme, service_ns=self.service_ns, host=first.netloc if first else "",
-                         path=first.path if first and first.path else "/", size=first.udp_size if first else UDP_SIZE)
+                         path=first.path if first and first.path else "/",
+                         size=self.size if self.size is not None else (first.udp_size if first else UDP_SIZE), flows=self.flows)
         return LoadSpec(
             targets=addrs, rate_rps=self.rate_rps, duration_ns=self.duration_ns or self.max_time_ns,
             threads=self.threads, conns=self.conns, outstanding=self.outstanding, arrival=self.arrival,
@@ -321,6 +370,8 @@ class RunSpec:
             "warmup_ns": self.warmup_ns,
             "poll": self.settings["poll"],
             "probe": {"conns": self.probe_conns, "rate_rps": self.probe_rate_rps} if self.probe_conns else None,
+            "packet": None if self.flows is None else {"size_bytes": self.size, "flows": self.flows,
+                                                       "max_loss": self.max_loss},
             "timestamps": None,  # set once the target's interface is known (timestamp_source)
             "timestamps_note": None,
             "pin": self.pin,

@@ -9,6 +9,7 @@
 | ``redis://`` | Redis RESP, GET/SET |
 | ``http://host:port/path`` | HTTP/1.1 keep-alive GET of the path |
 | ``udp://host:port?size=N`` | UDP datagrams of N bytes (default 64), echoed back |
+| ``udp+flow://host:port`` | packet mode: --flows UDP flows of --size-byte frames through a reflector or forwarder |
 """
 
 from __future__ import annotations
@@ -28,6 +29,8 @@ KEYED: tuple[str, ...] = tuple(name for name, p in _core.PROTOCOLS.items() if p[
 DATAGRAM: tuple[str, ...] = tuple(name for name, p in _core.PROTOCOLS.items() if p["datagram"])
 #: Default UDP echo datagram size (bytes): the engine's own.
 UDP_SIZE: int = _core.UDP_SIZE
+#: Packet mode's scheme (crates/tailwise-core/src/packet/): --size and --flows are its own.
+PACKET: str = "udp+flow"
 
 
 @dataclass(frozen=True)
@@ -55,7 +58,7 @@ class Target:
 
     def socket_addr(self) -> str:
         """``ip:port`` for the data plane, resolving a host name once, here."""
-        kind = socket.SOCK_DGRAM if self.scheme in ("udp", "memcached+udp") else socket.SOCK_STREAM
+        kind = socket.SOCK_DGRAM if self.scheme in DATAGRAM else socket.SOCK_STREAM
         try:
             infos = socket.getaddrinfo(self.host, self.port, type=kind)
         except socket.gaierror as e:

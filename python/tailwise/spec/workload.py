@@ -68,6 +68,11 @@ DEFAULTS: dict[str, Any] = {
     "probe_rate": "2k",
     "pin": _ENGINE["pin"],
     "keep_stalls": False,
+    # Packet mode (udp+flow://): the Ethernet frame size and the flows (None: the protocol's
+    # defaults, _core.PACKET_SIZE and PACKET_FLOWS), and the loss ratio the loss check allows.
+    "size": None,
+    "flows": None,
+    "max_loss": 0.001,
 }
 
 #: The settings of the commands around a measurement (what to judge, where to write, which loads
@@ -108,6 +113,9 @@ _TYPES: dict[str, tuple[type, ...]] = {
     "percentiles": (str, list),
     "pin": (bool,),
     "keep_stalls": (bool,),
+    "size": (int,),
+    "flows": (int,),
+    "max_loss": (int, float),
     "threshold": (list, str),
     "key_size": (str, int),
     "value_size": (str, int),

@@ -142,7 +142,9 @@ impl EngineConfig {
         if self.threads == 0 || self.conns == 0 || self.outstanding == 0 {
             return Err(EngineError::Zero);
         }
-        if self.conns < self.threads {
+        if let Protocol::UdpFlow { flows, .. } = self.protocol {
+            self.validate_packets(flows)?;
+        } else if self.conns < self.threads {
             return Err(EngineError::ConnsBelowThreads { conns: self.conns, threads: self.threads });
         }
         if self.targets.is_empty() {
@@ -160,6 +162,22 @@ impl EngineConfig {
             return Err(EngineError::NoTestHooks);
         }
         self.workload.validate().map_err(EngineError::Workload)
+    }
+}
+
+impl EngineConfig {
+    /// Packet mode (packet/): every thread sends flows of its own; no probe, no test hook.
+    fn validate_packets(&self, flows: usize) -> Result<(), EngineError> {
+        if flows < self.threads {
+            return Err(EngineError::FlowsBelowThreads { flows, threads: self.threads });
+        }
+        if self.probe.is_some() {
+            return Err(EngineError::NotForPackets { what: "latency probe" });
+        }
+        if self.test_stall.is_some() {
+            return Err(EngineError::NotForPackets { what: "test hook (test_stall)" });
+        }
+        Ok(())
     }
 }
 
@@ -290,6 +308,29 @@ mod tests {
             let e = EngineConfig::from_json(bad).unwrap_err();
             assert!(e.to_string().starts_with("engine configuration: "), "{bad}: {e}");
             assert_eq!(e.kind(), Kind::Input);
+        }
+    }
+
+    #[test]
+    fn packet_mode_is_validated_as_its_own() {
+        let ok = EngineConfig {
+            targets: vec!["127.0.0.1:1".parse().unwrap()],
+            rate_rps: 1.0,
+            duration_ns: 1,
+            protocol: Protocol::UdpFlow { size: 64, flows: 2 },
+            threads: 2,
+            conns: 1,
+            ..EngineConfig::default()
+        };
+        ok.validate().unwrap();
+        let three = EngineConfig { threads: 3, ..ok.clone() };
+        assert!(matches!(three.validate(), Err(EngineError::FlowsBelowThreads { flows: 2, threads: 3 })));
+        let probe = EngineConfig { probe: Some(Probe { conns: 1, rate_rps: 1.0 }), ..ok.clone() };
+        assert!(matches!(probe.validate(), Err(EngineError::NotForPackets { .. })));
+        let text = r#"{"protocol": {"scheme": "udp+flow", "size": 1500, "flows": 8}}"#;
+        assert_eq!(EngineConfig::from_json(text).unwrap().protocol, Protocol::UdpFlow { size: 1500, flows: 8 });
+        for bad in [r#"{"protocol": {"scheme": "udp+flow", "size": 40}}"#, r#"{"protocol": {"scheme": "udp+flow", "flows": 0}}"#] {
+            assert!(EngineConfig::from_json(bad).is_err(), "{bad}");
         }
     }
 

@@ -20,7 +20,7 @@ pub(super) fn ms(ns: u64) -> String {
     format!("{} ms", ns / 1_000_000)
 }
 
-pub(super) struct Finish {
+pub(crate) struct Finish {
     /// `Role::Load`: requests are counted, not timed (a probe thread times its own).
     role: Role,
     /// The schedule's time zero: samples and intervals count from it.

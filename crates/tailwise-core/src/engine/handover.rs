@@ -9,7 +9,7 @@ use super::{Progress, Role, Shared, Snapshot};
 use crate::record::{flags as F, interval::IntervalRecorder, sample::Sample};
 use std::sync::atomic::Ordering::{Relaxed, SeqCst};
 
-pub(super) struct Handover {
+pub(crate) struct Handover {
     index: usize,
     role: Role,
     t0: u64,
@@ -94,7 +94,7 @@ impl Handover {
 
 /// The live counters, for the progress display and the coordinator's rounds.
 #[inline]
-pub(super) fn publish(p: &Progress, fin: &Finish) {
+pub(crate) fn publish(p: &Progress, fin: &Finish) {
     let c = &fin.c;
     p.intended.store(c.intended, Relaxed);
     p.sent.store(c.sent, Relaxed);

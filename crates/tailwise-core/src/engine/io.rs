@@ -36,7 +36,7 @@ const PHC_OFFSET_EVERY_NS: u64 = 10_000_000;
 /// Transmit and receive stamps on a clock other than the thread's own (`Timestamps::Kernel`,
 /// `Nic`), a buffer for the transmit stamps read at once, and that clock − CLOCK_MONOTONIC,
 /// re-read every `every_ns`, with when it was.
-pub(super) struct RxClock {
+pub(crate) struct RxClock {
     pub clock: Option<StampClock>,
     nic: Option<Arc<NicStamping>>,
     tx_buf: Vec<(u32, u64)>,

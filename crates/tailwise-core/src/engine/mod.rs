@@ -22,17 +22,18 @@
 
 mod config;
 mod conn;
-mod finish;
-mod handover;
-mod io;
+// The parts the packet path (crate::packet) shares with the request path.
+pub(crate) mod finish;
+pub(crate) mod handover;
+pub(crate) mod io;
 mod problem;
-mod reach;
+pub(crate) mod reach;
 mod recover;
-mod req;
-mod stalls;
+pub(crate) mod req;
+pub(crate) mod stalls;
 #[cfg(any(test, feature = "test-hooks"))]
 mod test_hook;
-mod thread;
+pub(crate) mod thread;
 mod tx_stamps;
 
 pub use config::{ConfigError, EngineConfig, Probe, TestStall, Timestamps};
@@ -44,6 +45,7 @@ pub const STALL_NS: u64 = stalls::STALL_NS;
 
 use crate::io::{cpu, route, socket};
 use crate::load::schedule::Arrival;
+use crate::packet::PacketIntervals;
 use crate::record::histogram::Histograms;
 use crate::record::interval::Intervals;
 use crate::record::sample::{Sample, SampleStore};
@@ -93,6 +95,14 @@ pub struct Counters {
     pub rx_kernel: u64,
     /// Replies whose request carries the kernel's transmit stamp.
     pub tx_kernel: u64,
+    /// Packet mode (udp+flow, packet/; zero for the other protocols): packets never answered by
+    /// their timeout or the drain's end (`sent` = `received` + `lost`), first answers that came
+    /// after an answer of a later seq of their flow, the largest such displacement (packets), and
+    /// answers of a seq already answered.
+    pub lost: u64,
+    pub reordered: u64,
+    pub reorder_max: u64,
+    pub duplicates: u64,
 }
 
 impl Counters {
@@ -114,6 +124,10 @@ impl Counters {
         self.unfinished += o.unfinished;
         self.rx_kernel += o.rx_kernel;
         self.tx_kernel += o.tx_kernel;
+        self.lost += o.lost;
+        self.reordered += o.reordered;
+        self.reorder_max = self.reorder_max.max(o.reorder_max);
+        self.duplicates += o.duplicates;
     }
 }
 
@@ -184,6 +198,8 @@ pub(crate) struct Shared {
     pub snap_seq: AtomicU64,
     /// Stalls of the engine threads of at least `stall::MASK_STALL_NS`.
     pub stall_log: StallLog,
+    /// Packet mode: packet counts by interval of intended time (empty for other protocols).
+    pub packets: Arc<Mutex<PacketIntervals>>,
 }
 
 impl Shared {
@@ -198,6 +214,7 @@ impl Shared {
             intervals: Arc::new(Mutex::new(Intervals::default())),
             snap_seq: AtomicU64::new(0),
             stall_log: StallLog::default(),
+            packets: Arc::new(Mutex::new(PacketIntervals::default())),
         }
     }
 
@@ -321,6 +338,10 @@ fn connect(addr: &SocketAddr, timeout_ns: u64) -> Result<TcpStream, EngineError>
 /// Busy-poll budget of the probe's sockets (SO_BUSY_POLL, µs; the kernel docs suggest 50).
 const PROBE_BUSY_POLL_US: u32 = 50;
 
+/// Packet mode: each flow socket's receive and send buffer asked for (bytes): at 20k packets/s
+/// the default 208 KiB holds ~10 ms of answers on loopback, less than a busy host preempts for.
+const PACKET_SOCKET_BUFFER: i32 = 4 << 20;
+
 /// Connect one connection to `addr`, with the kernel's timestamps on when asked.
 fn open(cfg: &EngineConfig, addr: &SocketAddr) -> Result<Sock, EngineError> {
     let s = if cfg.protocol.is_datagram() {
@@ -328,7 +349,17 @@ fn open(cfg: &EngineConfig, addr: &SocketAddr) -> Result<Sock, EngineError> {
     } else {
         Sock::Tcp(connect(addr, cfg.connect_timeout_ns)?)
     };
-    if let Some(clock) = cfg.timestamps.clock() {
+    if cfg.protocol.is_packet() {
+        // Room for the answers that arrive while the thread is preempted (the kernel caps it at
+        // net.core.rmem_max / wmem_max; refused or capped, the flow goes on with what it has).
+        for opt in [libc::SO_RCVBUF, libc::SO_SNDBUF] {
+            let _ = socket::set_int_option(s.fd(), libc::SOL_SOCKET, opt, PACKET_SOCKET_BUFFER);
+        }
+    }
+    if let (Some(clock), true) = (cfg.timestamps.clock(), cfg.protocol.is_packet()) {
+        // Receive stamps only: a packet's send time is the user-space stamp before its sendmmsg.
+        stamp::enable_rx_timestamps(s.fd(), clock).map_err(|err| EngineError::Timestamps { clock, err })?;
+    } else if let Some(clock) = cfg.timestamps.clock() {
         // Before anything is written: TCP transmit-stamp keys count from here. Without transmit
         // stamps the requests go without one (counters.tx_kernel says how many have one).
         stamp::enable_timestamps(s.fd(), !cfg.protocol.is_datagram(), clock)
@@ -375,7 +406,12 @@ fn probe_config(cfg: &EngineConfig, p: Probe) -> EngineConfig {
 /// (a thread of its own, the last one).
 fn connect_all(cfg: &EngineConfig) -> Result<Vec<Vec<Sock>>, EngineError> {
     let mut per_thread: Vec<Vec<Sock>> = (0..cfg.threads).map(|_| Vec::new()).collect();
-    for i in 0..cfg.conns {
+    // Packet mode: one connected socket per flow, flow i on thread i mod threads.
+    let n = match cfg.protocol {
+        crate::protocol::Protocol::UdpFlow { flows, .. } => flows,
+        _ => cfg.conns,
+    };
+    for i in 0..n {
         let s = open(cfg, &cfg.targets[i % cfg.targets.len()])?;
         per_thread[i % cfg.threads].push(s);
     }
@@ -432,7 +468,7 @@ impl Engine {
             };
             let h = std::thread::Builder::new()
                 .name(format!("tw-engine-{t}"))
-                .spawn(move || thread::run(ctx))
+                .spawn(move || if ctx.cfg.protocol.is_packet() { crate::packet::thread::run(ctx) } else { thread::run(ctx) })
                 .map_err(EngineError::Spawn)?;
             handles.push(h);
         }
@@ -557,6 +593,18 @@ impl Engine {
     /// snapshot and at their end); they outlive the engine.
     pub fn intervals(&self) -> Arc<Mutex<Intervals>> {
         self.shared.intervals.clone()
+    }
+
+    /// Packet mode: every thread's packet counts by interval of intended time, as of the latest
+    /// snapshot (all of them after `join`), shared with the threads; they outlive the engine.
+    pub fn packets(&self) -> Arc<Mutex<PacketIntervals>> {
+        self.shared.packets.clone()
+    }
+
+    /// `(index, sent, received, lost, reordered, duplicates)` per 100 ms interval (empty for
+    /// protocols other than udp+flow).
+    pub fn packet_intervals(&self) -> Vec<(u64, u64, u64, u64, u64, u64)> {
+        self.shared.packets.lock().unwrap().rows()
     }
 
     /// Stalls of the engine threads (≥ `stall::MASK_STALL_NS`) logged since the last call, as

@@ -29,6 +29,12 @@ pub enum EngineError {
     Zero,
     #[error("{conns} connections cannot feed {threads} threads")]
     ConnsBelowThreads { conns: usize, threads: usize },
+    /// Packet mode: each thread sends its own flows.
+    #[error("{flows} flows cannot feed {threads} threads")]
+    FlowsBelowThreads { flows: usize, threads: usize },
+    /// Packet mode has no latency probe nor test hook: `what` names the one asked for.
+    #[error("udp+flow (packet mode) has no {what}")]
+    NotForPackets { what: &'static str },
     #[error("no target address")]
     NoTarget,
     #[error("duration must be above zero")]
@@ -83,6 +89,8 @@ impl Problem for EngineError {
         match self {
             RatePerThread { threads_needed, .. } => format!("use --threads {threads_needed} or more, or a lower --rate"),
             ConnsBelowThreads { threads, .. } => format!("use --conns {threads} or more, or fewer --threads"),
+            FlowsBelowThreads { threads, .. } => format!("use --flows {threads} or more, or fewer --threads"),
+            NotForPackets { .. } => "leave it out: every packet is timed".into(),
             Connect { err, .. } => match err.kind() {
                 io::ErrorKind::ConnectionRefused => TCP_NOTHING_LISTENS.into(),
                 io::ErrorKind::TimedOut => NO_ANSWER.into(),

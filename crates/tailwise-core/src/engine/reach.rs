@@ -4,7 +4,7 @@
 
 use super::problem::{Abort, Failure, NoReply};
 
-pub(super) struct Reach {
+pub(crate) struct Reach {
     /// Replies of any kind (answers and error replies), and when the latest came.
     pub replies: u64,
     last_reply: u64,

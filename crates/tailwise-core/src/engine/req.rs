@@ -3,11 +3,11 @@
 use crate::load::workload::Op;
 
 /// Chosen for the raw samples (internal bit of `Req::flags`, never in a sample's flags).
-pub(super) const SAMPLED: u32 = 1 << 31;
+pub(crate) const SAMPLED: u32 = 1 << 31;
 
 /// A request from its intended time to its end.
 #[derive(Clone, Copy)]
-pub(super) struct Req {
+pub(crate) struct Req {
     pub intended: u64,
     pub op: Op,
     /// `SAMPLED`, `F::ENGINE_STALL`, `F::RESENT`.
@@ -15,7 +15,7 @@ pub(super) struct Req {
 }
 
 /// A request written (or encoded, to be written) on a connection.
-pub(super) struct Flight {
+pub(crate) struct Flight {
     pub req: Req,
     pub id: u64,
     /// Stamp just before the write that carried it.
@@ -40,7 +40,7 @@ impl Flight {
 /// write that sent it, the kernel's transmit stamp, and the user-space stamp after the read that
 /// completed its reply.
 #[derive(Clone, Copy, Default)]
-pub(super) struct Times {
+pub(crate) struct Times {
     pub sent: u64,
     pub tx: u64,
     pub rx_user: u64,

@@ -33,7 +33,7 @@ impl StallWindow {
     }
 }
 
-pub(super) struct Stalls {
+pub(crate) struct Stalls {
     /// Loop iterations longer than `STALL_NS`, and their time.
     pub count: u64,
     pub stalled_ns: u64,
@@ -154,7 +154,7 @@ impl Stalls {
 }
 
 /// Involuntary context switches of this thread so far: times another task took its CPU.
-pub(super) fn preemptions() -> u64 {
+pub(crate) fn preemptions() -> u64 {
     // SAFETY: rusage is plain data; RUSAGE_THREAD fills it for the calling thread.
     unsafe {
         let mut ru: libc::rusage = std::mem::zeroed();
@@ -164,7 +164,7 @@ pub(super) fn preemptions() -> u64 {
 }
 
 /// CPU time this thread has used.
-pub(super) fn thread_cpu_ns() -> u64 {
+pub(crate) fn thread_cpu_ns() -> u64 {
     let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
     // SAFETY: valid timespec pointer.
     unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };

@@ -37,6 +37,23 @@ pub fn connect_nonblocking(addr: &SocketAddr) -> io::Result<(TcpStream, bool)> {
     // SAFETY: plain syscall; the fd is owned by the TcpStream from here on.
     let fd = cvt(unsafe { libc::socket(domain, libc::SOCK_STREAM | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC, 0) })?;
     let stream = unsafe { TcpStream::from_raw_fd(fd) };
+    let (ss, len) = sockaddr(addr);
+    // SAFETY: valid fd, address and length.
+    let r = unsafe { libc::connect(fd, &ss as *const _ as *const libc::sockaddr, len) };
+    if r == 0 {
+        return Ok((stream, true));
+    }
+    let e = io::Error::last_os_error();
+    if e.raw_os_error() == Some(libc::EINPROGRESS) {
+        Ok((stream, false))
+    } else {
+        Err(e)
+    }
+}
+
+/// `addr` as the kernel takes it: a sockaddr_storage holding a sockaddr_in or sockaddr_in6, and
+/// its length.
+pub fn sockaddr(addr: &SocketAddr) -> (libc::sockaddr_storage, libc::socklen_t) {
     // SAFETY: sockaddr_storage is plain data, large enough for either family.
     let mut ss: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
     let len = match addr {
@@ -59,16 +76,26 @@ pub fn connect_nonblocking(addr: &SocketAddr) -> io::Result<(TcpStream, bool)> {
             std::mem::size_of::<libc::sockaddr_in6>()
         }
     };
-    // SAFETY: valid fd, address and length.
-    let r = unsafe { libc::connect(fd, &ss as *const _ as *const libc::sockaddr, len as libc::socklen_t) };
-    if r == 0 {
-        return Ok((stream, true));
-    }
-    let e = io::Error::last_os_error();
-    if e.raw_os_error() == Some(libc::EINPROGRESS) {
-        Ok((stream, false))
-    } else {
-        Err(e)
+    (ss, len as libc::socklen_t)
+}
+
+/// The address a sockaddr_storage holds (what recvmsg filled in); None for another family.
+pub fn socket_addr(ss: &libc::sockaddr_storage) -> Option<SocketAddr> {
+    match ss.ss_family as libc::c_int {
+        libc::AF_INET => {
+            // SAFETY: the family says it holds a sockaddr_in.
+            let sin = unsafe { &*(ss as *const _ as *const libc::sockaddr_in) };
+            let ip = std::net::Ipv4Addr::from(sin.sin_addr.s_addr.to_ne_bytes());
+            Some(SocketAddr::from((ip, u16::from_be(sin.sin_port))))
+        }
+        libc::AF_INET6 => {
+            // SAFETY: the family says it holds a sockaddr_in6.
+            let sin6 = unsafe { &*(ss as *const _ as *const libc::sockaddr_in6) };
+            let ip = std::net::Ipv6Addr::from(sin6.sin6_addr.s6_addr);
+            let a = std::net::SocketAddrV6::new(ip, u16::from_be(sin6.sin6_port), sin6.sin6_flowinfo, sin6.sin6_scope_id);
+            Some(SocketAddr::V6(a))
+        }
+        _ => None,
     }
 }
 

@@ -9,6 +9,7 @@
 //! | [`redis`] | `redis://` | TCP; RESP `GET`/`SET` |
 //! | [`http`] | `http://host:port/path` | TCP; HTTP/1.1 keep-alive `GET` |
 //! | [`echo`] | `udp://` | UDP; N-byte datagrams echoed back |
+//! | `crate::packet::wire` | `udp+flow://` | UDP; packet mode: flows of sequenced datagrams (packet/) |
 //!
 //! A client codec encodes requests into a connection's output buffer and parses any number of
 //! complete replies from its input byte stream (partial reads, several replies per read). A
@@ -124,6 +125,9 @@ pub enum Protocol {
     Http { host: String, path: String },
     /// UDP datagrams of `size` bytes (at least 8: the id), echoed back.
     UdpEcho { size: usize },
+    /// Packet mode (packet/): `flows` UDP flows of `size`-byte Ethernet frames, each datagram
+    /// carrying its flow and sequence number, reflected or forwarded back.
+    UdpFlow { size: usize, flows: usize },
 }
 
 /// A protocol as written in a configuration: its scheme ([`Protocol::name`]) and, of the
@@ -143,6 +147,8 @@ pub struct ProtocolSpec {
     pub path: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub size: Option<usize>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub flows: Option<usize>,
 }
 
 impl From<Protocol> for ProtocolSpec {
@@ -154,6 +160,9 @@ impl From<Protocol> for ProtocolSpec {
             }
             Protocol::Http { host, path } => ProtocolSpec { scheme, host: Some(host), path: Some(path), ..Default::default() },
             Protocol::UdpEcho { size } => ProtocolSpec { scheme, size: Some(size), ..Default::default() },
+            Protocol::UdpFlow { size, flows } => {
+                ProtocolSpec { scheme, size: Some(size), flows: Some(flows), ..Default::default() }
+            }
             _ => ProtocolSpec { scheme, ..Default::default() },
         }
     }
@@ -171,6 +180,7 @@ impl TryFrom<ProtocolSpec> for Protocol {
                 Protocol::Http { host: s.host.clone().unwrap_or_default(), path: s.path.clone().unwrap_or_else(|| "/".into()) }
             }
             Protocol::UdpEcho { .. } => Protocol::UdpEcho { size: s.size.unwrap_or(UDP_SIZE) },
+            Protocol::UdpFlow { .. } => flow_protocol(&s)?,
             other => other,
         };
         // A parameter its protocol does not have: refused, not ignored.
@@ -181,6 +191,7 @@ impl TryFrom<ProtocolSpec> for Protocol {
             ("host", given.host.is_some() && kept.host.is_none()),
             ("path", given.path.is_some() && kept.path.is_none()),
             ("size", given.size.is_some() && kept.size.is_none()),
+            ("flows", given.flows.is_some() && kept.flows.is_none()),
         ];
         match extra.iter().find(|(_, bad)| *bad) {
             Some((field, _)) => Err(UnknownScheme::Parameter { scheme: given.scheme, field }),
@@ -192,6 +203,20 @@ impl TryFrom<ProtocolSpec> for Protocol {
 /// A datagram's bytes when a `udp://` URL gives no `?size=`.
 pub const UDP_SIZE: usize = 64;
 
+/// `udp+flow`'s parameters, each in its range (packet/wire.rs: `FRAME_MIN..=FRAME_MAX`, `MAX_FLOWS`).
+fn flow_protocol(s: &ProtocolSpec) -> Result<Protocol, UnknownScheme> {
+    use crate::packet::wire::{DEFAULT_FLOWS, FRAME_DEFAULT, FRAME_MAX, FRAME_MIN, MAX_FLOWS};
+    let (size, flows) = (s.size.unwrap_or(FRAME_DEFAULT), s.flows.unwrap_or(DEFAULT_FLOWS));
+    let range = |field, value, min, max| UnknownScheme::Range { scheme: s.scheme.clone(), field, value, min, max };
+    if !(FRAME_MIN..=FRAME_MAX).contains(&size) {
+        return Err(range("size", size, FRAME_MIN, FRAME_MAX));
+    }
+    if !(1..=MAX_FLOWS).contains(&flows) {
+        return Err(range("flows", flows, 1, MAX_FLOWS));
+    }
+    Ok(Protocol::UdpFlow { size, flows })
+}
+
 /// A URL scheme that names no protocol, or a parameter its protocol does not have.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum UnknownScheme {
@@ -199,6 +224,8 @@ pub enum UnknownScheme {
     Scheme(String),
     #[error("protocol '{scheme}' has no parameter '{field}'")]
     Parameter { scheme: String, field: &'static str },
+    #[error("protocol '{scheme}': {field} {value} is out of range")]
+    Range { scheme: String, field: &'static str, value: usize, min: usize, max: usize },
 }
 
 impl crate::error::Problem for UnknownScheme {
@@ -213,8 +240,10 @@ impl crate::error::Problem for UnknownScheme {
                 format!("use one of {}", names.join(", "))
             }
             UnknownScheme::Parameter { .. } => {
-                "service_ns and reply_pad are synthetic's, host and path http's, size udp's".into()
+                "service_ns and reply_pad are synthetic's, host and path http's, size udp's and udp+flow's, flows udp+flow's"
+                    .into()
             }
+            UnknownScheme::Range { field, min, max, .. } => format!("give {field} from {min} to {max}"),
         }
     }
 }
@@ -231,13 +260,14 @@ impl Protocol {
             Protocol::Redis => Box::new(redis::Client::new()),
             Protocol::Http { host, path } => Box::new(http::Client::new(host, path)),
             Protocol::UdpEcho { size } => Box::new(echo::Client::new(*size)),
+            Protocol::UdpFlow { size, .. } => Box::new(crate::packet::wire::Client::new(*size)),
         }
     }
 
     /// One of each protocol (default parameters), in the order the command line lists them:
     /// `tailwise._core.PROTOCOLS` names them with [`Protocol::has_keys`] and
     /// [`Protocol::is_datagram`], and Python's scheme lists are built from it.
-    pub fn each() -> [Protocol; 7] {
+    pub fn each() -> [Protocol; 8] {
         [
             Protocol::Synthetic { service_ns: None, reply_pad: 0 },
             Protocol::MemcachedAscii,
@@ -246,6 +276,7 @@ impl Protocol {
             Protocol::Redis,
             Protocol::Http { host: String::new(), path: "/".into() },
             Protocol::UdpEcho { size: UDP_SIZE },
+            Protocol::UdpFlow { size: crate::packet::wire::FRAME_DEFAULT, flows: crate::packet::wire::DEFAULT_FLOWS },
         ]
     }
 
@@ -264,12 +295,19 @@ impl Protocol {
             Protocol::Redis => "redis",
             Protocol::Http { .. } => "http",
             Protocol::UdpEcho { .. } => "udp",
+            Protocol::UdpFlow { .. } => "udp+flow",
         }
     }
 
     /// One request per datagram over UDP; replies may be lost or reordered and are matched by id.
     pub fn is_datagram(&self) -> bool {
-        matches!(self, Protocol::MemcachedUdp | Protocol::UdpEcho { .. })
+        matches!(self, Protocol::MemcachedUdp | Protocol::UdpEcho { .. } | Protocol::UdpFlow { .. })
+    }
+
+    /// Packet mode: the engine's threads run the packet path (packet/) instead of requests on
+    /// connections.
+    pub fn is_packet(&self) -> bool {
+        matches!(self, Protocol::UdpFlow { .. })
     }
 
     /// Whether requests carry keys (and the workload's key/value shape applies).
@@ -293,11 +331,28 @@ mod each_tests {
             Protocol::Redis => 4,
             Protocol::Http { .. } => 5,
             Protocol::UdpEcho { .. } => 6,
+            Protocol::UdpFlow { .. } => 7,
         };
         let each = Protocol::each();
-        assert_eq!(each.iter().map(variant).collect::<Vec<_>>(), (0..7).collect::<Vec<_>>());
+        assert_eq!(each.iter().map(variant).collect::<Vec<_>>(), (0..8).collect::<Vec<_>>());
         let mut names: Vec<_> = each.iter().map(Protocol::name).collect();
         names.dedup();
-        assert_eq!(names.len(), 7);
+        assert_eq!(names.len(), 8);
+    }
+
+    #[test]
+    fn udp_flow_parameters_are_held_to_their_ranges() {
+        use super::{ProtocolSpec, UnknownScheme};
+        let spec = |size, flows| ProtocolSpec { scheme: "udp+flow".into(), size, flows, ..Default::default() };
+        assert_eq!(Protocol::try_from(spec(None, None)), Ok(Protocol::UdpFlow { size: 64, flows: 1 }));
+        assert_eq!(Protocol::try_from(spec(Some(9018), Some(1024))), Ok(Protocol::UdpFlow { size: 9018, flows: 1024 }));
+        for (size, flows, field) in [(63, 1, "size"), (9019, 1, "size"), (64, 0, "flows"), (64, 1025, "flows")] {
+            match Protocol::try_from(spec(Some(size), Some(flows))) {
+                Err(UnknownScheme::Range { field: f, .. }) => assert_eq!(f, field),
+                other => panic!("{size} {flows}: {other:?}"),
+            }
+        }
+        let echo_with_flows = ProtocolSpec { scheme: "udp".into(), flows: Some(2), ..Default::default() };
+        assert!(matches!(Protocol::try_from(echo_with_flows), Err(UnknownScheme::Parameter { field: "flows", .. })));
     }
 }

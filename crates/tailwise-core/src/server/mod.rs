@@ -20,6 +20,12 @@
 //! Every clock read of a worker goes through a [`StallWatch`]: the times it did not run although
 //! it had not chosen to wait (preemption, the hypervisor) are logged for the coordinator to mask
 //! (`Server::take_stalls`, see `stall`).
+//!
+//! The UDP network functions of `tailwise serve --udp-reflect / --udp-forward` are [`udp`], their
+//! impairments [`impair`].
+
+pub mod impair;
+pub mod udp;
 
 use crate::io::poll::{Epoll, Waker, EPOLLIN, EPOLLOUT, EPOLLRDHUP};
 use crate::io::{cpu, socket};

@@ -13,7 +13,7 @@ pub mod nic;
 mod read;
 
 pub use enable::{await_rx_stamping, enable_rx_timestamps, enable_timestamps, enable_tx_rx_timestamps};
-pub use read::{read_stamped, read_tx_stamps};
+pub use read::{read_stamped, read_tx_stamps, rx_stamp};
 
 /// SO_TIMESTAMPING flags (linux/net_tstamp.h; Debian 12's headers stop at 0x8000, so OPT_ID_TCP
 /// is defined here from the kernel's).

@@ -91,18 +91,27 @@ pub fn read_stamped(fd: RawFd, buf: &mut [u8], clock: StampClock) -> io::Result<
     if n < 0 {
         return Err(io::Error::last_os_error());
     }
+    // SAFETY: the kernel filled msg's control buffer.
+    Ok((n as usize, unsafe { rx_stamp(&msg, clock) }))
+}
+
+/// The receive stamp on `clock` among a received message's control messages, if one came
+/// (a `recvmsg`'s, or one message of a `recvmmsg`).
+///
+/// # Safety
+/// `msg` is a message header the kernel filled, its control buffer still live.
+#[inline]
+pub unsafe fn rx_stamp(msg: &libc::msghdr, clock: StampClock) -> Option<u64> {
     let mut stamp = None;
     // SAFETY: walking the control buffer the kernel filled, with the CMSG_* macros.
-    unsafe {
-        let mut c = libc::CMSG_FIRSTHDR(&msg);
-        while !c.is_null() {
-            if (*c).cmsg_level == libc::SOL_SOCKET && (*c).cmsg_type == libc::SCM_TIMESTAMPING {
-                stamp = scm_stamp(c, clock);
-            }
-            c = libc::CMSG_NXTHDR(&msg, c);
+    let mut c = libc::CMSG_FIRSTHDR(msg);
+    while !c.is_null() {
+        if (*c).cmsg_level == libc::SOL_SOCKET && (*c).cmsg_type == libc::SCM_TIMESTAMPING {
+            stamp = scm_stamp(c, clock);
         }
+        c = libc::CMSG_NXTHDR(msg, c);
     }
-    Ok((n as usize, stamp))
+    stamp
 }
 
 #[cfg(test)]

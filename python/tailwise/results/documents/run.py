@@ -213,6 +213,30 @@ class Counters(Doc):
     hits: Int = _count("Gets answered with a value.")
     misses: Int = _count("Gets answered without a value.")
     stored: Int = _count("Sets the server stored.")
+    lost: Int = F(None, description="Packet mode (udp+flow): packets never answered by their timeout or the drain's end (sent = received + lost); 0 for other protocols; absent in summaries written before it existed.", minimum=0)
+    reordered: Int = F(None, description="Packet mode: first answers that came after an answer of a later seq of their flow; 0 otherwise.", minimum=0)
+    reorder_max: Int = F(None, description="Packet mode: the largest reordering displacement, in packets (highest seq answered − the seq); 0 otherwise.", minimum=0)
+    duplicates: Int = F(None, description="Packet mode: answers of a seq already answered (not in received); 0 otherwise.", minimum=0)
+
+
+class Packets(Doc):
+    """Packet mode (udp+flow://): the packets, their loss, reordering and duplicates, the rates achieved. Bits per second count Ethernet frame bits (--size per packet: header, IP, UDP, payload and FCS, as RFC 2544)."""
+
+    size_bytes: Int = F(description="--size: each packet's Ethernet frame size (RFC 2544's count).", minimum=64)
+    payload_bytes: Int = F(description="Its UDP payload: size − 46 over IPv4, size − 66 over IPv6.", minimum=0)
+    flows: Int = F(description="--flows: UDP flows, one socket (source port) each.", minimum=1)
+    sent: Int = _count("Packets sent.")
+    received: Int = _count("Packets answered (each packet's first answer, duplicates not counted).")
+    lost: Int = _count("Packets never answered by their timeout or the drain's end: sent = received + lost.")
+    loss_ratio: Num | None = F(description="lost / sent; null when nothing was sent.", minimum=0, maximum=1)
+    reordered: Int = _count("Answers that came after an answer of a later seq of their flow.")
+    reorder_max: Int = _count("The largest reordering displacement, in packets.")
+    duplicates: Int = _count("Answers of a seq already answered.")
+    rate_pps: Num | None = F(description="Packets answered per second of the schedule's time (received / elapsed); null when no time elapsed.", minimum=0)
+    sent_pps: Num | None = F(description="Packets sent per second of the schedule's time; null when no time elapsed.", minimum=0)
+    bits_per_s: Num | None = F(description="Frame bits answered per second (rate_pps × size_bytes × 8); null when no time elapsed.", minimum=0)
+    resolution_ns: Int | None = F(description="The latency histogram's bucket width at the largest latency measured (HDR, 3 significant digits: ≤ 64 ns below 131 µs); null without a latency.", minimum=1)
+    max_loss: Num = F(description="--max-loss: the loss ratio the loss check allows.", minimum=0)
 
 
 class Probe(Doc):
@@ -386,6 +410,17 @@ class Spec(Doc):
     pin: bool = None
     keep_stalls: bool = None
     workload_file: str | None = None
+    size: Int | None = F(None, description="--size (udp+flow://); null: the default.")
+    flows: Int | None = F(None, description="--flows (udp+flow://); null: the default.")
+    max_loss: Num = F(None, description="--max-loss (udp+flow://).")
+
+
+class PacketSettings(Doc):
+    """Packet mode's settings (udp+flow://)."""
+
+    size_bytes: Int = F(description="--size: the Ethernet frame size.", minimum=64)
+    flows: Int = F(description="--flows.", minimum=1)
+    max_loss: Num = F(description="--max-loss.", minimum=0)
 
 
 class Config(Doc):
@@ -398,7 +433,7 @@ class Config(Doc):
     workload_file: str | None = F(description="--workload, or null.")
     target: str | None = F(description="The first target's URL; null for the built-in server.")
     targets: list[str] = F(description="Every target's URL (empty for the built-in server).")
-    protocol: Literal["synthetic", "memcached", "memcached+binary", "memcached+udp", "redis", "http", "udp"]
+    protocol: Literal["synthetic", "memcached", "memcached+binary", "memcached+udp", "redis", "http", "udp", "udp+flow"]
     builtin_server: BuiltinServer | None = F(description="The built-in server started for the run; null with a target.")
     rate_rps: Num = F(description="--rate.", minimum=0)
     mode: Literal["fixed", "adaptive"]
@@ -421,6 +456,7 @@ class Config(Doc):
     warmup_ns: Int = F(minimum=0)
     poll: Literal["spin", "block"]
     probe: ProbeSettings | None = F(description="The latency probe's settings; null without --probe.")
+    packet: PacketSettings | None = F(None, description="Packet mode's settings (udp+flow://); null for other protocols; absent in summaries written before it existed.")
     timestamps: Literal["nic", "kernel", "user"] = F(description="The timestamp source used (--timestamps decided for the target's interface).")
     timestamps_note: str | None
     pin: bool
@@ -574,6 +610,7 @@ class Summary(Doc):
     host_pauses: HostPauses = F(None, description="Whether the host paused the client and the target together (issue 18): information, never a failed check.")
     send_lag: SendLag = F(description="Send lag (actual send time − intended send time) of every request sent: how late the client itself was. HDR precision.")
     counters: Counters = F(description="The engine's counts for the whole run (every request, not only the sampled).")
+    packets: Packets | None = F(None, description="Packet mode (udp+flow://): packets sent, answered, lost, reordered and duplicated, the packet and bit rates, the histogram's resolution; null for other protocols; absent in summaries written before it existed.")
     probe: Probe | None = F(description="The latency probe (--probe): its settings and its own counters; null without --probe. With a probe only its requests are timed.")
     hit_ratio: Num | None = F(description="Gets answered with a value / gets answered (memcached, redis); null without gets.", minimum=0, maximum=1)
     error_reasons: list[ErrorReason] = F(description="Failed requests by reason.")

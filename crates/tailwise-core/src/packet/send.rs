@@ -1,0 +1,70 @@
+//! The send side of the packet loop: every flow's queued packets written with one sendmmsg per
+//! `BATCH`, the send time stamped just before each call, the packets it took counted sent.
+
+use super::batch::BATCH;
+use super::flows::State;
+use super::thread::PacketWorker;
+use super::{wire, SENT};
+use crate::engine::handover;
+use crate::engine::req::Req;
+use crate::engine::Failure;
+use crate::load::workload::Op;
+use std::io;
+
+impl PacketWorker {
+    /// Every flow's queued packets, with one sendmmsg per `BATCH`; the send time is stamped just
+    /// before each call and the packets it took are counted sent.
+    pub(super) fn send_queued(&mut self) {
+        for i in 0..self.flows.len() {
+            while self.flows[i].queued() > 0 {
+                let f = &mut self.flows[i];
+                let n = (f.queued() as usize).min(BATCH);
+                for k in 0..n {
+                    let seq = f.next_send + k as u64;
+                    let intended = f.slot(seq).intended;
+                    wire::write(self.out.buf(k), f.id, seq, intended);
+                }
+                let t = self.watch.now();
+                match self.out.send(self.flows[i].fd, n) {
+                    Ok(went) => {
+                        self.sent(i, went, t);
+                        if went < n {
+                            break;
+                        }
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock || e.raw_os_error() == Some(libc::ENOBUFS) => break,
+                    Err(e) => {
+                        // An ICMP error reported on this send (the kernel clears it): tried again next time.
+                        let addr = self.flows[i].sock.peer_addr().unwrap_or_else(|_| self.cfg.targets[0]);
+                        let why = Failure::SendDatagram { addr, err: e.into() };
+                        self.fin.note(why.reason());
+                        self.reach.failure(why);
+                        break;
+                    }
+                }
+            }
+        }
+        handover::publish(&self.shared.progress[self.index], &self.fin);
+    }
+
+    /// `went` packets of flow `i` sent at `t`.
+    fn sent(&mut self, i: usize, went: usize, t: u64) {
+        let (late_ns, last_stall_end) = (self.cfg.late_ns, self.stalls.last_end);
+        let f = &mut self.flows[i];
+        for _ in 0..went {
+            let seq = f.next_send;
+            let s = f.slot(seq);
+            s.sent = t;
+            s.state = State::Out;
+            let req = Req { intended: s.intended, op: Op::KEYLESS, flags: s.flags };
+            self.fin.sent(&req, t, late_ns, last_stall_end);
+            self.counts.note(req.intended - self.t0, SENT);
+            f.next_send += 1;
+        }
+        if went > 0 {
+            self.stalls.sent(went as u64, self.watch.now() - t);
+        }
+    }
+
+}

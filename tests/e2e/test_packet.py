@@ -1,0 +1,159 @@
+"""Packet mode end to end (issue 22): `tailwise run udp+flow://` through `tailwise serve
+--udp-reflect` on loopback and across a veth pair between namespaces made here. Every packet
+sent is answered or lost (sent = received + lost, exactly), and what the reflector drops,
+holds back one place or sends twice on purpose is what the run counts as lost, reordered and
+duplicated. A 64-byte flow at a rate the machine carries passes the rate and arrivals checks with
+an interval for p99.99; at a rate it cannot carry the verdict says so with its figure."""
+
+from __future__ import annotations
+
+import json
+import re
+import signal
+import subprocess
+import time
+
+import pytest
+from support.cli import CLI, run_cli
+from support.schemas import assert_valid
+
+from tailwise.measure import netns
+from tailwise.results.documents.base import STRICT
+from tailwise.results.documents.run import Summary
+
+#: A lost packet is known after this: short, so that a run with drops drains quickly.
+TIMEOUT = "200ms"
+
+
+def run_packets(url: str, *args: str, rate: str = "5k", duration: str = "1", timeout_s: float = 120) -> dict:
+    r = run_cli("run", url, "--rate", rate, "--duration", duration, "--timeout", TIMEOUT, "--arrival", "fixed",
+                "--json", *args, timeout=timeout_s)
+    assert r.returncode in (0, 1), r.stderr
+    return json.loads(r.stdout)
+
+
+def check(s: dict) -> dict:
+    """The invariants of every packet run; its checks by name."""
+    c, p = s["counters"], s["packets"]
+    assert c["sent"] == c["received"] + c["lost"], c
+    assert c["intended"] == c["sent"] + c["never_sent"], c
+    assert {k: p[k] for k in ("sent", "received", "lost", "reordered", "reorder_max", "duplicates")} == \
+        {k: c[k] for k in ("sent", "received", "lost", "reordered", "reorder_max", "duplicates")}
+    assert p["size_bytes"] == 64 and p["payload_bytes"] == 18
+    assert p["bits_per_s"] == pytest.approx(p["rate_pps"] * 64 * 8)
+    # HDR at 3 significant digits: buckets at most 1/1024 of the value wide (64 ns below 131 µs).
+    assert 1 <= p["resolution_ns"] <= max(1, s["latency"]["histogram"]["max_ns"] // 1024)
+    assert_valid(s, "summary")
+    Summary.model_validate(s, context=STRICT)  # the writer holds to the declared fields
+    return {ch["name"]: ch for ch in s["checks"]}
+
+
+def test_every_packet_comes_back_on_loopback(udp_reflector, tmp_path):
+    r = udp_reflector()
+    out = tmp_path / "run"
+    s = run_packets(r.url, "--flows", "3", "--out", str(out))
+    assert r.stop(signal.SIGINT) == 0
+    got = r.counters()
+    checks = check(s)
+    c = s["counters"]
+    assert got["received"] == c["sent"] and c["lost"] == 0 and c["duplicates"] == c["reordered"] == 0
+    assert checks["loss"]["ok"] and checks["loss"]["detail"].startswith(f"lost 0 of {c['sent']:,} sent")
+    assert s["config"]["packet"] == {"size_bytes": 64, "flows": 3, "max_loss": 0.001}
+    assert [p["p"] for p in s["latency"]["percentiles"]] == [50, 90, 99, 99.9, 99.99, 99.999, 99.9999]
+    rows = [line.split(",") for line in (out / "packets.csv").read_text().splitlines()]
+    assert rows[0] == ["interval", "start_s", "sent", "received", "lost", "reordered", "duplicates"]
+    sums = [sum(int(row[k]) for row in rows[1:]) for k in range(2, 7)]
+    assert sums == [c["sent"], c["received"], c["lost"], c["reordered"], c["duplicates"]]
+    assert rows[1][:2] == ["0", "0.0"] and len(rows) - 1 >= 10
+
+
+# The reflector's flags, the flows and the largest displacement: a datagram held back goes out
+# after the next one to arrive, which is of the same flow only with one flow (then it is reordered
+# by 1 — by 2 when the next is dropped: the 49th held, the 50th dropped, out after the 51st).
+CASES = {
+    "drop": (("--drop-every", "10"), 4, 0),
+    "duplicate": (("--duplicate-every", "8"), 4, 0),
+    "reorder": (("--reorder-every", "4"), 1, 1),
+    "all": (("--drop-every", "10", "--reorder-every", "7", "--duplicate-every", "5"), 1, 2),
+}
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_impairments_are_counted_exactly(udp_reflector, case):
+    flags, flows, displacement = CASES[case]
+    r = udp_reflector(*flags)
+    s = run_packets(r.url, "--flows", str(flows))
+    assert r.stop(signal.SIGINT) == 0
+    got = r.counters()
+    checks = check(s)
+    c = s["counters"]
+    assert got["received"] == c["sent"], (got, c)
+    assert (c["lost"], c["duplicates"], c["reordered"]) == (got["dropped"], got["duplicated"], got["reordered"]), (got, c)
+    assert c["reorder_max"] == displacement
+    loss = checks["loss"]
+    if got["dropped"]:
+        ratio = c["lost"] / c["sent"]
+        assert not loss["ok"] and s["verdict"] == "not-measurable"
+        assert loss["detail"].startswith(f"lost {c['lost']:,} of {c['sent']:,} sent ({ratio:.3%}), above --max-loss 0.100%")
+        assert "packets.csv" in loss["remedy"]
+        # A lost packet is in the statistics, censored: the tail above the loss ratio is a lower bound.
+        assert checks["errors"]["ok"], "lost packets are the loss check's, not errors"
+    else:
+        assert loss["ok"]
+
+
+@pytest.mark.skipif(netns.can_create() is not None, reason=str(netns.can_create()))
+def test_counts_are_exact_across_a_veth_pair():
+    port = 47_022
+    with netns.veth_pair() as pair:
+        server = subprocess.Popen(pair.argv(pair.server_ns, [*CLI, "serve", "--udp-reflect", "--listen",
+                                                            f"{pair.server_ip}:{port}", "--drop-every", "20",
+                                                            "--duplicate-every", "9"]),
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            deadline = time.monotonic() + 30
+            while "reflecting UDP on" not in server.stdout.readline():
+                assert server.poll() is None and time.monotonic() < deadline, server.stderr.read()
+            client = subprocess.run(pair.argv(pair.client_ns, [
+                *CLI, "run", f"udp+flow://{pair.server_ip}:{port}", "--rate", "5k", "--duration", "1", "--flows", "2",
+                "--timeout", TIMEOUT, "--arrival", "fixed", "--json"]), capture_output=True, text=True, timeout=120)
+            server.send_signal(signal.SIGINT)
+            assert server.wait(timeout=10) == 0
+        finally:
+            server.kill()
+            server.wait(timeout=10)
+        assert client.returncode in (0, 1), client.stderr
+        m = re.search(r"tailwise serve: stopped: (.*)", server.stdout.read())
+        assert m, "the reflector printed its counters"
+        got = {k: int(v) for k, v in re.findall(r"(\w+) (\d+)", m.group(1))}
+    s = json.loads(client.stdout)
+    check(s)
+    c = s["counters"]
+    assert got["received"] == c["sent"]
+    assert (c["lost"], c["duplicates"], c["reordered"]) == (got["dropped"], got["duplicated"], 0), (got, c)
+    assert s["latency"]["source"] == "kernel"
+
+
+def test_a_rate_the_machine_carries_passes_with_an_interval_for_p99_99(udp_reflector):
+    r = udp_reflector()
+    # 20k pps for 6 s: 120,000 packets, each one sampled — p99.99 needs ~37,000 effective ones
+    # (fewer than that when the tail clusters: n_eff = n / τ).
+    s = run_packets(r.url, "--percentile", "99.99", "--timestamps", "kernel", "--arrival", "exp",
+                    rate="20k", duration="6")
+    checks = check(s)
+    assert checks["rate"]["ok"], checks["rate"]
+    assert checks["arrivals"]["ok"], checks["arrivals"]
+    assert checks["loss"]["ok"], checks["loss"]
+    p = {row["p"]: row for row in s["latency"]["percentiles"]}[99.99]
+    assert p["low_ns"] is not None and p["high_ns"] is not None and p["low_ns"] <= p["value_ns"] <= p["high_ns"], p
+
+
+def test_a_rate_the_machine_cannot_carry_is_said_with_its_figure(udp_reflector):
+    r = udp_reflector()
+    s = run_packets(r.url, rate="5M", duration="1", timeout_s=180)
+    checks = check(s)
+    assert s["verdict"] == "not-measurable"
+    rate = checks["rate"]
+    assert not rate["ok"], rate
+    assert re.search(r"sent [\d,]+ req/s and completed [\d,]+ req/s of 5,000,000", rate["detail"]), rate["detail"]
+    assert rate["remedy"], rate
