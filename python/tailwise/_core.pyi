@@ -10,7 +10,7 @@ __all__ = [
     "SAMPLE_FLAGS", "SAMPLE_FIELDS", "SAMPLE_BYTES", "HIST_LOWEST_NS", "HIST_MAX_NS", "HIST_SIGFIG", "INTERVAL_NS",
     "INTERVAL_SIGFIG", "STALL_NS", "MASK_STALL_NS", "ECHO_MIN_DATAGRAM", "ECHO_MAX_DATAGRAM", "PROTOCOLS",
     "MODEL_MAX_CUSTOMERS", "MODEL_MAX_WORKERS", "TEST_HOOKS", "ENGINE_DEFAULTS", "UDP_SIZE", "PACKET_SIZE",
-    "PACKET_SIZE_MIN", "PACKET_SIZE_MAX", "PACKET_FLOWS", "PACKET_FLOWS_MAX", "parse_dist",
+    "PACKET_SIZE_MIN", "PACKET_SIZE_MAX", "PACKET_FLOWS", "PACKET_FLOWS_MAX", "parse_dist", "packet_payload_len",
     "check_engine_config", "route_interface", "hardware_timestamping", "now_ns",
     "clock_cost_ns", "histogram_params", "interval_params", "measure_stalls", "check_workload", "parse_arrival",
     "preload", "model_sojourn", "model_summary", "Server", "UdpFunction", "Engine", "Intervals", "Histogram",
@@ -180,6 +180,7 @@ def preload(
     depth: int = 64,
     timeout_ns: int = 2_000_000_000,
 ) -> _PreloadResult: ...
+def packet_payload_len(size: int, ipv6: bool) -> int: ...
 def now_ns() -> int: ...
 def clock_cost_ns(per_batch: int = 10_000) -> tuple[float, float]: ...
 def histogram_params() -> tuple[int, int, int]: ...

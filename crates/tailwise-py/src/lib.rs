@@ -153,6 +153,12 @@ fn check_engine_config(config: &str) -> PyResult<String> {
     Ok(cfg.to_json())
 }
 
+/// Packet mode: the UDP payload of a `size`-byte Ethernet frame (packet/wire.rs).
+#[pyfunction]
+fn packet_payload_len(size: usize, ipv6: bool) -> usize {
+    wire::payload_len(size, ipv6)
+}
+
 /// CLOCK_MONOTONIC in ns, the clock of every data-plane timestamp.
 #[pyfunction]
 fn now_ns() -> u64 {
@@ -618,6 +624,7 @@ fn add_constants(m: &Bound<'_, PyModule>) -> PyResult<()> {
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     add_constants(m)?;
     m.add_function(wrap_pyfunction!(parse_dist, m)?)?;
+    m.add_function(wrap_pyfunction!(packet_payload_len, m)?)?;
     m.add_function(wrap_pyfunction!(check_engine_config, m)?)?;
     m.add_function(wrap_pyfunction!(route_interface, m)?)?;
     m.add_function(wrap_pyfunction!(hardware_timestamping, m)?)?;

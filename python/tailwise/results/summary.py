@@ -270,12 +270,6 @@ def _rate(config: dict, result: AgentResult, d: dict) -> dict:
     }
 
 
-#: Frame bytes that are not UDP payload (packet/wire.rs): Ethernet 14 + FCS 4 + UDP 8 + IP 20 (IPv6 40).
-FRAME_OVERHEAD_V4, FRAME_OVERHEAD_V6 = 46, 66
-#: The packet header's own bytes (magic, flow, seq, stamp): no payload is shorter.
-PACKET_HEADER = 18
-
-
 def _packets(config: dict, result: AgentResult, d: dict) -> dict | None:
     """The summary's ``packets`` (documents/run.Packets) of a udp+flow:// run; None otherwise."""
     settings = config.get("packet")
@@ -286,11 +280,15 @@ def _packets(config: dict, result: AgentResult, d: dict) -> dict | None:
     elapsed_s = _rate(config, result, d)["duration_s"]
     sent, received = c["sent"], c["received"]
     lat = _core.Histogram.decode(result.latency_hist)
-    top = lat.max if lat.total else 0
+    # The resolution where answers are: a lost packet is recorded at its timeout (a lower bound),
+    # whose bucket says nothing of how finely the answered ones were measured.
+    timeout_ns = config.get("timeout_ns") or 0
+    answered = [v for v, _ in lat.recorded() if not timeout_ns or v < timeout_ns] if lat.total else []
+    top = max(answered, default=0)
     per_s = (lambda n: n / elapsed_s) if elapsed_s > 0 else (lambda n: None)
     return {
         "size_bytes": size,
-        "payload_bytes": max(size - (FRAME_OVERHEAD_V6 if ipv6 else FRAME_OVERHEAD_V4), PACKET_HEADER),
+        "payload_bytes": _core.packet_payload_len(size, ipv6),
         "flows": settings["flows"],
         "sent": sent, "received": received, "lost": c.get("lost", 0),
         "loss_ratio": c.get("lost", 0) / sent if sent else None,
