@@ -208,6 +208,7 @@ class _UdpCounters(TypedDict):
     dropped: int
     reordered: int
     duplicated: int
+    held_alone: int
     returned: int
     failed: int
 

@@ -299,7 +299,8 @@ impl PyUdpFunction {
     }
 
     /// The counters now (after `stop`, their final values): received, sent, dropped, reordered,
-    /// duplicated, returned (the forwarder's replies passed back), failed (sends refused).
+    /// duplicated, held_alone (held, then sent alone), returned (the forwarder's replies passed
+    /// back), failed (sends refused).
     fn counters<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let c = match self.inner.lock().unwrap().as_ref() {
             Some(f) => f.counters(),
@@ -307,7 +308,7 @@ impl PyUdpFunction {
         };
         let d = PyDict::new(py);
         for (k, v) in [("received", c.received), ("sent", c.sent), ("dropped", c.dropped), ("reordered", c.reordered),
-                       ("duplicated", c.duplicated), ("returned", c.returned), ("failed", c.failed)] {
+                       ("duplicated", c.duplicated), ("held_alone", c.held_alone), ("returned", c.returned), ("failed", c.failed)] {
             d.set_item(k, v)?;
         }
         Ok(d)

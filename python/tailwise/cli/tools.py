@@ -72,6 +72,8 @@ def _serve_udp(addr: str, forward_to: Optional[str], impairments: dict[str, Opti
         fn.stop()  # a held datagram goes out first: the counters are final
         c = fn.counters()
     names = ["received", "sent", "dropped", "reordered", "duplicated"]
+    # Held datagrams whose successor came too late (after 1 ms) were sent alone, not reordered.
+    names += ["held_alone"] if impairments["--reorder-every"] is not None else []
     names += ["returned"] if forward_to is not None else []
     names += ["failed"] if c["failed"] else []
     print("tailwise serve: stopped: " + ", ".join(f"{k} {c[k]}" for k in names), flush=True)

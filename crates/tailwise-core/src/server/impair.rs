@@ -9,8 +9,10 @@
 //! * `duplicate_every N`: the N-th, 2N-th, … is sent twice, back to back;
 //! * `reorder_every N`: the N-th, 2N-th, … is held and sent right after the next datagram sent
 //!   (displacement 1: a dropped one does not count as next). A held datagram with no successor
-//!   within [`HOLD_NS`] is sent alone, and then is not counted as reordered. A datagram due to be
-//!   held while another is held is that one's successor: it goes out first, the held one after it.
+//!   within [`HOLD_NS`] is sent alone, and then is counted `held_alone`, not `reordered` (so
+//!   every datagram held is in exactly one of the two, however late its successor came). A
+//!   datagram due to be held while another is held is that one's successor: it goes out first,
+//!   the held one after it.
 
 use crate::error::{Kind, Problem};
 
@@ -63,6 +65,8 @@ pub struct ImpairCounts {
     pub dropped: u64,
     pub reordered: u64,
     pub duplicated: u64,
+    /// Held, then sent alone: no successor came in time (or the function stopped).
+    pub held_alone: u64,
 }
 
 /// A held datagram: its handle, whether it goes twice, when it was held.
@@ -128,10 +132,11 @@ impl<T: Copy> Impair<T> {
         }
     }
 
-    /// Send the held datagram now, whatever the time (the function stops).
+    /// Send the held datagram now, alone, whatever the time (the function stops).
     pub fn flush(&mut self, out: &mut Vec<T>) {
         if let Some(h) = self.held.take() {
             emit(out, h.item, h.twice);
+            self.counts.held_alone += 1;
         }
     }
 
@@ -212,7 +217,7 @@ mod tests {
         assert_eq!(run(&mut imp, 0), Vec::<u32>::new());
         let mut imp = impair(None, Some(3), None);
         assert_eq!(run(&mut imp, 9), vec![1, 2, 4, 3, 5, 7, 6, 8, 9], "the ninth has no successor: flushed");
-        assert_eq!(imp.take_counts(), ImpairCounts { reordered: 2, ..Default::default() });
+        assert_eq!(imp.take_counts(), ImpairCounts { reordered: 2, held_alone: 1, ..Default::default() });
     }
 
     #[test]
@@ -231,7 +236,8 @@ mod tests {
         imp.push(4, 2 * HOLD_NS, &mut out);
         imp.push(5, 2 * HOLD_NS + 1, &mut out);
         assert_eq!(out, vec![1, 2, 3, 5, 4]);
-        assert_eq!(imp.take_counts(), ImpairCounts { reordered: 1, ..Default::default() }, "only 4 was reordered");
+        let want = ImpairCounts { reordered: 1, held_alone: 1, ..Default::default() };
+        assert_eq!(imp.take_counts(), want, "only 4 was reordered; 2 went alone");
     }
 
     #[test]
@@ -239,7 +245,7 @@ mod tests {
         // A datagram due to be held while one is held goes first; the held one after it.
         let mut imp = impair(None, Some(1), None);
         assert_eq!(run(&mut imp, 5), vec![2, 1, 4, 3, 5]);
-        assert_eq!(imp.take_counts().reordered, 2);
+        assert_eq!(imp.take_counts(), ImpairCounts { reordered: 2, held_alone: 1, ..Default::default() });
     }
 
     #[test]
@@ -248,14 +254,14 @@ mod tests {
         // 4 and 8 dropped (not duplicated); 3 held waits past dropped 4 for 5.
         let mut imp = impair(Some(2), Some(3), Some(4));
         assert_eq!(run(&mut imp, 12), vec![1, 5, 3, 7, 11, 9]);
-        assert_eq!(imp.take_counts(), ImpairCounts { dropped: 6, reordered: 2, duplicated: 0 });
+        assert_eq!(imp.take_counts(), ImpairCounts { dropped: 6, reordered: 2, duplicated: 0, held_alone: 0 });
     }
 
     #[test]
     fn a_held_datagram_due_twice_goes_twice_after_its_successor() {
         let mut imp = impair(None, Some(3), Some(3));
         assert_eq!(run(&mut imp, 4), vec![1, 2, 4, 3, 3]);
-        assert_eq!(imp.take_counts(), ImpairCounts { dropped: 0, reordered: 1, duplicated: 1 });
+        assert_eq!(imp.take_counts(), ImpairCounts { dropped: 0, reordered: 1, duplicated: 1, held_alone: 0 });
         // A successor due twice goes twice, then the held one.
         let mut imp = impair(None, Some(3), Some(4));
         assert_eq!(run(&mut imp, 4), vec![1, 2, 4, 4, 3]);
