@@ -155,6 +155,11 @@ impl Worker {
             c.unsent = 0;
             if let Err(e) = self.write_conn(i) {
                 self.lost_conn(i, Lost::Send(e.into()));
+            } else if self.rx.clock == Some(StampClock::Kernel) {
+                // The kernel stamps a send as the device takes it, before `send` returns (lo, and a
+                // NIC whose queue was empty): taken now, it costs no loop iteration woken by
+                // EPOLLERR for it. A stamp not there yet comes that way.
+                self.take_tx_stamps(i);
             }
         }
         self.dirty.clear();
@@ -235,11 +240,18 @@ impl Worker {
         // Reuse one buffer: no allocation in the timing loop.
         let mut ready = std::mem::take(&mut self.ready);
         ready.clear();
+        let asked = if wait_ns > 0 { self.watch.now() + wait_ns } else { 0 };
         self.watch.plan_wait(wait_ns);
         let waited = self.ep.wait(wait_ns);
-        self.watch.now();
+        let woke = self.watch.now();
         match waited {
-            Ok(evs) => ready.extend(evs.iter().map(|e| (e.u64 as usize, e.events))),
+            Ok(evs) => {
+                // Woken by the timer, not by an event: how late it was (time/wake.rs).
+                if asked > 0 && evs.is_empty() {
+                    self.wake.record(woke.saturating_sub(asked));
+                }
+                ready.extend(evs.iter().map(|e| (e.u64 as usize, e.events)))
+            }
             Err(e) => self.shared.abort(Abort::Epoll(e)),
         }
         for (n, &(i, events)) in ready.iter().enumerate() {
