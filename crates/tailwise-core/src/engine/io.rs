@@ -32,6 +32,8 @@ const OFFSET_EVERY_NS: u64 = 1_000_000;
 /// drifts ≤ ~100 ppm, ≤ 1 µs in this time; a re-read (three PHC reads across the PCIe bus, a few
 /// µs) then costs < 0.1 % of a thread.
 const PHC_OFFSET_EVERY_NS: u64 = 10_000_000;
+/// A timed wait this long or longer (the loop's longest, 1 ms) ends on a grid of this period.
+const WAIT_GRID_NS: u64 = 1_000_000;
 
 /// Transmit and receive stamps on a clock other than the thread's own (`Timestamps::Kernel`,
 /// `Nic`), a buffer for the transmit stamps read at once, and that clock − CLOCK_MONOTONIC,
@@ -240,15 +242,24 @@ impl Worker {
         // Reuse one buffer: no allocation in the timing loop.
         let mut ready = std::mem::take(&mut self.ready);
         ready.clear();
-        let asked = if wait_ns > 0 { self.watch.now() + wait_ns } else { 0 };
-        self.watch.plan_wait(wait_ns);
-        let waited = self.ep.wait(wait_ns);
+        let mut at = 0;
+        let waited = if wait_ns == 0 {
+            self.ep.wait(0).map(|evs| (evs, false))
+        } else {
+            // The instant to wake at, steady across iterations so that the timer is re-armed only
+            // when it moves (io/poll.rs): the next send's, or a wait at the cap ends on its grid.
+            let now = self.watch.now();
+            at = if wait_ns >= WAIT_GRID_NS { (now + wait_ns) / WAIT_GRID_NS * WAIT_GRID_NS } else { now + wait_ns };
+            self.watch.plan_wait(at - now);
+            self.ep.wait_until(at)
+        };
         let woke = self.watch.now();
         match waited {
-            Ok(evs) => {
-                // Woken by the timer, not by an event: how late it was (time/wake.rs).
-                if asked > 0 && evs.is_empty() {
-                    self.wake.record(woke.saturating_sub(asked));
+            Ok((evs, fired)) => {
+                // Woken by the timer, not by an event: how late it was (time/wake.rs). (An expiry
+                // left from an instant since moved comes early: not a lateness.)
+                if fired && evs.is_empty() && woke >= at {
+                    self.wake.record(woke.saturating_sub(at));
                 }
                 ready.extend(evs.iter().map(|e| (e.u64 as usize, e.events)))
             }
