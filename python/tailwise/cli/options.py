@@ -123,7 +123,8 @@ Late = Annotated[Optional[str], _opt(
     help=f"a request sent this long after its intended time counts as late {default('late')}")]
 PollOption = Annotated[Optional[Poll], _opt(
     "--poll", metavar="|".join(p.value for p in Poll),
-    help=f"spin: busy-poll (precise, one core per thread); block: sleep between sends {default('poll')}")]
+    help=f"block: sleep until each send less the measured wake-up lateness; spin: busy-poll, one core per "
+         f"thread (use it with --timestamps user) {default('poll')}")]
 Timestamps = Annotated[Optional[str], _opt(
     "--timestamps", metavar="SOURCE",
     help="where send and reply times come from: auto (the best available), nic (hardware), kernel (software stamps "

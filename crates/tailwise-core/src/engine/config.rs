@@ -94,7 +94,10 @@ impl Default for EngineConfig {
             unreachable_ns: 2_000_000_000,
             seed: 1,
             pin: true,
-            busy_poll: true,
+            // Sleeping until each send less the measured wake-up lateness (time/wake.rs) is as
+            // close to the model as spinning with kernel receive stamps, at half the CPU or less
+            // (BENCHMARKS.md, issue 23 item 5); on a 2-CPU machine it leaves the coordinator a CPU.
+            busy_poll: false,
             test_stall: None,
             timestamps: Timestamps::User,
             probe: None,

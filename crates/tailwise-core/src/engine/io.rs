@@ -32,6 +32,8 @@ const OFFSET_EVERY_NS: u64 = 1_000_000;
 /// drifts ≤ ~100 ppm, ≤ 1 µs in this time; a re-read (three PHC reads across the PCIe bus, a few
 /// µs) then costs < 0.1 % of a thread.
 const PHC_OFFSET_EVERY_NS: u64 = 10_000_000;
+/// A timed wait this long or longer (the loop's longest, 1 ms) ends on a grid of this period.
+const WAIT_GRID_NS: u64 = 1_000_000;
 
 /// Transmit and receive stamps on a clock other than the thread's own (`Timestamps::Kernel`,
 /// `Nic`), a buffer for the transmit stamps read at once, and that clock − CLOCK_MONOTONIC,
@@ -155,6 +157,11 @@ impl Worker {
             c.unsent = 0;
             if let Err(e) = self.write_conn(i) {
                 self.lost_conn(i, Lost::Send(e.into()));
+            } else if self.rx.clock == Some(StampClock::Kernel) {
+                // The kernel stamps a send as the device takes it, before `send` returns (lo, and a
+                // NIC whose queue was empty): taken now, it costs no loop iteration woken by
+                // EPOLLERR for it. A stamp not there yet comes that way.
+                self.take_tx_stamps(i);
             }
         }
         self.dirty.clear();
@@ -235,11 +242,27 @@ impl Worker {
         // Reuse one buffer: no allocation in the timing loop.
         let mut ready = std::mem::take(&mut self.ready);
         ready.clear();
-        self.watch.plan_wait(wait_ns);
-        let waited = self.ep.wait(wait_ns);
-        self.watch.now();
+        let mut at = 0;
+        let waited = if wait_ns == 0 {
+            self.ep.wait(0).map(|evs| (evs, false))
+        } else {
+            // The instant to wake at, steady across iterations so that the timer is re-armed only
+            // when it moves (io/poll.rs): the next send's, or a wait at the cap ends on its grid.
+            let now = self.watch.now();
+            at = if wait_ns >= WAIT_GRID_NS { (now + wait_ns) / WAIT_GRID_NS * WAIT_GRID_NS } else { now + wait_ns };
+            self.watch.plan_wait(at - now);
+            self.ep.wait_until(at)
+        };
+        let woke = self.watch.now();
         match waited {
-            Ok(evs) => ready.extend(evs.iter().map(|e| (e.u64 as usize, e.events))),
+            Ok((evs, fired)) => {
+                // Woken by the timer, not by an event: how late it was (time/wake.rs). (An expiry
+                // left from an instant since moved comes early: not a lateness.)
+                if fired && evs.is_empty() && woke >= at {
+                    self.wake.record(woke.saturating_sub(at));
+                }
+                ready.extend(evs.iter().map(|e| (e.u64 as usize, e.events)))
+            }
             Err(e) => self.shared.abort(Abort::Epoll(e)),
         }
         for (n, &(i, events)) in ready.iter().enumerate() {

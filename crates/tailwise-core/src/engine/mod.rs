@@ -18,7 +18,8 @@
 //! coordinator analyses a consistent picture in which a freeze still going on is already visible.
 //!
 //! Busy-poll mode spins on `epoll_wait(0)`; blocking mode sleeps in `epoll_pwait2` until a reply
-//! arrives or until `SPIN_NS` before the next send, then spins (timer slack 1 ns).
+//! arrives or until the next send less the thread's measured wake-up lateness (time/wake.rs),
+//! then spins (timer slack 1 ns).
 
 mod config;
 mod conn;

@@ -32,14 +32,11 @@ use crate::io::{cpu, poll::Epoll, poll::EPOLLIN};
 use crate::load::{schedule::Schedule, workload::Op, workload::OpGen};
 use crate::record::{flags as F, histogram::Histograms, sampler::Sampler};
 use crate::stamp::nic::NicStamping;
-use crate::time::{clock::now_ns, clock::set_timer_slack_1ns, stall::StallWatch};
+use crate::time::{clock::now_ns, clock::set_timer_slack_1ns, stall::StallWatch, wake::WakeLateness, wake::MAX_EARLY_NS};
 use std::collections::VecDeque;
 use std::sync::atomic::Ordering::{Relaxed, SeqCst};
 use std::sync::Arc;
 
-/// In blocking mode, wake this long before the next intended send and spin the rest
-/// (sleeps overshoot ~6 µs p50 and ~35 µs p99 on the project's machine even at 1 ns slack).
-const SPIN_NS: u64 = 50_000;
 /// Timeouts, reconnections and the reachability of the target are looked at this often.
 const TICK_NS: u64 = 1_000_000;
 /// Longest single wait, so that stop requests, snapshots and timeouts are noticed promptly.
@@ -106,6 +103,8 @@ pub(super) struct Worker {
     pub rx: RxClock,
     /// The wait asked of epoll in the current iteration (blocking mode).
     pub planned_wait: u64,
+    /// Blocking mode: how late this thread's timed waits wake (time/wake.rs), so how early to ask.
+    pub wake: WakeLateness,
     /// Every clock read of the timing loop goes through it: a gap of ≥ 200 µs between two reads
     /// (beyond a planned wait) is a time the thread did not run (time/stall.rs).
     pub watch: StallWatch,
@@ -177,6 +176,7 @@ impl Worker {
             handover: Handover::new(ctx.index, ctx.role, ctx.start_ns),
             rx: RxClock::new(cfg.timestamps.clock(), ctx.nic, ctx.start_ns),
             planned_wait: 0,
+            wake: WakeLateness::default(),
             watch: StallWatch::new(ctx.shared.stall_log.clone()),
             #[cfg(any(test, feature = "test-hooks"))]
             test_stall: cfg.test_stall,
@@ -192,7 +192,7 @@ impl Worker {
         let mut next_tick = self.t0 + TICK_NS;
         let mut paused_at: Option<u64> = None;
         // Wait for the common start, sleeping most of it.
-        crate::time::clock::sleep_until(self.t0, SPIN_NS);
+        crate::time::clock::sleep_until(self.t0, MAX_EARLY_NS);
         self.watch.reset();
         let mut prev = self.watch.now();
         loop {
@@ -260,8 +260,9 @@ impl Worker {
     }
 
     /// How long to wait for events: while paused with nothing to send, block (and leave the CPU to
-    /// the coordinator); spinning or with a request ready to go, not at all; else until `SPIN_NS`
-    /// before the next send.
+    /// the coordinator); spinning or with a request ready to go, not at all; else until the next
+    /// send less this thread's measured wake-up lateness (`wake`), spinning the rest. A reply
+    /// wakes the thread late at no cost to its latency where it has a kernel receive stamp.
     #[inline]
     fn wait_ns(&mut self, paused: bool, next: u64) -> u64 {
         if paused && self.backlog.is_empty() {
@@ -269,7 +270,7 @@ impl Worker {
         } else if self.cfg.busy_poll || (!self.backlog.is_empty() && self.has_free_slot()) {
             0
         } else {
-            next.saturating_sub(self.watch.now() + SPIN_NS).min(MAX_WAIT_NS)
+            next.saturating_sub(self.watch.now() + self.wake.early_ns()).min(MAX_WAIT_NS)
         }
     }
 

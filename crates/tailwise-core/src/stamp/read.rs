@@ -21,6 +21,11 @@ unsafe fn scm_stamp(c: *const libc::cmsghdr, clock: StampClock) -> Option<u64> {
     (t.tv_sec != 0 || t.tv_nsec != 0).then(|| t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64)
 }
 
+/// Error-queue messages taken per system call: a send's stamp and the ones queued behind it come
+/// in one `recvmmsg`, where reading until the queue is empty took a second `recvmsg` per send
+/// (issue 23: kernel stamps cost two system calls per request more than user stamps).
+const TX_BATCH: usize = 8;
+
 /// Read every transmit stamp queued on `fd`'s error queue: `(key, ns on clock)` pairs, in the order
 /// the kernel queued them, into `out` (cleared first). Only SND stamps (software: handed to the
 /// device; hardware: sent) are kept. Returns how many error-queue messages were read (0: empty).
@@ -28,14 +33,18 @@ pub fn read_tx_stamps(fd: RawFd, out: &mut Vec<(u32, u64)>, clock: StampClock) -
     out.clear();
     let mut messages = 0;
     loop {
-        // One SCM_TIMESTAMPING (3 timespecs) and one sock_extended_err with its offender address.
-        let mut control = [0u64; 24];
-        // SAFETY: zeroed msghdr is valid (OPT_TSONLY: no payload, so no iovec); control is live.
-        let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
-        msg.msg_control = control.as_mut_ptr() as *mut libc::c_void;
-        msg.msg_controllen = std::mem::size_of_val(&control) as _;
-        // SAFETY: msg describes valid buffers for the duration of the call.
-        let n = unsafe { libc::recvmsg(fd, &mut msg, libc::MSG_ERRQUEUE | libc::MSG_DONTWAIT) };
+        // Per message one SCM_TIMESTAMPING (3 timespecs) and one sock_extended_err with its
+        // offender address.
+        let mut control = [[0u64; 24]; TX_BATCH];
+        // SAFETY: zeroed mmsghdrs are valid (OPT_TSONLY: no payload, so no iovec).
+        let mut msgs: [libc::mmsghdr; TX_BATCH] = unsafe { std::mem::zeroed() };
+        for (m, c) in msgs.iter_mut().zip(control.iter_mut()) {
+            m.msg_hdr.msg_control = c.as_mut_ptr() as *mut libc::c_void;
+            m.msg_hdr.msg_controllen = std::mem::size_of_val(c) as _;
+        }
+        let flags = libc::MSG_ERRQUEUE | libc::MSG_DONTWAIT;
+        // SAFETY: msgs and their control buffers live for the call; no timeout.
+        let n = unsafe { libc::recvmmsg(fd, msgs.as_mut_ptr(), TX_BATCH as _, flags as _, std::ptr::null_mut()) };
         if n < 0 {
             let e = io::Error::last_os_error();
             return match e.kind() {
@@ -44,33 +53,36 @@ pub fn read_tx_stamps(fd: RawFd, out: &mut Vec<(u32, u64)>, clock: StampClock) -
                 _ => Err(e),
             };
         }
-        messages += 1;
-        let (mut stamp, mut key) = (None, None);
-        // SAFETY: walking the control buffer the kernel filled, with the CMSG_* macros.
-        unsafe {
-            let mut c = libc::CMSG_FIRSTHDR(&msg);
-            while !c.is_null() {
-                let (level, kind) = ((*c).cmsg_level, (*c).cmsg_type);
-                if level == libc::SOL_SOCKET && kind == libc::SCM_TIMESTAMPING {
-                    stamp = scm_stamp(c, clock);
-                } else if (level == libc::SOL_IP && kind == libc::IP_RECVERR)
-                    || (level == libc::SOL_IPV6 && kind == libc::IPV6_RECVERR)
-                {
-                    let ee = std::ptr::read_unaligned(libc::CMSG_DATA(c) as *const libc::sock_extended_err);
-                    if ee.ee_errno == libc::ENOMSG as u32
-                        && ee.ee_origin == SO_EE_ORIGIN_TIMESTAMPING
-                        && ee.ee_info == SCM_TSTAMP_SND
-                    {
-                        key = Some(ee.ee_data);
-                    }
-                }
-                c = libc::CMSG_NXTHDR(&msg, c);
-            }
-        }
-        if let (Some(k), Some(t)) = (key, stamp) {
-            out.push((k, t));
+        let n = n as usize;
+        messages += n;
+        // SAFETY: the kernel filled the first n messages' control buffers.
+        out.extend(msgs[..n].iter().filter_map(|m| unsafe { tx_stamp(&m.msg_hdr, clock) }));
+        if n < TX_BATCH {
+            return Ok(messages);
         }
     }
+}
+
+/// The SND stamp and its OPT_ID key in one error-queue message, if it holds one.
+///
+/// # Safety
+/// `msg`'s control buffer was filled by the kernel (`msg_controllen` as it left it).
+unsafe fn tx_stamp(msg: &libc::msghdr, clock: StampClock) -> Option<(u32, u64)> {
+    let (mut stamp, mut key) = (None, None);
+    let mut c = libc::CMSG_FIRSTHDR(msg);
+    while !c.is_null() {
+        let (level, kind) = ((*c).cmsg_level, (*c).cmsg_type);
+        if level == libc::SOL_SOCKET && kind == libc::SCM_TIMESTAMPING {
+            stamp = scm_stamp(c, clock);
+        } else if (level == libc::SOL_IP && kind == libc::IP_RECVERR) || (level == libc::SOL_IPV6 && kind == libc::IPV6_RECVERR) {
+            let ee = std::ptr::read_unaligned(libc::CMSG_DATA(c) as *const libc::sock_extended_err);
+            if ee.ee_errno == libc::ENOMSG as u32 && ee.ee_origin == SO_EE_ORIGIN_TIMESTAMPING && ee.ee_info == SCM_TSTAMP_SND {
+                key = Some(ee.ee_data);
+            }
+        }
+        c = libc::CMSG_NXTHDR(msg, c);
+    }
+    Some((key?, stamp?))
 }
 
 /// Non-blocking read that also returns the receive stamp on `clock` (ns), when one came. For TCP

@@ -4,6 +4,8 @@
 //! |---|---|
 //! | [`clock`] | the monotonic ns clock, other clocks' offsets to it, spinning, precise sleeps (timer slack 1 ns) |
 //! | [`stall`] | stalls (≥ 200 µs) of the spinning engine and server threads, logged for the engine to flag requests by |
+//! | [`wake`] | how late a timed wait wakes: a high quantile of a thread's recent overshoots, the margin `--poll block` wakes early by |
 
 pub mod clock;
 pub mod stall;
+pub mod wake;
