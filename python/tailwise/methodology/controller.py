@@ -357,6 +357,7 @@ class Controller:
                     session.take(merge=False)
                     next_collect = time.monotonic() + COLLECT_S
                 continue
+            r = None  # the last round's pooled rows freed before the next round pools its own
             r = self._round(session, live_every)
             if r is None:
                 next_round = time.monotonic() + round_s
