@@ -350,8 +350,11 @@ impl PyIntervals {
     fn counts(&self, py: Python<'_>, pending: bool) -> Vec<(usize, u64)> {
         py.detach(|| {
             let iv = self.inner.lock().unwrap();
-            let v = if pending { &iv.pending } else { &iv.done };
-            v.iter().enumerate().filter_map(|(i, h)| h.as_ref().map(|h| (i, h.len()))).collect()
+            if pending {
+                iv.pending.iter().enumerate().filter_map(|(i, h)| h.as_ref().map(|h| (i, h.len()))).collect()
+            } else {
+                iv.done.iter().enumerate().filter_map(|(i, d)| d.as_ref().map(|d| (i, d.len()))).collect()
+            }
         })
     }
 
@@ -361,8 +364,16 @@ impl PyIntervals {
     fn encoded<'py>(&self, py: Python<'py>, indices: Vec<usize>, pending: bool) -> Vec<Bound<'py, PyBytes>> {
         let encoded: Vec<Vec<u8>> = py.detach(|| {
             let iv = self.inner.lock().unwrap();
-            let v = if pending { &iv.pending } else { &iv.done };
-            indices.iter().map(|&i| v.get(i).and_then(|h| h.as_ref()).map(encode_histogram).unwrap_or_default()).collect()
+            indices
+                .iter()
+                .map(|&i| {
+                    if pending {
+                        iv.pending.get(i).and_then(|h| h.as_ref()).map(encode_histogram).unwrap_or_default()
+                    } else {
+                        iv.done.get(i).and_then(|d| d.as_ref()).map(|d| d.encoded()).unwrap_or_default()
+                    }
+                })
+                .collect()
         });
         encoded.into_iter().map(|b| PyBytes::new(py, &b)).collect()
     }
@@ -371,7 +382,7 @@ impl PyIntervals {
     fn log<'py>(&self, py: Python<'py>) -> Vec<(usize, Bound<'py, PyBytes>)> {
         let encoded: Vec<(usize, Vec<u8>)> = py.detach(|| {
             let iv = self.inner.lock().unwrap();
-            iv.done.iter().enumerate().filter_map(|(i, h)| h.as_ref().map(|h| (i, encode_histogram(h)))).collect()
+            iv.done.iter().enumerate().filter_map(|(i, d)| d.as_ref().map(|d| (i, d.encoded()))).collect()
         });
         encoded.into_iter().map(|(i, b)| (i, PyBytes::new(py, &b))).collect()
     }

@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import enum
 import os
+import sys
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Protocol
+from pathlib import Path
+from typing import IO, Callable, Protocol
 
 import numpy as np
 
@@ -18,6 +20,7 @@ from tailwise import _core, signals
 from tailwise.errors import TailwiseError
 from tailwise.agent.host import steal_ticks
 from tailwise.spec.load import LoadSpec
+from tailwise.stats.subsample import Subsample
 
 #: One row per kept request, as the engine writes it (record/sample.rs, `Sample`; the layout is the
 #: engine's own, ``_core.SAMPLE_FIELDS``): times in ns since the engine's start; sent_ns/rx_user_ns
@@ -113,6 +116,12 @@ class AgentResult:
     #: Packet mode (udp+flow): per 100 ms interval of intended time, (index, sent, received,
     #: lost, reordered, duplicates) (``Engine.packet_intervals``); empty for other protocols.
     packet_intervals: list[tuple[int, int, int, int, int, int]] = field(default_factory=list)
+    #: ``samples`` is a bounded subsample (stats/subsample.py) of every row kept: its 1-in-m, the
+    #: limit, the rows collected and kept (``Subsample.report``); None: every row is in ``samples``.
+    subsample: dict | None = None
+    #: Every row the engine kept, as they came (48-byte rows, not sorted): what the results
+    #: directory's samples file is written from (results/summary.write_out); None: not written.
+    samples_file: Path | None = None
 
 
 def decode_samples(raw: bytes) -> np.ndarray:
@@ -134,6 +143,8 @@ class Taken:
     finished_owner: np.ndarray | None = None
     pending_owner: np.ndarray | None = None
     agents: tuple[AgentShare, ...] = ()
+    #: The subsample's level then: ``finished`` and ``pending`` hold 1 in ``one_in`` of the rows.
+    one_in: int = 1
     _pooled: tuple[np.ndarray, np.ndarray | None] | None = field(default=None, repr=False, compare=False)
 
     def samples(self) -> np.ndarray:
@@ -164,10 +175,18 @@ StallSource = Callable[[], list[tuple[int, int]]]
 class Session:
     """A running measurement on one agent: poll it, take snapshots while it runs, stop it."""
 
-    def __init__(self, engine, spec: LoadSpec, stall_sources: tuple[StallSource, ...] = ()):
+    def __init__(self, engine, spec: LoadSpec, stall_sources: tuple[StallSource, ...] = (),
+                 samples_file: Path | None = None):
         self._engine = engine
         self.spec = spec
-        self._batches: list[np.ndarray] = []
+        #: The rows the statistics see: at most ``subsample.LIMIT`` (stats/subsample.py).
+        self._kept = Subsample(SAMPLE_DTYPE)
+        #: Every row, appended as it comes (``AgentResult.samples_file``).
+        self.samples_file = samples_file
+        self._spool: IO[bytes] | None = None
+        if samples_file is not None:
+            Path(samples_file).parent.mkdir(parents=True, exist_ok=True)
+            self._spool = open(samples_file, "wb")
         self._start_mono_ns = engine.start_mono_ns
         #: Whether a stop signal stops this session (``LocalAgent.start``'s ``on_signal``).
         self.on_signal = False
@@ -211,25 +230,30 @@ class Session:
         return _core.now_ns() - self._start_mono_ns
 
     def finished(self) -> np.ndarray:
-        """Every sampled request finished so far, sorted by intended time (merged on demand)."""
-        if len(self._batches) != 1:
-            merged = np.concatenate(self._batches) if self._batches else np.zeros(0, dtype=SAMPLE_DTYPE)
-            merged.sort(order="intended_ns", kind="stable")
-            self._batches = [merged]
-        return self._batches[0]
+        """Every sampled request finished so far — of the bounded subsample (stats/subsample.py)
+        — sorted by intended time (merged on demand)."""
+        return self._kept.rows()
+
+    def _collect(self, raw: bytes) -> None:
+        """A batch of finished rows: to the samples file whole, to the subsample."""
+        if self._spool is not None and raw:
+            self._spool.write(raw)
+            self._spool.flush()
+        batch = decode_samples(raw)
+        if len(batch):
+            self._kept.add(batch.copy())
 
     def take(self, merge: bool = True) -> Taken | None:
         """A snapshot: every thread hands over what it finished and reports what is outstanding.
         With ``merge`` false (a fixed-length run polling), only collect: returns None."""
         raw = self._engine.take()
-        batch = decode_samples(raw["samples"]).copy()
-        if len(batch):
-            self._batches.append(batch)
+        self._collect(raw["samples"])
         self.take_stalls()
         if not merge:
             return None
-        pending = decode_samples(raw["pending"]).copy()
-        return Taken(self.finished(), pending, raw["snap_ns"], raw["complete"], dict(raw["counters"]))
+        pending = self._kept.select(decode_samples(raw["pending"])).copy()
+        return Taken(self.finished(), pending, raw["snap_ns"], raw["complete"], dict(raw["counters"]),
+                     one_in=self._kept.one_in)
 
     def take_batch(self) -> dict:
         """A snapshot as the engine hands it over (``Engine.take``: raw rows of the samples finished
@@ -238,6 +262,8 @@ class Session:
         logged meanwhile are collected (``engine_stalls``)."""
         raw = self._engine.take()
         self.take_stalls()
+        # Its coordinator keeps (and bounds) the rows: what ``finish`` returns is the rest, all of it.
+        self._kept.limit = sys.maxsize
         return raw
 
     def is_finished(self) -> bool:
@@ -253,8 +279,11 @@ class Session:
             signals.detach()
         self.take_stalls(engine_rest=raw["stall_intervals"])
         steal1 = steal_ticks()
-        samples = np.concatenate([self.finished(), decode_samples(raw["samples"])])
-        samples.sort(order="intended_ns", kind="stable")
+        self._collect(raw["samples"])
+        if self._spool is not None:
+            self._spool.close()
+            self._spool = None
+        samples = self.finished()
         return AgentResult(
             counters=dict(raw["counters"]),
             elapsed_ns=raw["elapsed_ns"],
@@ -278,6 +307,8 @@ class Session:
             target_stalls_ns=sorted(self.target_stalls),
             intervals=self.intervals,
             packet_intervals=[tuple(r) for r in self._engine.packet_intervals()],
+            subsample=self._kept.report(),
+            samples_file=self.samples_file,
         )
 
 
@@ -293,21 +324,24 @@ class LocalAgent:
 
     poll_s = 0.1
 
-    def start(self, spec: LoadSpec, stall_sources: tuple[StallSource, ...] = (), on_signal: bool = True) -> Session:
+    def start(self, spec: LoadSpec, stall_sources: tuple[StallSource, ...] = (), on_signal: bool = True,
+              samples_file: Path | None = None) -> Session:
         """Start the engine. ``on_signal``: a stop signal stops it (signals.py, the commands that
-        measure); an agent service (agent/server.py) handles its own signals and passes False."""
+        measure); an agent service (agent/server.py) handles its own signals and passes False.
+        ``samples_file``: where every row kept is appended as it comes (None: nowhere)."""
         # The engine raises tailwise.errors' classes itself, each with its problem and remedy.
         engine = _core.Engine(spec.to_json())
-        session = Session(engine, spec, stall_sources)
+        session = Session(engine, spec, stall_sources, samples_file)
         if on_signal:
             session.on_signal = True
             signals.attach(session.stop)  # a stop signal from now on stops sending; the run is still written
         return session
 
     def run(self, spec: LoadSpec, progress: Callable[[dict], None] | None = None,
-            stall_sources: tuple[StallSource, ...] = (), on_start: Callable[[Session], None] | None = None) -> AgentResult:
+            stall_sources: tuple[StallSource, ...] = (), on_start: Callable[[Session], None] | None = None,
+            samples_file: Path | None = None) -> AgentResult:
         """A fixed-length run: start, poll (taking a snapshot each time), finish."""
-        return run_to_end(self.start(spec, stall_sources), self.poll_s, progress, on_start)
+        return run_to_end(self.start(spec, stall_sources, samples_file=samples_file), self.poll_s, progress, on_start)
 
 
 def run_to_end(session, poll_s: float, progress: Callable[[dict], None] | None = None,

@@ -23,8 +23,6 @@ from tailwise.errors import InputError
 from tailwise.agent.host import host_info, isolated_cpus, listener_cpus, pinned_cpus
 from tailwise.methodology.checks import Setting
 from tailwise.measure.server import builtin_server, server_stats
-from tailwise.agent.group import AgentGroup
-from tailwise.agent.wire import read_token
 from tailwise.spec.fleet import Fleet
 from tailwise.spec.load import TestStall
 from tailwise.spec.runspec import RunSpec, timestamp_source
@@ -126,6 +124,9 @@ def prepare(rs: RunSpec, warn: Warn = lambda cause, remedy: None, fleet: Fleet |
 def _prepare_fleet(rs: RunSpec, fleet: Fleet) -> Setup:
     """The agents load and measure: nothing of this machine's CPUs is the engine's; the built-in
     server (no target) workers take this machine's, sleeping between requests."""
+    # gRPC (~22 MB resident) only for a run on agents.
+    from tailwise.agent.wire import read_token
+
     token = read_token(fleet.token_file)
     setting = Setting(poll="spin" if rs.busy_poll else "block", engine_cpus=None, own_cpus=False, isolated=False,
                       local_target=rs.builtin, builtin=rs.builtin)
@@ -203,7 +204,7 @@ def measure(rs: RunSpec, setup: Setup, command: str, display: Display | None = N
     from tailwise.measure import serverstats
     from tailwise.methodology import Controller
     from tailwise.methodology.controller import fixed_methodology
-    from tailwise.results.journal import Journal
+    from tailwise.results.journal import LOCAL_SAMPLES, Journal
     from tailwise.results.summary import amend, build_summary
 
     signals.check()  # a stop signal between measurements (a sweep's points) ends here
@@ -217,9 +218,17 @@ def measure(rs: RunSpec, setup: Setup, command: str, display: Display | None = N
         source, note = timestamp_source(rs.timestamps, addrs[0])
         config["timestamps"], config["timestamps_note"] = source, note
         spec = rs.load_spec(addrs, source, test_stall=_test_stall())
-        agent = LocalAgent() if setup.fleet is None else AgentGroup(
-            list(setup.fleet.agents), setup.token, setup.fleet.probe_agent, setup.fleet.ca_bytes())
+        if setup.fleet is None:
+            agent = LocalAgent()
+        else:
+            from tailwise.agent.group import AgentGroup
+
+            agent = AgentGroup(list(setup.fleet.agents), setup.token, setup.fleet.probe_agent,
+                               setup.fleet.ca_bytes())
         journal = {} if setup.fleet is None or collected is None else {"journal": Journal(collected, config)}
+        if setup.fleet is None and collected is not None:
+            # Every kept row goes to disk as it comes; memory holds a bounded subsample (stats/subsample.py).
+            journal = {"samples_file": collected / LOCAL_SAMPLES}
         span_s = (rs.duration_ns or rs.max_time_ns) / 1e9
         goal = (f"for {span_s:g} s" if rs.duration_ns else
                 f"until p{rs.percentile:g} ± {fmt_ns(rs.ci_ns) if rs.ci_ns else f'{rs.ci_rel:.0%}'}, at most {span_s:g} s")

@@ -61,6 +61,9 @@ ROUND_S = 1.0
 #: CPU (0.1 s at 100k samples, 1.4 s at 1M) that a co-located server or engine thread pays for,
 #: so later rounds, which add relatively little, come less often.
 ROUND_GROWTH = 1.25
+#: Between rounds the engines hand over what they finished this often (kept in the bounded
+#: subsample, written to the samples file), so that nothing grows with a round's length in them.
+COLLECT_S = 1.0
 PATIENCE = 3
 #: Give up early when reaching the CI width would take more than this multiple of the time left.
 HOPELESS = 4.0
@@ -352,11 +355,16 @@ class Controller:
         live_every = every_request(session.intervals, with_pending=True)
         round_s = self.round_s
         next_round = time.monotonic() + round_s
+        next_collect = time.monotonic() + COLLECT_S
         while not session.is_finished():
             time.sleep(max(0.0, min(0.05, next_round - time.monotonic())))
             silence.see(session.snapshot())
             if time.monotonic() < next_round:
+                if time.monotonic() >= next_collect:
+                    session.take(merge=False)
+                    next_collect = time.monotonic() + COLLECT_S
                 continue
+            r = None  # the last round's pooled rows freed before the next round pools its own
             r = self._round(session, live_every)
             if r is None:
                 next_round = time.monotonic() + round_s
@@ -429,8 +437,10 @@ class Controller:
                                       every=lambda _a, _b: every))
             final = replace(final, used_mask=np.isin(result.samples["intended_ns"],
                                                      samples["intended_ns"][final.used_mask]))
+            one_in = deciding.taken.one_in
         else:
             final = analyse(run_input(self.plan, self.seed, result, elapsed_s, pauses=self.pauses))
+            one_in = (result.subsample or {}).get("one_in", 1)
         final = replace(final, checks=adjust_remedies(final.checks, ending, elapsed_s, self.precision.max_time_s,
                                                       held_slots(self.spec, result.counters, elapsed_s), result.error))
         methodology = {
@@ -443,7 +453,8 @@ class Controller:
             "pauses_ns": self.pauses,
             "masked_s": 0.0,
             "sample_every": self.spec.timed_sample_every,
-            "effective_sample_every": self.spec.timed_sample_every * final.thinning,
+            "effective_sample_every": self.spec.timed_sample_every * one_in * final.thinning,
+            "subsample": subsample_report(result, one_in),
             "history": [h.as_json() for h in self.history],
         } | final.to_dict()
         return result, final, methodology
@@ -487,5 +498,13 @@ def fixed_methodology(result: AgentResult, spec: LoadSpec, precision: Precision,
     ending = Ending.INTERRUPTED if result.interrupted else Ending.DURATION
     a = replace(a, checks=adjust_remedies(a.checks, ending, elapsed_s, precision.max_time_s,
                                           held_slots(spec, result.counters, elapsed_s), result.error))
+    one_in = (result.subsample or {}).get("one_in", 1)
     return a, {"mode": "fixed", "rounds": 1, "stopped": ending.value, "sample_every": spec.timed_sample_every,
-               "effective_sample_every": spec.timed_sample_every * a.thinning} | a.to_dict()
+               "effective_sample_every": spec.timed_sample_every * one_in * a.thinning,
+               "subsample": subsample_report(result, one_in)} | a.to_dict()
+
+
+def subsample_report(result: AgentResult, one_in: int) -> dict | None:
+    """``methodology.subsample``: the bounded subsample the statistics used (stats/subsample.py),
+    at the level of the samples analysed (a deciding round's may be below the run's last)."""
+    return None if result.subsample is None else result.subsample | {"one_in": one_in}

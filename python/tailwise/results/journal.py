@@ -38,6 +38,9 @@ from tailwise.results.files import write_json
 from tailwise.results.summary import agent_tag, interval_log_header, interval_log_line
 
 COLLECTED = "collected"
+#: A run in this process appends only its rows, here inside ``COLLECTED`` (agent/local.Session):
+#: the results directory's samples file is written from it (results/summary.write_out).
+LOCAL_SAMPLES = "samples-local.bin"
 SCHEMA = "tailwise.collected/1"
 
 

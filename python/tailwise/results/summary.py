@@ -121,14 +121,31 @@ def write_interval_logs(out: Path, intervals_by_agent: dict, wall_start_s: float
     """``latency.hlog``, the untagged interval log of the whole run (every agent's requests added
     interval by interval: what HdrHistogram's tools read by default), and beside it one tagged log
     per agent, ``latency-AGENT.hlog`` (``Tag=AGENT``). Returns the paths written."""
+    if len(intervals_by_agent) == 1:
+        # One agent's intervals are the whole run's as they are: both logs written as each interval
+        # is decoded, never all of them in memory (a 1-hour run has 36,000).
+        ((tag, iv),) = intervals_by_agent.items()
+        return _write_one_agent_logs(out, tag, iv, wall_start_s)
     per_agent = {tag: interval_histograms(iv) for tag, iv in intervals_by_agent.items()}
-    # One agent's intervals are the whole run's as they are.
-    whole = next(iter(per_agent.values())) if len(per_agent) == 1 else merge_interval_histograms(*per_agent.values())
+    whole = merge_interval_histograms(*per_agent.values())
     paths = [out / "latency.hlog"]
     write_interval_log(paths[0], whole, wall_start_s)
     for tag, rows in per_agent.items():
         paths.append(out / f"latency-{tag}.hlog")
         write_interval_log(paths[-1], rows, wall_start_s, tag)
+    return paths
+
+
+def _write_one_agent_logs(out: Path, tag: str, intervals, wall_start_s: float) -> list[Path]:
+    paths = [out / "latency.hlog", out / f"latency-{tag}.hlog"]
+    rows = sorted(intervals.log() if intervals is not None else [], key=lambda row: row[0])
+    with open(paths[0], "w") as whole, open(paths[1], "w") as own:
+        whole.write(interval_log_header(wall_start_s))
+        own.write(interval_log_header(wall_start_s, tag))
+        for index, raw in rows:
+            h = decode(raw)
+            whole.write(interval_log_line(index, h))
+            own.write(interval_log_line(index, h, tag))
     return paths
 
 
@@ -363,6 +380,24 @@ def sample_columns(samples: np.ndarray) -> dict[str, np.ndarray]:
     }
 
 
+def _write_samples(path: Path, fmt: str, summary: dict, result: AgentResult, used: np.ndarray | None) -> None:
+    """The samples file: from the rows the run appended to disk (``result.samples_file``), in bounded
+    memory (results/samples.py), or from the rows in memory (a run on agents)."""
+    from tailwise.results import samples as files
+
+    spooled = result.samples_file is not None and Path(result.samples_file).exists()
+    if spooled:
+        window = summary["latency"]["window"]
+        one_in = (summary["methodology"].get("subsample") or {}).get("one_in", 1)
+        pieces = files.sorted_rows(Path(result.samples_file), result.samples.dtype)
+        used_of = files.used_rule(window["start_ns"], window["end_ns"], one_in)
+    else:
+        pieces = iter([result.samples])
+        ok = used is not None and len(used) == len(result.samples)
+        used_of = (lambda _rows: used) if ok else (lambda rows: np.zeros(len(rows), np.uint8))
+    files.write_samples(path, fmt, pieces, sample_columns, used_of, result.samples.dtype)
+
+
 #: The .hgrm percentile distribution is written in microseconds (values to the ns, 3 decimals).
 HGRM_UNIT_NS = 1_000
 #: Rows per halving of the distance to 100 % (HdrHistogram's and wrk2's default).
@@ -430,21 +465,8 @@ def write_out(out_dir: str | Path, summary: dict, result: AgentResult, used: np.
     if out.exists():
         shutil.rmtree(out)  # a stage left by a write that was killed
     out.mkdir()
-    import pyarrow as pa
-
-    columns = sample_columns(result.samples)
-    if used is not None and len(used) == len(result.samples):
-        columns["used"] = used.astype(np.uint8)
-    table = pa.table(columns)
     samples = out / f"samples.{samples_format}"
-    if samples_format == "parquet":
-        import pyarrow.parquet as pq
-
-        pq.write_table(table, samples)
-    else:
-        import pyarrow.csv as pacsv
-
-        pacsv.write_csv(table, samples)
+    _write_samples(samples, samples_format, summary, result, used)
     (out / "latency.hdr").write_bytes(base64.b64encode(result.latency_hist) + b"\n")
     (out / "send_lag.hdr").write_bytes(base64.b64encode(result.send_lag_hist) + b"\n")
     write_hgrm(out / "latency.hgrm", result.latency_hist)

@@ -48,7 +48,7 @@ use crate::io::{cpu, route, socket};
 use crate::load::schedule::Arrival;
 use crate::packet::PacketIntervals;
 use crate::record::histogram::Histograms;
-use crate::record::interval::Intervals;
+use crate::record::interval::{Intervals, SEAL_BEHIND};
 use crate::record::sample::{Sample, SampleStore};
 use crate::stamp::nic::NicStamping;
 use crate::stamp;
@@ -569,6 +569,9 @@ impl Engine {
             counters.add(&p.at_snapshot.lock().unwrap());
         }
         let pending = std::mem::take(&mut sh.pending.lock().unwrap().1);
+        // Every thread has handed over: the old finished intervals are encoded (memory bounded
+        // in the run's length, record/interval.rs), here in the caller's thread.
+        sh.intervals.lock().unwrap().seal(SEAL_BEHIND);
         Taken { samples: self.take_harvest(), pending, snap_ns, complete, counters }
     }
 

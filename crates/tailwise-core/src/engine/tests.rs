@@ -605,7 +605,7 @@ fn a_probe_times_its_own_requests_and_the_load_threads_only_load() {
     // Only the probe's requests are timed: in the histogram, the intervals and the samples.
     assert_eq!(r.hist.latency.len(), p.intended);
     assert_eq!(r.samples.len() as u64, p.intended);
-    let every: u64 = intervals.lock().unwrap().done.iter().flatten().map(|h| h.len()).sum();
+    let every: u64 = intervals.lock().unwrap().done.iter().flatten().map(|d| d.len()).sum();
     assert_eq!(every, p.intended);
     for x in r.samples.iter() {
         assert!(x.sent_ns >= x.intended_ns && x.latency_ns > 0);

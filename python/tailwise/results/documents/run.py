@@ -292,6 +292,15 @@ _PAIR = {"prefixItems": [{"type": "integer"}, {"type": "integer"}], "minItems": 
 _ADAPTIVE = ["round_s", "coordinator", "pauses_ns", "masked_s", "history"]
 
 
+class Subsample(Doc):
+    """The bounded subsample the statistics used (stats/subsample.py): a random 1 in one_in of the rows the engine kept, so that memory does not grow with the run's length."""
+
+    one_in: Int = F(description="Each row the engine kept went into the statistics with probability 1/one_in (a power of 2; 1: every row), by a hash of its intended time.", minimum=1)
+    limit: Int = F(description="Rows kept for the statistics at most.", minimum=1)
+    collected: Int = F(description="Rows the engine kept over the run (all in the samples file).", minimum=0)
+    kept: Int = F(description="Rows in the subsample at the run's end.", minimum=0)
+
+
 class Methodology(Doc):
     """How the coordinator decided: the mode, its rounds and why it stopped, and the figures of the final analysis."""
 
@@ -305,7 +314,8 @@ class Methodology(Doc):
     pauses_ns: list[list[Int]] = F(None, description="Adaptive mode: the schedule's pauses as [start, end] ns since the engine's start.", items={"type": "array", **_PAIR})
     masked_s: Num = F(None, description="Adaptive mode: kept from earlier summaries; always 0.")
     sample_every: Int = F(description="The engine's 1-in-K sampling of requests (--sample-every or automatic).", minimum=1)
-    effective_sample_every: Int = F(description="sample_every × thinning.", minimum=1)
+    effective_sample_every: Int = F(description="sample_every × subsample.one_in × thinning.", minimum=1)
+    subsample: Subsample | None = F(None, description="The bounded subsample of the kept rows the statistics used (stats/subsample.py); null on agents, where every row is used. Added by issue 23.")
     history: list[Round] = F(None, description="Adaptive mode: one entry per round.")
     window_ns: list[Int] = F(description="[start, end) of intended time the statistics used (= latency.window).", **_PAIR)
     window_every_request: WindowEveryRequest = F(description="The every-request count and percentiles of the window (latency.window); empty without interval histograms.")

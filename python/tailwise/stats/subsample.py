@@ -1,0 +1,103 @@
+"""A bounded subsample of the kept requests, so that a run's memory does not grow with its length.
+
+The engine keeps a random 1 in ``sample_every`` of the requests (record/sampler.rs: each request
+independently, by geometric skips). A long run keeps too many for memory (50k req/s keep ~17k
+rows a second: 3 GB an hour), so the statistics work on at most ``LIMIT`` of them, chosen here.
+
+The method: adaptive sampling (Wegman; Flajolet, "On adaptive sampling", Computing 43, 1990).
+Each row gets a key, a 64-bit hash of its intended send time (SplitMix64: Steele, Lea & Flood,
+"Fast splittable pseudorandom number generators", OOPSLA 2014) — a pseudo-random number that does
+not depend on anything the request measured. At level ``d`` a row is kept iff its key's top ``d``
+bits are zero, probability 2^−d; when the rows kept exceed ``LIMIT``, ``d`` goes up by one and
+the rows kept are filtered again (about half stay), so between LIMIT/2 and LIMIT are kept.
+
+Why the intervals keep their coverage: the choice is a function of the key only, and the key is
+independent of every latency, so the rows kept are an independent Bernoulli(2^−d) thinning of the
+engine's sample — itself an independent Bernoulli(1/k) thinning of the requests — hence a random
+1 in k·2^d of the requests, each chosen independently of its latency and of the others. Given the
+count n kept, they are a simple random sample of the run's requests (in the window: the warm-up
+rule is by the clock), so the order-statistic intervals of stats/quantiles.py hold at that n, as
+they hold at the engine's 1 in k (Le Boudec, Performance Evaluation of Computer and Communication
+Systems, 2010, §2.2): the interval is only as wide as n asks. The autocorrelation correction
+(stats/independence.py) is estimated on the rows kept, whose lag-1 neighbours are 2^d times
+farther apart in send order: τ can only shrink, and is measured, never assumed. A Bernoulli
+thinning of a Poisson process is a Poisson process (Kingman, Poisson Processes, 1993, §5.1), so
+the arrivals check still tests an exponential schedule (a fixed 1-in-m would turn it into
+Erlang-m). tests/unit/test_subsample.py checks the coverage by simulation.
+
+What is reported: ``methodology.subsample`` (its 1-in-2^d, the limit, rows collected and kept);
+``latency.samples`` counts the rows the percentiles used; the results directory's samples file
+still holds every row the engine kept, ``used`` marking those in the statistics.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+#: Rows kept for the statistics at most: between LIMIT/2 and LIMIT once the run has more. At ~150
+#: bytes a row while a round is analysed (the row, its columns as int64, masks, sorted copies),
+#: ~150 MB at most.
+LIMIT = 1 << 20
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+_M1 = np.uint64(0xBF58476D1CE4E5B9)
+_M2 = np.uint64(0x94D049BB133111EB)
+
+
+def keys(intended_ns: np.ndarray) -> np.ndarray:
+    """SplitMix64's output for each intended time: the rows' uniform 64-bit keys."""
+    with np.errstate(over="ignore"):
+        z = np.asarray(intended_ns).astype(np.uint64) + _GOLDEN
+        z = (z ^ (z >> np.uint64(30))) * _M1
+        z = (z ^ (z >> np.uint64(27))) * _M2
+        return z ^ (z >> np.uint64(31))
+
+
+def kept(intended_ns: np.ndarray, level: int) -> np.ndarray:
+    """Which rows a subsample at ``level`` keeps (probability 2^−level each)."""
+    if level <= 0:
+        return np.ones(len(intended_ns), dtype=bool)
+    return (keys(intended_ns) >> np.uint64(64 - level)) == 0
+
+
+class Subsample:
+    """The rows kept so far, at most ``limit``: ``add`` each batch as it comes, ``rows()`` sorted
+    by intended time; ``select`` applies the current level to rows not kept here (a snapshot's
+    outstanding requests)."""
+
+    def __init__(self, dtype: np.dtype, limit: int = LIMIT):
+        self.limit = limit
+        self.level = 0
+        self.seen = 0
+        self._dtype = dtype
+        self._parts: list[np.ndarray] = []
+        self._count = 0
+
+    @property
+    def one_in(self) -> int:
+        return 1 << self.level
+
+    def select(self, rows: np.ndarray) -> np.ndarray:
+        return rows if self.level == 0 else rows[kept(rows["intended_ns"], self.level)]
+
+    def add(self, rows: np.ndarray) -> None:
+        self.seen += len(rows)
+        rows = self.select(rows)
+        if len(rows):
+            self._parts.append(rows)
+            self._count += len(rows)
+        while self._count > self.limit:
+            self.level += 1
+            self._parts = [self.select(self.rows())]
+            self._count = len(self._parts[0])
+
+    def rows(self) -> np.ndarray:
+        """Every row kept, sorted by intended time (merged on demand)."""
+        if len(self._parts) != 1:
+            merged = np.concatenate(self._parts) if self._parts else np.zeros(0, dtype=self._dtype)
+            merged.sort(order="intended_ns", kind="stable")
+            self._parts = [merged]
+        return self._parts[0]
+
+    def report(self) -> dict:
+        """What ``methodology.subsample`` says (results/documents/run.py)."""
+        return {"one_in": self.one_in, "limit": self.limit, "collected": self.seen, "kept": self._count}
