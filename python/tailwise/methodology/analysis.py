@@ -41,6 +41,7 @@ from functools import cached_property
 from typing import Callable, Sequence
 
 import numpy as np
+from scipy.stats import binom
 
 from tailwise import _core
 from tailwise.agent.local import AgentShare, Flag
@@ -69,7 +70,6 @@ from tailwise.stats.histogram import Buckets
 from tailwise.stats.independence import Independence
 from tailwise.spec.precision import Precision
 from tailwise.stats.quantiles import Percentile, percentile_ci
-from tailwise.stats.special import binom_sf
 from tailwise.stats.stationarity import Stationarity, stationarity
 
 #: Width of the engine's every-request interval histograms (the engine's own: record/interval.rs).
@@ -165,7 +165,7 @@ def probe_correlation(t: np.ndarray, lat: np.ndarray, used: np.ndarray, starts, 
     capped = np.minimum(lu[in_probe], nxt[in_probe] - tu[in_probe])
     hits = int(np.count_nonzero(capped > threshold_ns))
     ratio = hits / n / share
-    pvalue = binom_sf(hits - 1, n, share) if hits else 1.0
+    pvalue = float(binom.sf(hits - 1, n, share)) if hits else 1.0
     return {"requests": n, "above": hits, "ratio": ratio, "pvalue": pvalue,
             "correlated": hits >= PROBE_MIN_HITS and ratio >= PROBE_RATIO and pvalue < PROBE_ALPHA}
 

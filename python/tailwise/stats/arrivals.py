@@ -51,6 +51,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from scipy import stats
 
 MAX_GAPS = 2_000
 #: Gaps compared by the transport distance, at most (a random subsample of each).
@@ -95,55 +96,9 @@ def exp_gap_test(gaps: np.ndarray, rng: np.random.Generator,
     Stephens' table, [0.01, 0.15] in SciPy 1.17: 0.01 means "0.01 or less"."""
     gaps = np.asarray(gaps, dtype=float)
     sub = rng.choice(gaps, size=max_gaps, replace=False) if len(gaps) > max_gaps else gaps
-    a2, p = anderson_expon(sub)
-    return a2, p, ks_expon(sub), len(sub)
-
-
-#: Stephens' critical values of A² for the exponential with estimated scale at 15, 10, 5, 2.5 and
-#: 1 % (JASA 69, 1974; SciPy's ``_Avals_expon``), before the small-sample factor 1/(1 + 0.6/n).
-STEPHENS_EXPON = (0.916, 1.062, 1.321, 1.591, 1.959)
-STEPHENS_SIG = (0.15, 0.10, 0.05, 0.025, 0.01)
-
-
-def anderson_expon(x: np.ndarray) -> tuple[float, float]:
-    """(A², p) against an exponential with the scale estimated by the mean: what
-    ``scipy.stats.anderson(x, "expon", method="interpolate")`` gives (SciPy 1.17), in numpy."""
-    y = np.sort(np.asarray(x, dtype=float))
-    n = len(y)
-    if n == 0 or not np.mean(y) > 0:
-        raise ValueError("the exponential's scale cannot be estimated")
-    w = y / np.mean(y)
-    with np.errstate(divide="ignore"):
-        logcdf = np.log1p(-np.exp(-w))
-    i = np.arange(1, n + 1)
-    a2 = float(-n - np.sum((2 * i - 1.0) / n * (logcdf + (-w)[::-1])))
-    critical = np.around(np.asarray(STEPHENS_EXPON) / (1.0 + 0.6 / n), 3)
-    return a2, float(np.interp(a2, critical, STEPHENS_SIG))
-
-
-def ks_expon(x: np.ndarray) -> float:
-    """Kolmogorov–Smirnov distance D of x from the exponential with its mean as the scale
-    (``scipy.stats.kstest(x, "expon", args=(0, mean)).statistic``)."""
-    y = np.sort(np.asarray(x, dtype=float))
-    n = len(y)
-    cdf = -np.expm1(-y / float(np.mean(y)))
-    return float(max(np.max(np.arange(1, n + 1) / n - cdf), np.max(cdf - np.arange(n) / n)))
-
-
-def wasserstein1(u: np.ndarray, v: np.ndarray) -> float:
-    """The 1-Wasserstein distance between two samples' empirical distributions: ∫|F_u − F_v|
-    (``scipy.stats.wasserstein_distance`` without weights)."""
-    u, v = np.sort(np.asarray(u, dtype=float)), np.sort(np.asarray(v, dtype=float))
-    if not len(u) or not len(v):
-        raise ValueError("Distribution can't be empty.")
-    both = np.concatenate((u, v))
-    both.sort(kind="mergesort")
-    deltas = np.diff(both)
-    # In place where it can: a round's largest arrays are these (2 × 200k gaps at most).
-    diff = u.searchsorted(both[:-1], "right") / len(u)
-    diff -= v.searchsorted(both[:-1], "right") / len(v)
-    np.abs(diff, out=diff)
-    return float(np.dot(diff, deltas))
+    res = stats.anderson(sub, dist="expon", method="interpolate")
+    d = stats.kstest(sub, "expon", args=(0.0, float(np.mean(sub)))).statistic
+    return float(res.statistic), float(res.pvalue), float(d), len(sub)
 
 
 def _schedule_fit(gaps: np.ndarray, rng: np.random.Generator) -> tuple[bool, float | None, float | None, str]:
@@ -208,7 +163,7 @@ def arrival_fit(sent_ns: np.ndarray, intended_ns: np.ndarray, *, process: str, r
     if len(g_sent) > MAX_W1_GAPS:
         g_sent = rng.choice(g_sent, MAX_W1_GAPS, replace=False)
         g_int = rng.choice(g_int, MAX_W1_GAPS, replace=False)
-    distance = wasserstein1(g_sent, g_int) / mean_gap
+    distance = float(stats.wasserstein_distance(g_sent, g_int)) / mean_gap
     dist_ok = distance <= DISTANCE_MAX
     lag = sent - intended
     lag50, lag99 = (float(v) for v in np.percentile(lag, [50, 99]))

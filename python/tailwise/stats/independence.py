@@ -20,7 +20,7 @@ sample is kept; the binomial count is widened by ``τ`` (quantiles.percentile_ci
 This replaces Lancet's thinning (keep every ℓ-th sample until lag-ℓ correlation vanishes), which
 at the median of a loaded queue kept one sample in ~1,000 and left no interval.
 
-Estimating τ: the sample ACF (by FFT, numpy's) is summed with Geyer's
+Estimating τ: the sample ACF (by FFT, ``scipy.signal.correlate``) is summed with Geyer's
 *initial positive sequence* truncation (Geyer 1992, §3.3): for a reversible stationary chain the
 pair sums ``Γₘ = ρ₂ₘ + ρ₂ₘ₊₁`` (``ρ₀ = 1``) are positive, so the sum stops at the first
 ``Γₘ ≤ 0`` — where the estimated correlations have become noise — and
@@ -53,6 +53,7 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
+from scipy import signal
 
 RHO_MAX = 0.05
 Z = 1.959963984540054
@@ -96,11 +97,7 @@ def indicator_acf(x: np.ndarray, p: float, max_lag: int) -> np.ndarray:
     # figures at half the cost of statsmodels' complex FFT (0.26 against 0.51 s at 1M samples).
     d = ind - ind.mean()
     n = len(d)
-    # numpy's FFT, not scipy.signal.correlate (the same sums; SciPy's import alone costs ~75 MB).
-    # Zero-padded to n + max_lag, not 2n − 1: the lags asked for never wrap around (half the memory).
-    size = 1 << (n + max_lag - 1).bit_length()
-    f = np.fft.rfft(d, size)
-    c = np.fft.irfft(f * np.conj(f), size)[:max_lag + 1]
+    c = signal.correlate(d, d, mode="full", method="fft")[n - 1:n + max_lag]
     return c / c[0]
 
 

@@ -13,7 +13,7 @@ Splitting ``α = 1 - confidence`` evenly between the tails gives the equal-taile
 * ``j`` = the largest rank with ``F(j - 1) <= α/2``;
 * ``k`` = the smallest rank with ``F(k - 1) >= 1 - α/2``.
 
-With ``ppf(q) = min{m : F(m) >= q}`` (``scipy.stats.binom.ppf``; stats/special.py's, the same), ``k = ppf(1 - α/2) + 1`` and
+With ``ppf(q) = min{m : F(m) >= q}`` (``scipy.stats.binom.ppf``), ``k = ppf(1 - α/2) + 1`` and
 ``j = ppf(α/2)``, raised by one when ``F(ppf(α/2)) == α/2`` exactly. A bound exists only if its
 rank lies in ``1..n``: the upper one needs ``p**n <= α/2``, i.e. ``n >= ln(α/2) / ln(p)`` — 368
 samples for p99, 3,688 for p99.9, 36,887 for p99.99 at 95 % — and the lower one
@@ -68,9 +68,9 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 import numpy as np
+from scipy.stats import binom
 
 from tailwise.stats import DEFAULT_PERCENTILES
-from tailwise.stats.special import binom_cdf, binom_ppf
 from tailwise.stats.independence import Independence, independence
 
 
@@ -136,10 +136,10 @@ def order_statistic_ranks(n: int, q: float, confidence: float = 0.95) -> tuple[i
     if n <= 0:
         return None, None
     half = (1.0 - confidence) / 2.0
-    j = binom_ppf(half, n, q)
-    if binom_cdf(j, n, q) <= half:
+    j = int(binom.ppf(half, n, q))
+    if binom.cdf(j, n, q) <= half:
         j += 1
-    k = binom_ppf(1.0 - half, n, q) + 1
+    k = int(binom.ppf(1.0 - half, n, q)) + 1
     return (j if j >= 1 else None), (k if k <= n else None)
 
 

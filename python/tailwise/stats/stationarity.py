@@ -11,13 +11,13 @@ Tests run on per-window summaries, not raw samples: the samples are split by int
 into windows of equal span holding ~``PER_WINDOW`` samples each (20–200 windows), each summarised
 by its mean latency. On that series:
 
-* KPSS (stats/unitroot.py, statsmodels' ``kpss`` in numpy; level-stationary null; Kwiatkowski et al., J.
+* KPSS (``statsmodels.tsa.stattools.kpss``, level-stationary null; Kwiatkowski et al., J.
   Econometrics 54, 1992) — the right direction for "is it steady?": a level shift or drift
   rejects it. Its p-value is interpolated within [0.01, 0.1]. Its automatic bandwidth (Hobijn et
   al., Statistica Neerlandica 58, 2004) divides by a long-run variance that can round to zero
   (OverflowError) or be NaN on a near-constant series; the fixed bandwidth ⌊4(n/100)^¼⌋ (Schwert,
   JBES 7, 1989; ``nlags="legacy"``) is then used, and said so.
-* ADF (stats/unitroot.py, statsmodels' ``adfuller``; unit-root null; Said & Dickey, Biometrika 71, 1984), lag chosen by AIC up
+* ADF (``adfuller``, unit-root null; Said & Dickey, Biometrika 71, 1984), lag chosen by AIC up
   to ``min(ADF_MAXLAG, n/4)`` — cheap on ≤ 200 window means (on 100k raw points the default
   search took 106 s here). Lancet used ADF alone; it passes on series with level shifts, hence
   KPSS beside it.
@@ -82,8 +82,8 @@ import warnings
 from dataclasses import dataclass
 
 import numpy as np
-from tailwise.stats.special import betainc
-from tailwise.stats.unitroot import adfuller, kpss
+from scipy.special import betainc
+from statsmodels.tsa.stattools import adfuller, kpss
 
 from tailwise.stats.independence import independence
 
@@ -172,7 +172,8 @@ def level_tests(series: np.ndarray) -> LevelTests:
         warnings.simplefilter("ignore")  # InterpolationWarning: p outside the table, reported as clipped
         for nlags in ("auto", "legacy"):
             try:
-                k_stat, k_p = kpss(series, nlags=nlags)
+                k = kpss(series, regression="c", nlags=nlags, result_object=True)
+                k_stat, k_p = float(k.statistic), float(k.pvalue)
                 if nlags == "legacy":
                     notes.append("KPSS with Schwert's fixed bandwidth (the automatic one failed)")
                 break
@@ -181,7 +182,8 @@ def level_tests(series: np.ndarray) -> LevelTests:
                     notes.append(f"KPSS could not be computed ({_why(e)})")
         try:
             maxlag = min(ADF_MAXLAG, len(series) // 4)
-            a_stat, a_p, _ = adfuller(series, maxlag=maxlag)
+            a = adfuller(series, maxlag=maxlag, regression="c", autolag="AIC", result_object=True)
+            a_stat, a_p = float(a.statistic), float(a.pvalue)
         except Exception as e:  # e.g. "maxlag must be less than (nobs/2 - 1 - ntrend)"
             notes.append(f"ADF could not be computed ({_why(e)})")
     if k_p is not None and not math.isfinite(k_p):
