@@ -58,7 +58,7 @@ def stamps(ctx: Ctx) -> tuple[dict, list]:
     with tailwise_server("fixed:10us", spin=True) as (addr, pid):
         url = f"memcached://{addr}"
         cells = []
-        for pin in ("taskset", "self"):
+        for pin in ("taskset",) if ctx.quick else ("taskset", "self"):
             for src in ("kernel", "user"):
                 cells.append((f"{src} stamps, {'taskset -c 1' if pin == 'taskset' else 'self-pinned'}",
                               lambda src=src, pin=pin: tools.tailwise(ctx, url, 20_000, ctx.seconds, 8, 4,

@@ -47,7 +47,8 @@ def parse_args(argv=None):
                     help="where peers are built, once [~/.cache/tailwise-bench]")
     ap.add_argument("--repeats", type=int, default=3, help="interleaved repeats of every figure [3]")
     ap.add_argument("--seconds", type=float, default=3.0, help="length of one client run [3]")
-    ap.add_argument("--quick", action="store_true", help="1 repeat of 1 s runs: a smoke run")
+    ap.add_argument("--quick", action="store_true",
+                    help="a smoke run: 1 repeat of 1 s runs, fewer rate steps, a 5 s memory run")
     ap.add_argument("--out", type=Path, default=ROOT / "bench" / "out", help="where the JSON and compare.md go")
     args = ap.parse_args(argv)
     if args.quick:
