@@ -1,8 +1,8 @@
 """co: coordinated omission side by side — a 200 ms stop of the server mid-run.
 
 memcached (one thread, server CPU), RATE req/s, 16 connections, SECONDS per run; the harness
-stops the server (SIGSTOP of its pid) STOP_MS, half-way into each client's run (counted from the
-client's start plus its start-up), then SIGCONT. Each tool's p99/p99.9 next to the truth the stop
+stops the server (SIGSTOP of its pid) for STOP_S half-way into each client's run (counted from
+when it starts sending), then SIGCONT. Each tool's p99/p99.9 next to the truth the stop
 implies (parsers.co_truth: requests intended every 1/rate, none served during the stop, then the
 backlog drained at 0 to 10 µs a get), and whether the tool flagged anything.
 """
@@ -19,21 +19,32 @@ from common import Ctx, aggregate, cell, md_table, noise_summary, noise_text, re
 RATE = 10_000
 CONNS = 16
 STOP_S = 0.2
-#: Seconds from launch to the first request: tailwise imports and starts its engine (~1 s here).
-STARTUP_S = {"tailwise": 1.5, "mutilate": 0.1, "memtier_benchmark": 0.1}
+def _engine_started(pid: int) -> bool:
+    """tailwise has started sending once its engine thread exists (tw-engine-N)."""
+    try:
+        return any(open(f"/proc/{pid}/task/{t}/comm").read().startswith("tw-engine")
+                   for t in os.listdir(f"/proc/{pid}/task"))
+    except OSError:
+        return False
 
 
 class Freezer:
-    """Stops the server once, at ``at_s`` after the client's launch, for STOP_S."""
+    """Stops the server once, ``after_s`` after the client started sending, for STOP_S. A peer
+    sends at once; tailwise once its engine thread runs (Python's start-up takes 1-3 s here)."""
 
-    def __init__(self, pid: int, at_s: float):
-        self.pid, self.at_s, self.state = pid, at_s, "before"
+    def __init__(self, pid: int, after_s: float, wait_for_engine: bool):
+        self.pid, self.after_s, self.state = pid, after_s, "before"
+        self.started_at = None if wait_for_engine else 0.0
 
-    def __call__(self, _client_pid: int, t: float) -> None:
-        if self.state == "before" and t >= self.at_s:
+    def __call__(self, client_pid: int, t: float) -> None:
+        if self.started_at is None:
+            if _engine_started(client_pid):
+                self.started_at = t
+            return
+        if self.state == "before" and t >= self.started_at + self.after_s:
             os.kill(self.pid, signal.SIGSTOP)
             self.state = "stopped"
-        elif self.state == "stopped" and t >= self.at_s + STOP_S:
+        elif self.state == "stopped" and t >= self.started_at + self.after_s + STOP_S:
             os.kill(self.pid, signal.SIGCONT)
             self.state = "done"
 
@@ -55,7 +66,7 @@ def run(ctx: Ctx) -> dict:
 
         def frozen(name, fn):
             def go():
-                fr = Freezer(srv.pid, STARTUP_S[name] + seconds / 2)
+                fr = Freezer(srv.pid, seconds / 2, wait_for_engine=name == "tailwise")
                 try:
                     r = fn(fr)
                 finally:
