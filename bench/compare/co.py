@@ -91,6 +91,8 @@ def run(ctx: Ctx) -> dict:
             for k in ("p99_us", "p999_us"):
                 if r.get(k) is not None:
                     r[k.replace("_us", "_ms")] = r[k] / 1e3
+            if r.get("p99_us") is None:
+                continue  # no figures: skipped or failed, its reason is in "why"
             flagged = r.get("failed_checks")
             r["flagged"] = ", ".join(flagged) if flagged else ("nothing" if name != "tailwise" else "no check failed")
         a = aggregate(rs, ("p99_ms", "p999_ms", "rps"))
@@ -98,8 +100,9 @@ def run(ctx: Ctx) -> dict:
         res["tools"][name] = a
         all_cells += rs
         flags = sorted({r["flagged"] for r in rs if "flagged" in r})
+        said = ("flagged: " + " | ".join(flags))[:160] if flags else "skipped"
         rows.append([name, cell(a["p99_ms"]), cell(a["p999_ms"]), cell(a["rps"], 0),
-                     ("flagged: " + " | ".join(flags))[:160] + (f" ({a['why']})"[:100] if a.get("why") else "")])
+                     said + (f" ({a['why']})"[:120] if a.get("why") else "")])
     res["noise"] = noise_summary(all_cells)
     res["noise_text"] = noise_text(res["noise"])
     res["table"] = md_table(["client", "p99 ms", "p99.9 ms", "completed req/s", "what it said"], rows)

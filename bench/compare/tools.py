@@ -9,7 +9,6 @@ default mix.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from common import Ctx, SLACK_S, cpu_us_per_req, fail_text, on_client, run_client, tailwise_client
@@ -183,7 +182,3 @@ def sockperf_floor(ctx: Ctx, seconds: float, mps: int = 10_000) -> dict:
                           _free_port(True), True, seconds, mps)
     return {"p50_us": s["p50_us"], "p99_us": s["p99_us"], "p999_us": s["p999_us"], "rps": s["samples"] / seconds,
             "cmd": s["command"], "note": "round trip, closed loop (one message at a time)"}
-
-
-def dump(obj) -> str:
-    return json.dumps(obj, indent=2, default=str)
