@@ -12,7 +12,12 @@ where this process may not make them):
   the rate stepped up ×--step from --start until the loss exceeds --max-loss (0.1 %) or the
   run's `rate` check fails, then bisected --refine times between the last rate that held and
   the first that did not. The sustained rate is the highest that held; at it, the send lag's
-  p50/p99/p99.9 (how late the one thread sent) and the latency percentiles, from the summary.
+  p50/p99/p99.9 (how late the one thread sent) and the latency percentiles, from the summary
+  (where the sampled ones have no interval, the every-packet histogram's, marked so).
+  A stricter search follows from --strict-start: the highest rate held *on schedule* — also the
+  `arrivals` check passed and the send lag's p99 ≤ --max-lag (50 µs, tailwise's own `--late`; 5 µs,
+  bench/run's bar for RPCs, was missed even at 10k pps on this machine: 5.7–9.5 µs): a rate the
+  thread held only by sending late is sustained but not on schedule.
 * sockperf 3.7 `under-load` (`sockperf under-load --mps R -m 64` against `sockperf server`,
   pinned as the two tailwise processes are) at the same rate in the same run: its latency
   percentiles (round trips, --full-rtt) and the drops it counts. sockperf asks for a reply to one
@@ -30,6 +35,7 @@ Every loop is bounded: each process by a timeout, the whole by --budget (seconds
 from __future__ import annotations
 
 import argparse
+import base64
 import json
 import math
 import os
@@ -186,8 +192,9 @@ def _pct(items: list[dict], p: float) -> float | None:
     return next((q.get("value_ns") for q in items or [] if abs(q.get("p", -1) - p) < 1e-9), None)
 
 
-def judge(summary: dict, rate: float, max_loss: float) -> dict:
-    """What one step tells: held (loss within max_loss and the rate check passed) or why not."""
+def judge(summary: dict, rate: float, max_loss: float, max_lag_ns: float) -> dict:
+    """What one step tells: held (loss within max_loss and the rate check passed) or why not, and
+    whether on schedule too (arrivals passed, send lag p99 ≤ max_lag_ns)."""
     packets = summary.get("packets") or {}
     checks = {c.get("name"): c for c in summary.get("checks") or []}
     rate_check = checks.get("rate") or {}
@@ -197,43 +204,61 @@ def judge(summary: dict, rate: float, max_loss: float) -> dict:
         why.append(f"loss {loss if loss is None else f'{loss:.4%}'} > {max_loss:.2%}")
     if not rate_check.get("ok", False):
         why.append(f"rate check: {rate_check.get('detail') or 'missing'}")
+    late = list(why)
+    if not (checks.get("arrivals") or {}).get("ok", False):
+        late.append("arrivals check failed")
+    lag99 = _pct((summary.get("send_lag") or {}).get("percentiles"), 99.0)
+    if lag99 is None or lag99 > max_lag_ns:
+        late.append(f"send lag p99 {_us(lag99)} µs > {max_lag_ns / 1e3:g} µs")
     return {"rate_pps": rate, "held": not why, "why": "; ".join(why) or None, "verdict": summary.get("verdict"),
+            "on_schedule": not late, "why_not_on_schedule": "; ".join(late) or None,
             "sent_pps": packets.get("sent_pps"), "rate_pps_achieved": packets.get("rate_pps"), "loss_ratio": loss,
             "lost": packets.get("lost"), "reordered": packets.get("reordered"),
             "send_lag_ns": {f"p{p:g}": _pct((summary.get("send_lag") or {}).get("percentiles"), p) for p in (50, 99, 99.9)},
             "latency_ns": {f"p{p:g}": _pct((summary.get("latency") or {}).get("percentiles"), p) for p in FIGS}}
 
 
-def send_lag_from_hdr(out_dir: Path, step: dict) -> None:
-    """The send lag's percentiles the summary does not list, read from send_lag.hdr (every packet)."""
+def from_hdr(out_dir: Path, step: dict) -> None:
+    """The percentiles the summary does not give, read from the every-packet histograms: the send
+    lag's (send_lag.hdr) and, where a sampled latency percentile has no value (too correlated or
+    too few for an interval), the latency's (latency.hdr), named in ``latency_every_packet``."""
     from tailwise.results.summary import decode_histogram
 
-    missing = [k for k, v in step["send_lag_ns"].items() if v is None]
-    hdr = out_dir / "send_lag.hdr"
-    if not missing or not hdr.is_file():
-        return
-    h = decode_histogram(hdr.read_bytes())
-    for k in missing:
-        step["send_lag_ns"][k] = h.value_at_percentile(float(k[1:])) if h.total else None
+    for key, name in (("send_lag_ns", "send_lag.hdr"), ("latency_ns", "latency.hdr")):
+        missing = [k for k, v in step[key].items() if v is None]
+        hdr = out_dir / name
+        if not missing or not hdr.is_file():
+            continue
+        h = decode_histogram(base64.b64decode(hdr.read_bytes().strip()))  # the file is base64 (docs/results.md)
+        for k in missing:
+            step[key][k] = h.get_value_at_percentile(float(k[1:])) if h.get_total_count() else None
+        if key == "latency_ns":
+            step["latency_every_packet"] = missing
 
 
-def find_sustained(path: Where, args, deadline: float, work: Path) -> dict:
-    """Step the rate up until a step does not hold, bisect between, all against one reflector."""
+def find_sustained(path: Where, args, deadline: float, work: Path, key: str = "held") -> dict:
+    """Step the rate up until a step does not hold (``key``: "held", or "on_schedule" from
+    --strict-start), bisect between, all against one reflector."""
     steps: list[dict] = []
     port = path.port + 1
 
     def step(rate: float) -> dict:
-        out = work / f"{path.name}-{rate:.0f}"
-        s = judge(tailwise_run(path, port, rate, args.seconds, args.size, out), rate, args.max_loss)
-        send_lag_from_hdr(out, s)
+        out = work / f"{path.name}-{key}-{rate:.0f}"
+        s = judge(tailwise_run(path, port, rate, args.seconds, args.size, out), rate, args.max_loss,
+                  args.max_lag * 1e3)
+        from_hdr(out, s)
+        s["held"] = s[key]  # what this search bisects on
         steps.append(s)
+        why = s["why"] if key == "held" else s["why_not_on_schedule"]
         print(f"  {path.name:8} tailwise {rate:>11,.0f} pps: sent {s['sent_pps'] or 0:>11,.0f} pps, loss "
-              f"{(s['loss_ratio'] or 0):.4%} — {'held' if s['held'] else 'not held: ' + str(s['why'])}", file=sys.stderr)
+              f"{(s['loss_ratio'] or 0):.4%}, send lag p99 {_us(s['send_lag_ns']['p99'])} µs — "
+              f"{'held' if s['held'] else 'not held: ' + str(why)}{' (on schedule)' if key != 'held' else ''}",
+              file=sys.stderr)
         return s
 
     held, failed = None, None
     with Reflector(path, port) as reflector:
-        rate = args.start
+        rate = args.start if key == "held" else args.strict_start
         while rate <= args.max_rate and time.monotonic() < deadline:
             s = step(rate)
             if not s["held"]:
@@ -316,6 +341,7 @@ def bench_path(path: Where, args, packet_mode: str | None, deadline: float, work
     rates = list(args.sockperf_rates)
     if packet_mode is None:
         res["tailwise"] = tw = find_sustained(path, args, deadline, work)
+        res["tailwise_on_schedule"] = find_sustained(path, args, deadline, work, "on_schedule")
         if tw["sustained"]:
             rates = [tw["sustained"]["rate_pps"]]
     res["sockperf"] = []
@@ -352,19 +378,21 @@ def _v(v) -> str:
 
 def print_table(res: dict) -> None:
     print(f"\npackets per second, one engine thread, {res['size']}-byte frames, loss ≤ {res['max_loss']:.2%} and "
-          "the rate check passed")
+          f"the rate check passed; on sched: also the arrivals check passed and send lag p99 ≤ {res['max_lag_us']:g} µs")
     print(f"{'path':9} {'sustained pps':>14} {'send lag p50/p99/p99.9 (µs)':>30} {'tailwise p50/p99/p99.9/p99.99 (µs)':>36}")
     for name, r in res["paths"].items():
         if r.get("skipped"):
             print(f"{name:9} skipped: {r['skipped']}")
             continue
-        tw = (r.get("tailwise") or {}).get("sustained")
-        if tw is None:
-            print(f"{name:9} tailwise: {r.get('tailwise_skipped') or 'no step held (see steps)'}")
-        else:
+        for key, label in (("tailwise", name), ("tailwise_on_schedule", "  on sched")):
+            tw = (r.get(key) or {}).get("sustained")
+            if tw is None:
+                print(f"{label:9} tailwise: {r.get('tailwise_skipped') or 'no step held (see steps)'}")
+                continue
             lag, lat = tw["send_lag_ns"], tw["latency_ns"]
-            print(f"{name:9} {tw['rate_pps']:>14,.0f} {'/'.join(_us(lag[k]) for k in ('p50', 'p99', 'p99.9')):>30} "
-                  f"{'/'.join(_us(lat[k]) for k in ('p50', 'p99', 'p99.9', 'p99.99')):>36}")
+            every = " (every packet)" if tw.get("latency_every_packet") else ""
+            print(f"{label:9} {tw['rate_pps']:>14,.0f} {'/'.join(_us(lag[k]) for k in ('p50', 'p99', 'p99.9')):>30} "
+                  f"{'/'.join(_us(lat[k]) for k in ('p50', 'p99', 'p99.9', 'p99.99')):>36}{every}")
         for s in r.get("sockperf") or []:
             rt = s["rtt_us"]
             print(f"{'':9} sockperf under-load at {s['rate_pps']:,.0f} msg/s (sent {s['sent_mps'] or 0:,.0f}/s, "
@@ -380,6 +408,11 @@ def parse_args(argv: list[str] | None = None):
     ap.add_argument("--start", type=rate_arg, default=50_000.0, help="first rate tried, pps (default 50k)")
     ap.add_argument("--step", type=float, default=1.5, help="each next rate is this times the last (default 1.5)")
     ap.add_argument("--max-rate", type=rate_arg, default=5_000_000.0, help="never try above this (default 5M)")
+    ap.add_argument("--strict-start", type=rate_arg, default=10_000.0,
+                    help="first rate of the on-schedule search, pps (default 10k)")
+    ap.add_argument("--max-lag", type=float, default=50.0,
+                    help="on schedule: send lag p99 at most this many µs (default 50: tailwise's --late), and the "
+                         "arrivals check passed")
     ap.add_argument("--refine", type=int, default=3, help="bisections between held and not held (default 3)")
     ap.add_argument("--max-loss", type=float, default=0.001, help="a step holds with at most this loss (default 0.001)")
     ap.add_argument("--size", type=int, default=64, help="tailwise --size: Ethernet frame bytes (default 64)")
@@ -409,7 +442,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"tailwise half skipped: {packet_mode}", file=sys.stderr)
     res: dict = {"host": host_info(), "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                  "size": args.size, "sockperf_msg": args.sockperf_msg, "seconds": args.seconds,
-                 "max_loss": args.max_loss, "cpus": dict(zip(("server", "client"), cpus())),
+                 "max_loss": args.max_loss, "max_lag_us": args.max_lag, "cpus": dict(zip(("server", "client"), cpus())),
                  "sockperf": subprocess.run(["sockperf", "--version"], capture_output=True, text=True,
                                             timeout=10).stdout.strip().splitlines()[0],
                  "noise_before": noise(), "paths": {}}

@@ -22,7 +22,9 @@ def _check_summary_shape(s: dict) -> None:
         assert p["value_ns"] is not None or p["samples_needed"]
     assert set(s["counters"]) == {"intended", "sent", "received", "late", "never_sent", "errors", "timeouts",
                                   "unfinished", "reconnects", "resent", "gets", "sets", "hits", "misses", "stored",
-                                  "rx_kernel", "tx_kernel"}
+                                  "rx_kernel", "tx_kernel",
+                                  # Added by packet mode (issue 22): 0 for every other protocol.
+                                  "lost", "reordered", "reorder_max", "duplicates"}
     c = s["counters"]
     assert c["intended"] == c["sent"] + c["never_sent"]
     assert c["sent"] == c["received"] + c["errors"] + c["timeouts"] + c["unfinished"]

@@ -46,16 +46,19 @@ def test_matches_scipy_quantile_test_on_known_data(q):
 
 
 def test_too_few_samples_give_null_not_zero():
-    # p99.99 from 100 samples is unsupported: no value, no bounds, and how many would bound it.
+    # p99.99 from 100 samples is unsupported: no value, no upper bound, and how many would bound
+    # it. The lower bound stands alone: all 100 lie below p99.99 with probability 0.9999¹⁰⁰ ≈ 0.99
+    # ≥ 97.5 %, so the largest of them is a one-sided bound.
     x = np.sort(np.random.default_rng(1).exponential(size=100))
     p = percentile_ci(x, 99.99)
     assert p.value is None and p.low is None and p.high is None and not p.supported
+    assert p.lower_bound == x[-1] and p.floor == x[-1]
     assert p.samples_needed == 36_887
     assert p.as_json()["value_ns"] is None and p.as_json()["samples_needed"] == 36_887
     assert percentile_ci(np.array([]), 50).as_json() == {
         "p": 50, "value_ns": None, "low_ns": None, "high_ns": None,
         "n_effective": None, "samples_needed": 6, "censored": False,
-        "value_low_ns": None, "sampling_low_ns": None, "sampling_high_ns": None}
+        "value_low_ns": None, "sampling_low_ns": None, "sampling_high_ns": None, "lower_bound_ns": None}
 
 
 def test_coverage_is_at_least_the_confidence_on_iid_data():
@@ -79,3 +82,25 @@ def test_value_always_inside_its_interval(data, p):
             assert not pc.supported and pc.samples_needed > len(data)
             continue
         assert pc.low <= pc.value <= pc.high
+
+
+def test_an_unsupported_percentile_keeps_its_one_sided_lower_bound():
+    """The lower rank is exact arithmetic on Binomial(n, q): the largest j with F(j − 1) ≤ α/2."""
+    x = np.arange(1.0, 10_001.0)  # 1..10,000: x(r) = r
+    pc = percentile_ci(x, 99.99)  # the upper bound needs 36,887
+    j = max(r for r in range(1, 10_001) if stats.binom.cdf(r - 1, 10_000, 0.9999) <= 0.025)
+    assert pc.value is None and pc.low is None and pc.high is None and pc.lower_bound == j
+    assert j == 9_997  # P(at most 2 of 10,000 above p99.99) = 0.92..., 3 = 0.981
+
+
+def test_the_one_sided_lower_bound_covers():
+    """Over 4,000 draws of 1,000 exponentials, the lower bound of p99.9 (unsupported: the upper needs
+    3,688) lies at or below the true quantile in ≥ 97.5 % of them (binomial slack of 3σ)."""
+    rng = np.random.default_rng(7)
+    truth = -math.log(1 - 0.999)
+    hits = 0
+    for _ in range(4_000):
+        pc = percentile_ci(np.sort(rng.exponential(size=1_000)), 99.9)
+        assert pc.value is None and pc.lower_bound is not None
+        hits += pc.lower_bound <= truth
+    assert hits / 4_000 >= 0.975 - 3 * math.sqrt(0.975 * 0.025 / 4_000)

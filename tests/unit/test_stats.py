@@ -125,6 +125,9 @@ def test_too_few_effective_samples_make_the_percentile_unsupported(rng):
     x = np.sort(rng.exponential(size=10_000))
     pc = percentile_ci(x, 99, n_eff=300)  # 10,000 samples but only 300 effective: p99 needs 368
     assert pc.value is None and pc.low is None and pc.high is None and not pc.supported
+    # The one-sided lower bound, its rank on the effective scale carried to the full sample.
+    j, _ = order_statistic_ranks(300, 0.99)
+    assert pc.lower_bound == x[math.ceil(j * 10_000 / 300) - 1]
     assert pc.samples_needed == 368 and pc.n_effective == 300
     js = pc.as_json()
     assert js["value_ns"] is None and js["samples_needed"] == 368 and js["n_effective"] == 300
@@ -136,7 +139,9 @@ def test_percentile_defaults_keep_old_calls_working():
     assert pc.as_json() == {"p": 99.0, "value_ns": 1, "low_ns": 0, "high_ns": 2, "n_effective": None,
                             "samples_needed": None, "censored": False,
                             # Added by the bounds (issue 18): null where nothing was delayed or known.
-                            "value_low_ns": None, "sampling_low_ns": None, "sampling_high_ns": None}
+                            "value_low_ns": None, "sampling_low_ns": None, "sampling_high_ns": None,
+                            # Added after issue 22: an unsupported percentile's one-sided bound.
+                            "lower_bound_ns": None}
 
 
 def test_estimate_percentile_widens_by_the_autocorrelation(rng):

@@ -404,9 +404,12 @@ def confidence_check(pc: Percentile, n: int, confidence: float, width_target_ns:
         need_eff = pc.samples_needed or samples_needed(pc.p, confidence)
         need = int(math.ceil(max(need_eff * 1.2, need_eff + 1) * scale))
         eta = f" ({_time_more(need - n, samples_per_s)})" if samples_per_s else ""
+        # What the samples do say: the one-sided lower bound (quantiles.py), at 1 − α/2.
+        floor = (f"; they do show p{pc.p:g} ≥ {pc.lower_bound / 1e3:,.1f} µs at {1 - (1 - confidence) / 2:.1%} "
+                 "(one-sided)" if pc.lower_bound is not None else "")
         return Check("confidence", False,
                      f"{n:,} samples (n_eff ≈ {n_eff:,.0f}) cannot bound p{pc.p:g} at {confidence:.0%}: at least "
-                     f"{need_eff:,} effective samples are needed{eta}",
+                     f"{need_eff:,} effective samples are needed{eta}{floor}",
                      RunLonger(Longer.SAMPLES), float("nan")), need
     width = pc.high - pc.low
     at_least = "≥ " if getattr(pc, "at_least", False) else ""

@@ -41,6 +41,9 @@ def _percentile_table(s: dict) -> Table:
         if p["value_ns"] is not None and p["low_ns"] is None and p["high_ns"] is None and not p.get("samples_needed"):
             # A value without any interval is not a figure to report (independence could not be judged).
             row = ("no interval yet: samples too correlated", "—", "—")
+        elif p["value_ns"] is None and p.get("lower_bound_ns") is not None:
+            # Unsupported, but the samples show how low it cannot be: "≥ x", one-sided.
+            row = (percentile_text(p), "≥ " + fmt_ns(p["lower_bound_ns"]), "—")
         else:
             row = (percentile_text(p), fmt_ns(p["low_ns"]), fmt_ns(p["high_ns"]))
         t.add_row(f"p{p['p']:g}", *row, fmt_ns(window.get(p["p"])))

@@ -96,7 +96,7 @@ def bounded_percentile(upper: np.ndarray, lower: np.ndarray | None, p: float, co
     two series' (the larger τ; a failure if either failed)."""
     up, ind_up = estimate_percentile(upper, p, confidence, censored=censored, sorted_x=sorted_upper)
     base = Percentile(up.p, up.value, up.low, up.high, up.n_effective, up.samples_needed, up.at_least,
-                      value_low=up.value, sampling_low=up.low, sampling_high=up.high)
+                      value_low=up.value, sampling_low=up.low, sampling_high=up.high, lower_bound=up.lower_bound)
     if lower is None:
         return base, ind_up
     lo, ind_lo = estimate_percentile(lower, p, confidence, sorted_x=sorted_lower)
@@ -104,9 +104,11 @@ def bounded_percentile(upper: np.ndarray, lower: np.ndarray | None, p: float, co
     known = [x for x in (up.n_effective, lo.n_effective) if x is not None]
     n_eff = min(known) if known else None
     if up.value is None or lo.value is None:
-        # Too few effective samples in either series: unsupported, with what the harder one needs.
+        # Too few effective samples in either series: unsupported, with what the harder one needs
+        # and the one-sided lower bound that covers both series, when each has one.
         need = max(up.samples_needed or 0, lo.samples_needed or 0) or None
-        return Percentile(p, None, None, None, n_eff, need), ind
+        floor = min(lo.floor, up.floor) if up.floor is not None and lo.floor is not None else None
+        return Percentile(p, None, None, None, n_eff, need, lower_bound=floor), ind
     # No interval at all when either series has none; and never above the measured values' own low
     # end (the lower series, less correlated, can have the tighter ranks): the interval always
     # holds sampling's interval of what was measured.

@@ -39,7 +39,10 @@ usual effective-sample-size adjustment (Thiébaux & Zwiers, J. Clim. Appl. Meteo
 Geyer, Stat. Sci. 7, 1992). With ``n_eff >= n`` it is exactly the i.i.d. interval. A bound that
 ``m`` samples cannot give is missing; then the percentile is *unsupported*: value and bounds are
 None and ``samples_needed`` says how many effective samples would bound it — an unsupported
-percentile is never reported as a number.
+percentile is never reported as a number. What the samples do give is kept apart, as
+``lower_bound``: the lower rank ``x(j)`` needs only ``(1 − q)**m <= α/2`` (a handful of samples for
+a high percentile), and alone it is a one-sided bound at ``1 − α/2`` (97.5 % for a 95 % interval)
+— "p99.99 is at least this", the bound a run too short or too clustered for the percentile has.
 
 What may be left out, and censored values
 -----------------------------------------
@@ -79,7 +82,9 @@ class Percentile:
     """A percentile ``p`` (0–100) of a latency, with its confidence bounds (None: not boundable).
 
     Unsupported (too few effective samples for both bounds): ``value``, ``low`` and ``high`` are
-    None and ``samples_needed`` is the effective sample count that would bound it. ``at_least``:
+    None, ``samples_needed`` the effective sample count that would bound it and ``lower_bound``
+    the one-sided lower bound the samples do give (module doc; None when supported, or when even
+    that is out of reach). ``at_least``:
     censored samples reach the value, which is then only a lower bound on the true percentile.
     """
 
@@ -96,6 +101,7 @@ class Percentile:
     value_low: float | None = None
     sampling_low: float | None = None
     sampling_high: float | None = None
+    lower_bound: float | None = None
 
     @property
     def supported(self) -> bool:
@@ -109,7 +115,13 @@ class Percentile:
         return {"p": self.p, "value_ns": ns(self.value), "low_ns": ns(self.low), "high_ns": ns(self.high),
                 "n_effective": self.n_effective, "samples_needed": self.samples_needed, "censored": self.at_least,
                 "value_low_ns": ns(self.value_low), "sampling_low_ns": ns(self.sampling_low),
-                "sampling_high_ns": ns(self.sampling_high)}
+                "sampling_high_ns": ns(self.sampling_high), "lower_bound_ns": ns(self.lower_bound)}
+
+    @property
+    def floor(self) -> float | None:
+        """The lowest the percentile can be at ``1 − α/2``, one-sided: the interval's low end when
+        there is one, else the unsupported percentile's ``lower_bound``."""
+        return self.low if self.low is not None else self.lower_bound
 
     @property
     def widening(self) -> float | None:
@@ -183,13 +195,15 @@ def _ranks(n: int, q: float, confidence: float, n_eff: float | None) -> tuple[in
 def percentile_ci(sorted_x: np.ndarray, p: float, confidence: float = 0.95, n_eff: float | None = None) -> Percentile:
     """Percentile ``p`` (0–100) of *sorted* samples with its order-statistic confidence interval,
     the count widened to ``n_eff`` effective samples when given and below ``n`` (module doc).
-    Unsupported (value None, ``samples_needed`` set) when a bound is missing."""
+    Unsupported (value None, ``samples_needed`` set) when a bound is missing; the lower one, when
+    it exists, is kept as the one-sided ``lower_bound``."""
     n = len(sorted_x)
     q = p / 100.0
     need = samples_needed(p, confidence)
     j, k, n_eff_used = _ranks(n, q, confidence, n_eff)
     if j is None or k is None:
-        return Percentile(p, None, None, None, n_eff_used, need)
+        return Percentile(p, None, None, None, n_eff_used, need,
+                          lower_bound=None if j is None else float(sorted_x[j - 1]))
     value = float(sorted_x[value_rank(p, n) - 1])
     return Percentile(p, value, float(sorted_x[j - 1]), float(sorted_x[k - 1]), n_eff_used)
 
@@ -219,11 +233,10 @@ def estimate_percentile(lat_in_send_order: np.ndarray, p: float, confidence: flo
     n = len(x)
     ind = independence(x, p)
     need = samples_needed(p, confidence)
-    if n < need:
-        n_eff = ind.n_effective if ind.ok else float(n)
-        return Percentile(p, None, None, None, n_eff, need), ind
+    if n < need and not ind.ok:  # no effective size to carry a one-sided bound either
+        return Percentile(p, None, None, None, float(n), need), ind
     sx = np.sort(x) if sorted_x is None else np.asarray(sorted_x, dtype=float)
-    if ind.ok:
+    if n < need or ind.ok:
         pc = percentile_ci(sx, p, confidence, ind.n_effective)
     else:  # correlated beyond reach: the value stands, no interval can be claimed
         pc = Percentile(p, float(sx[value_rank(p, n) - 1]), None, None, None)

@@ -33,7 +33,7 @@ class Rate(Doc):
 
 
 class Percentile(Doc):
-    """A percentile of the latency with its confidence interval, from the kept samples (order statistics, effective sample size for autocorrelation). Unsupported (too few effective samples for both bounds): value_ns, low_ns and high_ns are null and samples_needed says how many effective samples would bound it."""
+    """A percentile of the latency with its confidence interval, from the kept samples (order statistics, effective sample size for autocorrelation). Unsupported (too few effective samples for both bounds): value_ns, low_ns and high_ns are null, samples_needed says how many effective samples would bound it, and lower_bound_ns is what the samples do show: a one-sided lower bound."""
 
     p: Num = F(description="The percentile, in percent (99.9).", exclusiveMinimum=0, exclusiveMaximum=100)
     value_ns: Int | None = F(description="Point estimate; null when unsupported.")
@@ -45,6 +45,7 @@ class Percentile(Doc):
     value_low_ns: Int | None = F(None, description="The percentile with every request tailwise itself delayed at its lower bound (value_ns has them as measured): the least the target's own percentile can be, before sampling. Equal to value_ns when none was delayed; null when unsupported. Added by issue 18.")
     sampling_low_ns: Int | None = F(None, description="The CI's low end from sampling alone (the measured values' order-statistic interval); low_ns is below it by the widening the delayed requests cause (delayed.percentiles). Added by issue 18.")
     sampling_high_ns: Int | None = F(None, description="The CI's high end from sampling alone; equal to high_ns. Added by issue 18.")
+    lower_bound_ns: Int | None = F(None, description="Unsupported percentile (value_ns null): the one-sided lower bound the samples give, at 1 − (1 − confidence)/2 (97.5 % for a 95 % interval) — 'p99.99 is at least this'; null when the percentile is supported (low_ns is its bound then) or when even this is out of reach. Added after issue 22.")
 
 
 class HistPercentile(Doc):
