@@ -25,6 +25,21 @@ def test_a_threshold_is_judged_on_the_whole_interval(text, low, high, want):
     assert Threshold.parse(text).judge(low, high) == want
 
 
+@pytest.mark.parametrize("text,want", [
+    ("p99.99<1ms", FAIL),  # the samples show p99.99 ≥ 2 ms
+    ("p99.99<5ms", INCONCLUSIVE),  # ≥ 2 ms says nothing against 5 ms
+    ("p99.99>1ms", PASS),
+])
+def test_an_unsupported_percentile_is_judged_on_its_one_sided_bound(text, want):
+    row = {"p": 99.99, "value_ns": None, "low_ns": None, "high_ns": None, "samples_needed": 36_887,
+           "lower_bound_ns": 2_000_000}
+    r = Threshold.parse(text).evaluate([row])
+    assert r["status"] == want, r
+    assert r["low_ns"] is None and r["value_ns"] is None  # the interval as reported: still none
+    if want != INCONCLUSIVE:
+        assert "p99.99 ≥ 2.00 ms (one-sided)" in r["detail"], r["detail"]
+
+
 def test_threshold_parsing():
     t = Threshold.parse(" p99.9 <= 1.5ms ")
     assert (t.p, t.op, t.limit_ns) == (99.9, "<=", 1_500_000)

@@ -6,6 +6,9 @@ A threshold is judged on the percentile's confidence interval, never on the poin
 interval meets it — the upper bound for ``<``/``<=``, the lower bound for ``>``/``>=`` — it
 **fails** when the whole interval misses it, and it is **inconclusive** when the interval straddles
 the limit or the run could not bound the percentile at all (too few samples, an unbounded CI).
+A percentile the samples cannot bound may still have a one-sided lower bound (``lower_bound_ns``,
+stats/quantiles.py, at ``1 − α/2`` like each end of the interval): judged as the interval's low
+end with no high end, so ``p99.99<1ms`` fails when the samples show ``p99.99 ≥ 2 ms``.
 """
 
 from __future__ import annotations
@@ -63,10 +66,14 @@ class Threshold:
         was judged on, and one line that says which it was and why."""
         row = next((x for x in percentiles if abs(x["p"] - self.p) < 1e-9), None)
         low, value, high = (row["low_ns"], row["value_ns"], row["high_ns"]) if row else (None, None, None)
-        status = self.judge(low, high)
+        floor = (row or {}).get("lower_bound_ns") if low is None and high is None else None
+        status = self.judge(low if floor is None else floor, high)
         ci = f"[{fmt_ns(low)}, {fmt_ns(high)}]"
         if row is None:
             detail = f"p{self.p:g} was not measured"
+        elif floor is not None and status != INCONCLUSIVE:
+            detail = (f"p{self.p:g} cannot be bounded from above, but its samples show p{self.p:g} ≥ {fmt_ns(floor)} "
+                      f"(one-sided), which {'meets' if status == PASS else 'misses'} {self.text}")
         elif status == PASS:
             detail = f"p{self.p:g} {fmt_ns(value)}, CI {ci} meets {self.text} as a whole"
         elif status == FAIL:

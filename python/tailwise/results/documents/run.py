@@ -556,7 +556,7 @@ class ServerStatsCombined(Doc):
 
 
 class ThresholdResult(Doc):
-    """A threshold (--threshold, --slo) judged on the percentile's CI: pass when the whole CI meets it, fail when the whole CI misses it, inconclusive otherwise (straddling, or not bounded)."""
+    """A threshold (--threshold, --slo) judged on the percentile's CI: pass when the whole CI meets it, fail when the whole CI misses it, inconclusive otherwise (straddling, or not bounded). An unsupported percentile is judged on its one-sided lower_bound_ns as the CI's low end with no high end (the detail says so)."""
 
     threshold: str = F(description="As given, e.g. p99<200us.")
     p: Num = F(exclusiveMinimum=0, exclusiveMaximum=100)
