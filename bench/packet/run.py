@@ -247,12 +247,11 @@ def find_sustained(path: Where, args, deadline: float, work: Path, key: str = "h
         s = judge(tailwise_run(path, port, rate, args.seconds, args.size, out), rate, args.max_loss,
                   args.max_lag * 1e3)
         from_hdr(out, s)
-        s["held"] = s[key]  # what this search bisects on
         steps.append(s)
         why = s["why"] if key == "held" else s["why_not_on_schedule"]
         print(f"  {path.name:8} tailwise {rate:>11,.0f} pps: sent {s['sent_pps'] or 0:>11,.0f} pps, loss "
               f"{(s['loss_ratio'] or 0):.4%}, send lag p99 {_us(s['send_lag_ns']['p99'])} µs — "
-              f"{'held' if s['held'] else 'not held: ' + str(why)}{' (on schedule)' if key != 'held' else ''}",
+              f"{'held' if s[key] else 'not held: ' + str(why)}{' (on schedule)' if key != 'held' else ''}",
               file=sys.stderr)
         return s
 
@@ -261,7 +260,7 @@ def find_sustained(path: Where, args, deadline: float, work: Path, key: str = "h
         rate = args.start if key == "held" else args.strict_start
         while rate <= args.max_rate and time.monotonic() < deadline:
             s = step(rate)
-            if not s["held"]:
+            if not s[key]:
                 failed = s
                 break
             held, rate = s, rate * args.step
@@ -272,7 +271,7 @@ def find_sustained(path: Where, args, deadline: float, work: Path, key: str = "h
             if not held["rate_pps"] < mid < failed["rate_pps"]:
                 break
             s = step(mid)
-            held, failed = (s, failed) if s["held"] else (held, s)
+            held, failed = (s, failed) if s[key] else (held, s)
     return {"sustained": held, "first_not_held": failed, "steps": steps, "reflector": reflector.counters,
             "stopped": "a step did not hold" if failed else ("--max-rate reached" if rate > args.max_rate else "--budget")}
 
