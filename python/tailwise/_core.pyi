@@ -133,6 +133,13 @@ class _Counters(TypedDict):
     reorder_max: int
     duplicates: int
 
+class _PacketHist(TypedDict):
+    bin_ns: int
+    range_ns: int
+    #: The 100 ns bins up to the last one counted, little-endian u64.
+    counts: bytes
+    above: int
+
 class _Joined(TypedDict):
     counters: _Counters
     probe_counters: _Counters | None
@@ -142,6 +149,8 @@ class _Joined(TypedDict):
     latency_hist: bytes
     send_lag_hist: bytes
     send_lag_unstalled_hist: bytes
+    #: Packet mode: every answered packet at 100 ns; None for other protocols.
+    packet_hist: _PacketHist | None
     stalls: int
     stalled_ns: int
     stall_intervals: list[tuple[int, int]]

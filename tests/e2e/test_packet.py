@@ -45,8 +45,16 @@ def check(s: dict) -> dict:
         {k: c[k] for k in ("sent", "received", "lost", "reordered", "reorder_max", "duplicates")}
     assert p["size_bytes"] == 64 and p["payload_bytes"] == 18
     assert p["bits_per_s"] == pytest.approx(p["rate_pps"] * 64 * 8)
-    # HDR at 3 significant digits: buckets at most 1/1024 of the value wide (64 ns below 131 µs).
-    assert 1 <= p["resolution_ns"] <= max(1, s["latency"]["histogram"]["max_ns"] // 1024)
+    # Every answer at 100 ns (KBNets'17 §3) below 10 ms; above, HDR's 3 significant digits:
+    # buckets at most 1/1024 of the value wide.
+    h = p["histogram"]
+    assert (h["bin_ns"], h["range_ns"], h["count"]) == (100, 10_000_000, c["received"])
+    if c["received"]:
+        assert 1 <= p["resolution_ns"] <= (100 if h["above"] == 0 else s["latency"]["histogram"]["max_ns"] // 1024)
+    for every, hdr in zip(h["percentiles"], s["latency"]["histogram"]["percentiles"]):
+        if every["value_ns"] is not None and every["p"] == hdr["p"] and not c["lost"]:
+            # The same requests at two resolutions: within the coarser bucket of each other.
+            assert abs(every["value_ns"] - hdr["value_ns"]) <= max(100, hdr["value_ns"] // 1024), (every, hdr)
     assert_valid(s, "summary")
     Summary.model_validate(s, context=STRICT)  # the writer holds to the declared fields
     return {ch["name"]: ch for ch in s["checks"]}
@@ -69,6 +77,10 @@ def test_every_packet_comes_back_on_loopback(udp_reflector, tmp_path):
     sums = [sum(int(row[k]) for row in rows[1:]) for k in range(2, 7)]
     assert sums == [c["sent"], c["received"], c["lost"], c["reordered"], c["duplicates"]]
     assert rows[1][:2] == ["0", "0.0"] and len(rows) - 1 >= 10
+    bins = [line.split(",") for line in (out / "packets-hist.csv").read_text().splitlines()]
+    assert bins[0] == ["low_ns", "high_ns", "count"] and bins[-1][:2] == ["10000000", ""]
+    assert all(int(hi) - int(lo) == 99 and int(lo) % 100 == 0 for lo, hi, _ in bins[1:-1])
+    assert sum(int(n) for _, _, n in bins[1:]) == c["received"] == s["packets"]["histogram"]["count"]
 
 
 # The reflector's flags, the flows and the largest displacement: a datagram held back goes out

@@ -15,7 +15,7 @@ import pytest
 from hdrh.histogram import HdrHistogram
 
 from tailwise import _core
-from tailwise.stats.histogram import Buckets, decode
+from tailwise.stats.histogram import Buckets, LinearHistogram, decode
 
 LOWEST, HIGHEST = _core.HIST_LOWEST_NS, _core.HIST_MAX_NS
 PS = [0.1, 1.0, 10.0, 25.0, 50.0, 75.0, 90.0, 99.0, 99.9, 99.99, 100.0]
@@ -107,3 +107,34 @@ def test_of_values_records_what_the_engine_would():
 def test_decode_refuses_what_is_not_a_histogram():
     with pytest.raises(ValueError):
         decode(b"not a histogram")
+
+
+# Packet mode's every-packet histogram at 100 ns (record/linear.rs, stats/histogram.LinearHistogram).
+
+def _linear(values: list[int], bin_ns: int = 100, range_ns: int = 10_000_000) -> LinearHistogram:
+    counts = np.zeros(range_ns // bin_ns, dtype="<u8")
+    inside = [v for v in values if v < range_ns]
+    np.add.at(counts, np.asarray(inside, dtype=np.int64) // bin_ns, 1)
+    last = int(np.flatnonzero(counts)[-1]) + 1 if inside else 0
+    raw = {"bin_ns": bin_ns, "range_ns": range_ns, "counts": counts[:last].tobytes(), "above": len(values) - len(inside)}
+    return LinearHistogram.from_engine(raw)
+
+
+def test_linear_percentiles_are_the_exact_answer_binned_at_100ns():
+    rng = np.random.default_rng(7)
+    values = (rng.lognormal(np.log(20_000), 0.8, 30_001)).astype(np.int64).tolist()
+    values = [v for v in values if v < 10_000_000]
+    h = _linear(values)
+    assert h.total == len(values) and h.above == 0 and h.max_ns == (max(values) // 100 + 1) * 100 - 1
+    ordered = sorted(values)
+    for p, got in zip(PS + [99.999], h.values_at_percentiles(PS + [99.999])):
+        exact = ordered[max(1, math.ceil(Fraction(str(p)) * len(ordered) / 100)) - 1]
+        assert got == exact // 100 * 100 + 99, p  # its bin's highest value: never below, < 100 ns above
+    assert sum(n for _, _, n in h.rows()) == len(values)
+
+
+def test_linear_percentiles_above_the_range_are_not_given():
+    h = _linear([1_000] * 98 + [20_000_000] * 2)
+    assert h.values_at_percentiles([98.0, 98.5, 100.0]) == [1_099, None, None]
+    assert (h.above, h.max_ns, h.total) == (2, None, 100)
+    assert _linear([]).values_at_percentiles([50.0]) == [None]

@@ -20,6 +20,7 @@ use tailwise_core::protocol::Protocol;
 use tailwise_core::packet::{wire, PacketIntervals};
 use tailwise_core::record::flags;
 use tailwise_core::record::histogram::{encode_histogram, HIST_LOWEST_NS, HIST_MAX_NS, HIST_SIGFIG};
+use tailwise_core::record::linear::{LINEAR_BIN_NS, LINEAR_RANGE_NS};
 use tailwise_core::record::interval::{Intervals, INTERVAL_NS, INTERVAL_SIGFIG};
 use tailwise_core::record::sample::{samples_to_le_bytes, SAMPLE_BYTES, SAMPLE_FIELDS};
 use tailwise_core::server::impair::Impairments;
@@ -551,12 +552,13 @@ impl PyEngine {
     fn join<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let e = self.inner.lock().unwrap().take().ok_or_else(|| PyRuntimeError::new_err("engine already joined"))?;
         let r = py.detach(move || e.join());
-        let (lat, lag, lag_ok, samples) = py.detach(|| {
+        let (lat, lag, lag_ok, samples, packets) = py.detach(|| {
             (
                 encode_histogram(&r.hist.latency),
                 encode_histogram(&r.hist.send_lag),
                 encode_histogram(&r.hist.send_lag_unstalled),
                 r.samples.to_le_bytes(),
+                r.hist.packets.as_ref().map(|h| (h.to_le_bytes(), h.above)),
             )
         });
         let d = PyDict::new(py);
@@ -571,6 +573,18 @@ impl PyEngine {
         d.set_item("latency_hist", PyBytes::new(py, &lat))?;
         d.set_item("send_lag_hist", PyBytes::new(py, &lag))?;
         d.set_item("send_lag_unstalled_hist", PyBytes::new(py, &lag_ok))?;
+        // Packet mode: every answered packet at 100 ns (record/linear), its bins as u64 LE.
+        match packets {
+            Some((counts, above)) => {
+                let h = PyDict::new(py);
+                h.set_item("bin_ns", LINEAR_BIN_NS)?;
+                h.set_item("range_ns", LINEAR_RANGE_NS)?;
+                h.set_item("counts", PyBytes::new(py, &counts))?;
+                h.set_item("above", above)?;
+                d.set_item("packet_hist", h)?;
+            }
+            None => d.set_item("packet_hist", py.None())?,
+        }
         d.set_item("stalls", r.stalls)?;
         d.set_item("stalled_ns", r.stalled_ns)?;
         d.set_item("stall_intervals", r.stall_intervals)?;

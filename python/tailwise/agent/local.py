@@ -116,6 +116,9 @@ class AgentResult:
     #: Packet mode (udp+flow): per 100 ms interval of intended time, (index, sent, received,
     #: lost, reordered, duplicates) (``Engine.packet_intervals``); empty for other protocols.
     packet_intervals: list[tuple[int, int, int, int, int, int]] = field(default_factory=list)
+    #: Packet mode: every answered packet at 100 ns (``Engine.join``'s ``packet_hist``: bin_ns,
+    #: range_ns, counts as u64 LE, above; stats/histogram.LinearHistogram); None otherwise.
+    packet_hist: dict | None = None
     #: ``samples`` is a bounded subsample (stats/subsample.py) of every row kept: its 1-in-m, the
     #: limit, the rows collected and kept (``Subsample.report``); None: every row is in ``samples``.
     subsample: dict | None = None
@@ -307,6 +310,7 @@ class Session:
             target_stalls_ns=sorted(self.target_stalls),
             intervals=self.intervals,
             packet_intervals=[tuple(r) for r in self._engine.packet_intervals()],
+            packet_hist=raw.get("packet_hist"),
             subsample=self._kept.report(),
             samples_file=self.samples_file,
         )

@@ -76,7 +76,7 @@ SAMPLE_COLUMN_DTYPES = {
 #: What tailwise writes into a results directory (docs/results.md), as name patterns: run and
 #: sweep results, `report`'s page and plots, `compare`'s, and its own hidden temporary entries.
 RESULT_PATTERNS = (
-    "summary.json", "config.json", "host.json", "samples.*", "*.hdr", "*.hgrm", "*.hlog", "packets.csv",
+    "summary.json", "config.json", "host.json", "samples.*", "*.hdr", "*.hgrm", "*.hlog", "packets.csv", "packets-hist.csv",
     "report.html", "compare.html", "compare.png", "compare.svg",
     "ccdf.*", "cdf.*", "send_lag.*", "intervals.*", "latency_load.*", "ccdf_points.*", "point-*",
     "points", "failed", "interrupted", "collected", ".*.tmp", ".tailwise-*",
@@ -87,6 +87,17 @@ STAGE, STASH = ".tailwise-stage", ".tailwise-replaced"
 
 #: packets.csv's header: per 100 ms interval of intended time (a packet run's, udp+flow://).
 PACKETS_HEADER = "interval,start_s,sent,received,lost,reordered,duplicates"
+
+
+#: packets-hist.csv's header: a packet run's every answered packet, one row per 100 ns bin counted
+#: (stats/histogram.LinearHistogram), then one row for the answers above its range (high_ns empty).
+PACKET_HIST_HEADER = "low_ns,high_ns,count"
+
+
+def write_packet_hist_csv(path: Path, hist) -> None:
+    lines = [PACKET_HIST_HEADER] + [f"{lo},{hi},{n}" for lo, hi, n in hist.rows()]
+    lines.append(f"{hist.range_ns},,{hist.above}")
+    path.write_text("\n".join(lines) + "\n")
 
 
 def write_packets_csv(path: Path, rows) -> None:

@@ -24,8 +24,8 @@ from tailwise.agent.local import AgentResult, Flag
 from tailwise.results.documents import base as documents_base
 from tailwise.results.documents.run import Summary, Tool
 from tailwise.results.files import (RUN_SCHEMA, SAMPLE_COLUMN_DTYPES, STAGE, check_out_dir, install, write_json,
-                                    write_packets_csv)
-from tailwise.stats.histogram import decode
+                                    write_packet_hist_csv, write_packets_csv)
+from tailwise.stats.histogram import LinearHistogram, decode
 from tailwise.stats.quantiles import DEFAULT_PERCENTILES
 
 if TYPE_CHECKING:
@@ -251,7 +251,7 @@ def build_summary(*, target: str, config: dict, host: dict, result: AgentResult,
         },
         counters=dict(c),
         # Packet mode (udp+flow://): loss, reordering, duplicates and the rates; null otherwise.
-        packets=_packets(config, result, d),
+        packets=_packets(config, result, d, [p.p for p in analysis.percentiles]),
         # The latency probe (--probe): its requests are the only ones timed; its own counters.
         probe=None if not config.get("probe") else config["probe"] | {"counters": result.probe_counters},
         # Gets answered with a value / all gets answered (memcached, redis); null without gets.
@@ -287,7 +287,7 @@ def _rate(config: dict, result: AgentResult, d: dict) -> dict:
     }
 
 
-def _packets(config: dict, result: AgentResult, d: dict) -> dict | None:
+def _packets(config: dict, result: AgentResult, d: dict, ps) -> dict | None:
     """The summary's ``packets`` (documents/run.Packets) of a udp+flow:// run; None otherwise."""
     settings = config.get("packet")
     if not settings:
@@ -302,6 +302,12 @@ def _packets(config: dict, result: AgentResult, d: dict) -> dict | None:
     timeout_ns = config.get("timeout_ns") or 0
     answered = [v for v, _ in lat.recorded() if not timeout_ns or v < timeout_ns] if lat.total else []
     top = max(answered, default=0)
+    fine = LinearHistogram.from_engine(result.packet_hist)
+    resolution = lat.highest_equivalent(top) - lat.lowest_equivalent(top) + 1 if top else None
+    if fine is not None and (not fine.total or fine.max_ns is not None):
+        # It knows the answers exactly: none (a lost packet's bucket may start below its
+        # timeout), or every one in its 100 ns bins.
+        resolution = fine.bin_ns if fine.total else None
     per_s = (lambda n: n / elapsed_s) if elapsed_s > 0 else (lambda n: None)
     return {
         "size_bytes": size,
@@ -312,9 +318,21 @@ def _packets(config: dict, result: AgentResult, d: dict) -> dict | None:
         "reordered": c.get("reordered", 0), "reorder_max": c.get("reorder_max", 0), "duplicates": c.get("duplicates", 0),
         "rate_pps": per_s(received), "sent_pps": per_s(sent),
         "bits_per_s": None if per_s(received) is None else per_s(received) * size * 8,
-        "resolution_ns": lat.highest_equivalent(top) - lat.lowest_equivalent(top) + 1 if top else None,
+        "resolution_ns": resolution,
         "max_loss": settings["max_loss"],
+        "histogram": None if fine is None else _packet_hist_json(fine, ps),
     }
+
+
+#: Packet mode's every-packet percentiles, to p99.9999 (issue 22), besides the run's own.
+PACKET_PERCENTILES = (50.0, 90.0, 99.0, 99.9, 99.99, 99.999, 99.9999)
+
+
+def _packet_hist_json(fine: LinearHistogram, ps) -> dict:
+    ps = sorted(set(PACKET_PERCENTILES) | set(ps))
+    return {"bin_ns": fine.bin_ns, "range_ns": fine.range_ns, "count": fine.total, "above": fine.above,
+            "max_ns": fine.max_ns,
+            "percentiles": [{"p": p, "value_ns": v} for p, v in zip(ps, fine.values_at_percentiles(ps))]}
 
 
 def _latency(config: dict, result: AgentResult, analysis: Analysis, methodology: dict, d: dict) -> dict:
@@ -474,6 +492,9 @@ def write_out(out_dir: str | Path, summary: dict, result: AgentResult, used: np.
     if summary.get("packets"):
         write_packets_csv(out / "packets.csv", result.packet_intervals)
         hlogs.append(out / "packets.csv")
+        if (fine := LinearHistogram.from_engine(result.packet_hist)) is not None:
+            write_packet_hist_csv(out / "packets-hist.csv", fine)
+            hlogs.append(out / "packets-hist.csv")
     write_json(out / "config.json", summary["config"])
     write_json(out / "host.json", summary["host"])
     write_json(out / "summary.json", summary)

@@ -10,6 +10,7 @@ request higher (crates/tailwise-py/src/hist.rs, ``java_rank``).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -54,3 +55,50 @@ class Buckets:
     def value_at(self, p: float) -> int | None:
         """The p-th percentile (0–100), as HdrHistogram reads it; None when empty."""
         return self.hist.value_at_percentile(p) if self.hist.total > 0 else None
+
+
+@dataclass
+class LinearHistogram:
+    """Packet mode's every answered packet at ``bin_ns`` (100 ns: KBNets'17 §3's granularity,
+    crates/tailwise-core/src/record/linear.rs): ``counts[i]`` answers in [i·bin_ns, (i+1)·bin_ns),
+    ``above`` at or beyond ``range_ns`` (the HDR histogram has those at 0.1 %)."""
+
+    bin_ns: int
+    range_ns: int
+    counts: np.ndarray
+    above: int
+
+    @classmethod
+    def from_engine(cls, raw: dict | None) -> LinearHistogram | None:
+        """The engine's ``packet_hist`` (its bins as little-endian u64 up to the last counted)."""
+        if raw is None:
+            return None
+        return cls(int(raw["bin_ns"]), int(raw["range_ns"]), np.frombuffer(raw["counts"], dtype="<u8"), int(raw["above"]))
+
+    @property
+    def total(self) -> int:
+        return int(self.counts.sum()) + self.above
+
+    @property
+    def max_ns(self) -> int | None:
+        """The top of the highest bin counted (None above the range or when empty)."""
+        return None if self.above or not len(self.counts) else len(self.counts) * self.bin_ns - 1
+
+    def values_at_percentiles(self, ps) -> list[int | None]:
+        """The ⌈p/100 · N⌉-th smallest answer's bin, read as its highest value (as HDR reads a
+        bucket, stats/histogram.py): never below the answer. None where that rank is above the
+        range or nothing was answered."""
+        n = self.total
+        cum = np.cumsum(self.counts)
+        out: list[int | None] = []
+        for p in ps:
+            # As values_at_percentiles (results/summary.py) and Java: 1 ulp less, then rounded up.
+            rank = max(1, math.ceil(min(max(math.nextafter(p, -math.inf), 0.0), 100.0) * n / 100.0))
+            i = int(np.searchsorted(cum, rank)) if n else len(cum)
+            out.append((i + 1) * self.bin_ns - 1 if i < len(cum) else None)
+        return out
+
+    def rows(self) -> list[tuple[int, int, int]]:
+        """(low_ns, high_ns, count) of each counted bin, ascending."""
+        return [(int(i) * self.bin_ns, (int(i) + 1) * self.bin_ns - 1, int(self.counts[i]))
+                for i in np.flatnonzero(self.counts)]

@@ -9,6 +9,7 @@ use crate::protocol::OpKind;
 use crate::record::flags as F;
 use crate::record::histogram::Histograms;
 use crate::record::interval::IntervalRecorder;
+use crate::record::linear::LinearHistogram;
 use crate::record::sample::{Sample, SampleStore};
 
 /// Distinct error reasons kept per thread; the rest are counted under one line.
@@ -50,6 +51,12 @@ impl Finish {
         }
     }
 
+    /// Packet mode: every answered packet also into a 100 ns histogram (`record/linear`).
+    pub fn with_packet_histogram(mut self) -> Finish {
+        self.hist.packets = Some(LinearHistogram::new());
+        self
+    }
+
     /// The end of a request: into the histograms (whole run and its interval), and into the
     /// samples if it was chosen.
     #[inline]
@@ -62,6 +69,9 @@ impl Finish {
             flags |= F::INFLATED;
         }
         self.hist.latency.saturating_record(latency.max(1));
+        if let Some(packets) = self.hist.packets.as_mut().filter(|_| flags & F::CENSORED == 0) {
+            packets.record(latency);
+        }
         self.intervals.record(r.intended - self.t0, latency);
         if r.flags & SAMPLED != 0 {
             self.samples.push(Sample {
@@ -185,6 +195,17 @@ mod tests {
         // Not chosen: in the histogram only.
         fin.record(req(200, 0), times, 700, 0, 0);
         assert_eq!((fin.hist.latency.len(), fin.samples.len()), (2, 1));
+    }
+
+    #[test]
+    fn the_packet_histogram_holds_answers_only() {
+        let mut fin = Finish::new(Role::Measure, T0, 1_000).with_packet_histogram();
+        fin.record(req(100, 0), Times::default(), 1_234, 0, 0);
+        fin.record(req(200, 0), Times::default(), 1_000, F::CENSORED | F::TIMEOUT, 0);
+        let packets = fin.hist.packets.as_ref().unwrap();
+        assert_eq!((packets.counts[12], packets.total()), (1, 1), "a lost packet is not an answer");
+        assert_eq!(fin.hist.latency.len(), 2);
+        assert!(Finish::new(Role::Measure, T0, 1_000).hist.packets.is_none());
     }
 
     #[test]

@@ -134,7 +134,7 @@ impl PacketWorker {
             // Room for a longer answer than asked: only its header is read.
             inb: Batch::new(payload.max(64)),
             sampler: Sampler::new(cfg.sample_every, seed ^ 0x5A5A),
-            fin: Finish::new(ctx.role, ctx.start_ns, cfg.timeout_ns),
+            fin: Finish::new(ctx.role, ctx.start_ns, cfg.timeout_ns).with_packet_histogram(),
             stalls: Stalls::new(),
             reach: Reach::new(ctx.start_ns),
             handover: Handover::new(ctx.index, ctx.role, ctx.start_ns),

@@ -4,6 +4,8 @@
 use hdrhistogram::serialization::{Serializer, V2DeflateSerializer};
 use hdrhistogram::Histogram;
 
+use super::linear::LinearHistogram;
+
 /// Histograms cover 1 ns .. 1 h at 3 significant digits (0.1 % relative error).
 pub const HIST_LOWEST_NS: u64 = 1;
 pub const HIST_MAX_NS: u64 = 3_600 * 1_000_000_000;
@@ -28,6 +30,8 @@ pub struct Histograms {
     pub send_lag: Histogram<u64>,
     /// Send lag of the requests whose wait no stall of the engine thread overlapped.
     pub send_lag_unstalled: Histogram<u64>,
+    /// Packet mode only: every answered packet at 100 ns (`record/linear`).
+    pub packets: Option<LinearHistogram>,
 }
 
 impl Histograms {
@@ -36,6 +40,7 @@ impl Histograms {
             latency: new_histogram(),
             send_lag: new_histogram(),
             send_lag_unstalled: new_histogram(),
+            packets: None,
         }
     }
 
@@ -46,6 +51,11 @@ impl Histograms {
             (&mut self.send_lag_unstalled, &other.send_lag_unstalled),
         ] {
             mine.add(theirs).expect("same histogram bounds");
+        }
+        match (&mut self.packets, &other.packets) {
+            (Some(mine), Some(theirs)) => mine.add(theirs),
+            (mine @ None, Some(theirs)) => *mine = Some(theirs.clone()),
+            (_, None) => {}
         }
     }
 }

@@ -18,6 +18,7 @@
 //! | module | what it holds |
 //! |---|---|
 //! | [`histogram`] | the whole-run histograms (1 ns–1 h, 3 digits) every thread keeps, their V2 encoding |
+//! | [`linear`] | packet mode: every answered packet at 100 ns (KBNets'17), 0–10 ms, merged by adding |
 //! | [`interval`] | every-request histograms per 100 ms of intended time (2 digits), done and pending-at-snapshot |
 //! | [`sample`] | a kept request ([`sample::Sample`], 48 bytes), the chunked store, the row layout Python reads |
 //! | [`flags`] | what a sample's flags say, by name |
@@ -26,5 +27,6 @@
 pub mod flags;
 pub mod histogram;
 pub mod interval;
+pub mod linear;
 pub mod sample;
 pub mod sampler;

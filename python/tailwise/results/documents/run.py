@@ -220,6 +220,17 @@ class Counters(Doc):
     duplicates: Int = F(None, description="Packet mode: answers of a seq already answered (not in received); 0 otherwise.", minimum=0)
 
 
+class PacketHistogram(Doc):
+    """Packet mode: every answered packet at bin_ns (100 ns, the granularity KBNets'17 §3 gives its software tools) from 0 to range_ns; the counted bins are in the results directory's packets-hist.csv. Answers at or above range_ns are counted in above (latency.histogram has them at HDR precision)."""
+
+    bin_ns: Int = F(description="Each bin's width.", minimum=1)
+    range_ns: Int = F(description="The range binned at bin_ns, from 0.", minimum=1)
+    count: Int = _count("Answered packets in it (= packets.received for a run on one host).")
+    above: Int = _count("Answered packets at or above range_ns.")
+    max_ns: Int | None = F(description="The top of the highest bin counted; null when an answer is above range_ns or none came.")
+    percentiles: list[HistPercentile] = F(description="Every-packet percentiles (no CI: latency.percentiles has those), each the highest value of the bin of the ⌈p/100 × count⌉-th smallest answer: at most bin_ns − 1 above it, never below; null where that answer is above range_ns.")
+
+
 class Packets(Doc):
     """Packet mode (udp+flow://): the packets, their loss, reordering and duplicates, the rates achieved. Bits per second count Ethernet frame bits (--size per packet: header, IP, UDP, payload and FCS, as RFC 2544)."""
 
@@ -236,7 +247,8 @@ class Packets(Doc):
     rate_pps: Num | None = F(description="Packets answered per second of the schedule's time (received / elapsed); null when no time elapsed.", minimum=0)
     sent_pps: Num | None = F(description="Packets sent per second of the schedule's time; null when no time elapsed.", minimum=0)
     bits_per_s: Num | None = F(description="Frame bits answered per second (rate_pps × size_bytes × 8); null when no time elapsed.", minimum=0)
-    resolution_ns: Int | None = F(description="The latency histogram's bucket width at the largest latency measured (HDR, 3 significant digits: ≤ 64 ns below 131 µs); null without a latency.", minimum=1)
+    resolution_ns: Int | None = F(description="The every-packet histogram's bin width at the largest answer: histogram.bin_ns (100) when every answer is below histogram.range_ns, else latency.histogram's bucket width there (HDR, 3 significant digits: ≤ 64 ns below 131 µs, 0.1 % above); null without an answer.", minimum=1)
+    histogram: PacketHistogram | None = F(None, description="Every answered packet at 100 ns; null on a run on agents (latency.histogram has them at HDR precision). Added after issue 22.")
     max_loss: Num = F(description="--max-loss: the loss ratio the loss check allows.", minimum=0)
 
 
