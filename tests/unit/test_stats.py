@@ -10,11 +10,12 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as hst
+from scipy import signal
 from scipy.signal import lfilter
 
 from tailwise.stats.model import sojourn_sequence
 from tailwise.stats.arrivals import DISTANCE_MAX, arrival_fit
-from tailwise.stats.independence import independence
+from tailwise.stats.independence import fft_correlation, independence
 from tailwise.stats.quantiles import (
     Percentile,
     estimate_percentile,
@@ -79,6 +80,16 @@ def test_too_few_or_constant_samples_do_not_raise():
     assert not few.ok and "too few" in few.detail and few.step == 1
     const = independence(np.full(1_000, 7.0), 99)
     assert const.ok and const.tau == 1.0
+
+
+@pytest.mark.parametrize("n", [1_000, 4_097, 99_999, 300_001])
+def test_fft_correlation_is_scipy_s_correlate_bit_for_bit(rng, n):
+    # The lean ACF must give the very figures scipy's did (every τ and n_eff a summary reports).
+    ind = (rng.exponential(size=n) <= 3.0).astype(float)
+    ind -= ind.mean()
+    lags = max(2, min(5_000, n // 50))
+    want = signal.correlate(ind, ind, mode="full", method="fft")[n - 1:n + lags]
+    assert np.array_equal(fft_correlation(ind, lags), want)
 
 
 # --- percentiles: samples needed, effective sample size ----------------------------------------

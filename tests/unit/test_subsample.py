@@ -107,6 +107,14 @@ def test_sorted_rows_merges_runs_in_bounded_pieces(tmp_path):
     assert len(one) == 1 and np.array_equal(one[0]["intended_ns"], expected["intended_ns"])
 
 
+def test_regrouped_keeps_every_row_in_order_in_pieces_of_the_size_asked():
+    rows = _rows(np.arange(10_000, dtype=np.uint64), np.arange(10_000, dtype=np.uint64))
+    cuts = [0, 1, 1, 700, 4_100, 4_101, 9_999, 10_000]  # an empty piece, tiny ones, one larger than a group
+    groups = list(files.regrouped((rows[a:b] for a, b in zip(cuts, cuts[1:])), 1_024))
+    assert [len(g) for g in groups] == [1_024] * 9 + [10_000 - 9 * 1_024]
+    assert np.array_equal(np.concatenate(groups), rows)
+
+
 def test_streamed_file_is_the_file_written_from_memory(tmp_path):
     path, rows = _spool(tmp_path, 9_000)
     start, end, one_in = int(rows["intended_ns"][900]), int(rows["intended_ns"][-1]) + 1, 4

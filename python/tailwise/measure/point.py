@@ -204,6 +204,7 @@ def measure(rs: RunSpec, setup: Setup, command: str, display: Display | None = N
     from tailwise.measure import serverstats
     from tailwise.methodology import Controller
     from tailwise.methodology.controller import fixed_methodology
+    from tailwise.results.files import release_freed_memory
     from tailwise.results.journal import LOCAL_SAMPLES, Journal
     from tailwise.results.summary import amend, build_summary
 
@@ -250,6 +251,7 @@ def measure(rs: RunSpec, setup: Setup, command: str, display: Display | None = N
                 session = agent.start(controller.spec, stall_sources, **journal)
                 started(session)
                 result, analysis, methodology = controller.run(session)
+        release_freed_memory()  # the analysis's arrays, before the summary and the files (files.py)
         summary = build_summary(target=target_url, config=config, host=setup.host, result=result, analysis=analysis,
                                 methodology=methodology)
         if result.agents is not None:

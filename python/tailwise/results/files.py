@@ -7,6 +7,7 @@ it without loading the statistics stack that `results` needs.
 
 from __future__ import annotations
 
+import ctypes
 import fnmatch
 import json
 import math
@@ -61,6 +62,21 @@ def check_out_dir(out_dir: str | Path, what: str = "create output directory",
     except OSError as e:
         raise InputError(f"cannot {what} {out} ({(e.strerror or str(e)).lower()})", remedy) from None
     return out
+
+
+def release_freed_memory() -> None:
+    """Give the C heap's free pages back to the system: glibc's ``malloc_trim(0)``; nothing where
+    the C library has none (musl). glibc raises its mmap threshold as large blocks are freed, up
+    to 32 MB (mallopt(3), M_MMAP_THRESHOLD), so a run's end analysis takes its arrays of 2²⁰
+    values (8 MB each) from the heap and keeps their pages once they are freed: ~135 MB still
+    resident through the samples file's write, whose Arrow buffers have their own allocator and
+    cannot reuse them (BENCHMARKS.md, "Memory"). Called between the end's phases, once the engine
+    has stopped: never while requests are timed."""
+    try:
+        trim = ctypes.CDLL(None).malloc_trim
+    except (OSError, AttributeError):
+        return
+    trim(0)
 
 
 #: The samples file's columns (samples.csv / samples.parquet) and their types: times and

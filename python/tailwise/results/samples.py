@@ -4,9 +4,10 @@ disk as they came (agent/local.Session's ``samples_file``).
 The rows arrive in the order requests finished, not in intended order, and the file is sorted by
 intended time (docs/results.md). So it is written by an external merge sort: the rows are read in
 runs of ``RUN_ROWS``, each sorted and written to a scratch file beside the output, then the runs
-are merged through a buffer each, ``RUN_ROWS`` rows held at most, and each merged piece goes out
-as one Parquet row group (``pyarrow.parquet.ParquetWriter``) or appended CSV rows
-(``pyarrow.csv.CSVWriter``). Memory: a few times ``RUN_ROWS`` rows whatever the run's length.
+are merged through a buffer each, ``RUN_ROWS`` rows held at most, and the merged rows go out
+``GROUP_ROWS`` at a time as one Parquet row group (``pyarrow.parquet.ParquetWriter``) or
+appended CSV rows (``pyarrow.csv.CSVWriter``). Memory: a few times ``RUN_ROWS`` rows whatever the
+run's length.
 
 ``used`` is known only at the end, once the statistics have chosen their window: a row is used
 when it is intended inside ``latency.window`` and its key is kept at the subsample's level
@@ -93,15 +94,42 @@ def _merge(scratch: Path, dtype: np.dtype, runs: list[tuple[int, int]], buffer_r
             yield piece[np.argsort(piece["intended_ns"], kind="stable")]
 
 
+#: Rows per Parquet row group (and CSV batch) as written, whatever the merge's pieces. The
+#: write's memory grows with it: writing 2M rows to Parquet peaked +201 MB over its start with
+#: 2¹⁹-row groups, +121 MB with 2¹⁷, +46 MB with 2¹⁵ (BENCHMARKS.md, "Memory"). And the pieces
+#: vary: one buffer's worth of a run when the runs barely overlap (rows come nearly in intended
+#: order), ~4,600 rows in a 1-hour run's 115 runs, whose 13,000 row groups' metadata the writer
+#: would keep until it closes.
+GROUP_ROWS = 1 << 15
+
+
+def regrouped(pieces: Iterator[np.ndarray], rows: int = GROUP_ROWS) -> Iterator[np.ndarray]:
+    """The pieces' rows in the same order, cut again into pieces of ``rows`` (the last shorter)."""
+    held: list[np.ndarray] = []
+    count = 0
+    for piece in pieces:
+        while len(piece):
+            take = piece[:rows - count]
+            held.append(take)
+            count += len(take)
+            piece = piece[len(take):]
+            if count == rows:
+                yield np.concatenate(held)
+                held, count = [], 0
+    if count:
+        yield np.concatenate(held)
+
+
 def write_samples(path: Path, fmt: str, pieces: Iterator[np.ndarray], columns_of, used_of, dtype: np.dtype) -> int:
-    """Each piece's columns (``columns_of``: summary.sample_columns) with ``used`` (``used_of``:
-    a piece → uint8 mask) appended to ``path`` as Parquet row groups or CSV rows. Returns the rows."""
+    """The pieces' columns (``columns_of``: summary.sample_columns) with ``used`` (``used_of``:
+    a piece → uint8 mask) appended to ``path`` as Parquet row groups or CSV rows, ``GROUP_ROWS``
+    rows at a time. Returns the rows."""
     import pyarrow as pa
 
     writer = None
     rows = 0
     try:
-        for piece in pieces:
+        for piece in regrouped(pieces):
             cols = columns_of(piece)
             cols["used"] = used_of(piece).astype(np.uint8)
             table = pa.table(cols)

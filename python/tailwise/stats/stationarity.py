@@ -205,10 +205,27 @@ def level_drift(series: np.ndarray) -> float:
     return max(abs(b - centre) for b in blocks) / centre
 
 
+def in_time_order(intended: np.ndarray, lat: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Both series sorted by intended time (stable). The analysis hands them sorted already
+    (samples are kept in intended order): then they are returned as they are, which is what the
+    stable sort would give, without its two copies and its index (24 MB at 2²⁰ samples, at the
+    end of a run's memory peak: BENCHMARKS.md, "Memory")."""
+    if len(intended) < 2 or bool(np.all(intended[1:] >= intended[:-1])):
+        return intended, lat
+    order = np.argsort(intended, kind="stable")
+    return intended[order], lat[order]
+
+
+def _window_counts(above: np.ndarray, starts: np.ndarray, m: int) -> np.ndarray:
+    """How many of ``above`` are set in each window ``[start, start + m)``. Its own function so that
+    the running sum (16 MB at 2²⁰ samples) is freed before the clustering's ACF is computed."""
+    cum = np.r_[0, np.cumsum(above)]
+    return cum[starts + m] - cum[starts]
+
+
 def tail_concentration(intended_ns: np.ndarray, latency_ns: np.ndarray, p: float) -> Transient:
     """Is the tail held by one stretch of time? (module doc, "Transients in the tail")."""
-    order = np.argsort(np.asarray(intended_ns), kind="stable")
-    lat = np.asarray(latency_ns, dtype=float)[order]
+    _, lat = in_time_order(np.asarray(intended_ns), np.asarray(latency_ns, dtype=float))
     n = len(lat)
     what = f"p{p:g}"
     if n < 2 * TRANSIENT_BATCHES:
@@ -220,8 +237,7 @@ def tail_concentration(intended_ns: np.ndarray, latency_ns: np.ndarray, p: float
     m = n // TRANSIENT_BATCHES
     half = max(m // 2, 1)
     starts = np.arange(0, n - m + 1, half)
-    cum = np.r_[0, np.cumsum(above)]
-    counts = cum[starts + m] - cum[starts]
+    counts = _window_counts(above, starts, m)
     share = e_total * m / n
     if e_total == 0:
         return Transient(False, False, None, None, 0, None, None,
@@ -290,10 +306,7 @@ def stationarity(intended_ns: np.ndarray, latency_ns: np.ndarray, p: float = 99.
     """Test the samples given (after the caller's clock-fixed warm-up cut) for a steady level and
     for a transient holding the p-th percentile's tail. Never raises on data: what cannot be
     computed gives ``ok=False`` with the reason in ``detail``."""
-    intended = np.asarray(intended_ns, dtype=np.int64)
-    lat = np.asarray(latency_ns, dtype=float)
-    order = np.argsort(intended, kind="stable")
-    intended, lat = intended[order], lat[order]
+    intended, lat = in_time_order(np.asarray(intended_ns, dtype=np.int64), np.asarray(latency_ns, dtype=float))
     n = len(lat)
     start = int(intended[0]) if n else 0
     if n < MIN_SAMPLES:
