@@ -42,10 +42,13 @@ class ServeProcess:
         return self.proc.returncode
 
 
-def _start(args: tuple[str, ...], address: str, kind: type[ServeProcess], startup_s: float) -> ServeProcess:
+def _start(args: tuple[str, ...], address: str, kind: type[ServeProcess], startup_s: float,
+           cpu: int | None = None) -> ServeProcess:
     """`tailwise serve ARGS` on a free port (port 0), waiting for the line whose ``address``
-    pattern names the address."""
-    proc = subprocess.Popen([*CLI, "serve", "--listen", "127.0.0.1:0", *args],
+    pattern names the address; ``cpu``: under `taskset -c CPU`, its workers not pinned."""
+    where = ["taskset", "-c", str(cpu)] if cpu is not None else []
+    args = (*args, "--no-pin") if cpu is not None else args
+    proc = subprocess.Popen([*where, *CLI, "serve", "--listen", "127.0.0.1:0", *args],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + startup_s
     line = ""
@@ -81,6 +84,6 @@ class UdpFunctionProcess(ServeProcess):
         return {k: int(v) for k, v in re.findall(r"(\w+) (\d+)", m.group(1))}
 
 
-def start_udp_function(*args: str, startup_s: float = 30.0) -> UdpFunctionProcess:
-    """`tailwise serve --udp-…` on a free port."""
-    return _start(args, r"(?:reflecting|forwarding) UDP on (\S+)", UdpFunctionProcess, startup_s)
+def start_udp_function(*args: str, startup_s: float = 30.0, cpu: int | None = None) -> UdpFunctionProcess:
+    """`tailwise serve --udp-…` on a free port (``cpu``: on that CPU only)."""
+    return _start(args, r"(?:reflecting|forwarding) UDP on (\S+)", UdpFunctionProcess, startup_s, cpu)

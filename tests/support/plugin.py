@@ -102,8 +102,8 @@ def _started(start):
     teardown."""
     started: list[ServeProcess] = []
 
-    def _start(*args: str) -> ServeProcess:
-        s = start(*args)
+    def _start(*args: str, **kwargs) -> ServeProcess:
+        s = start(*args, **kwargs)
         started.append(s)
         return s
 
@@ -121,9 +121,9 @@ def serve():
 @pytest.fixture
 def udp_reflector():
     """Factory fixture: `tailwise serve --udp-reflect` with the given flags (e.g. "--drop-every",
-    "10") on a free loopback port: .addr, .url (udp+flow://), .stop(), then .counters(). All are
-    stopped at teardown."""
-    yield from _started(lambda *args: start_udp_function("--udp-reflect", *args))
+    "10") on a free loopback port (``cpu=N``: run on CPU N only, with --no-pin): .addr, .url
+    (udp+flow://), .stop(), then .counters(). All are stopped at teardown."""
+    yield from _started(lambda *args, **kw: start_udp_function("--udp-reflect", *args, **kw))
 
 
 @pytest.fixture

@@ -69,16 +69,21 @@ def isolated_cpus() -> set[int]:
     return cpu_list(_read("/sys/devices/system/cpu/isolated"))
 
 
-def listener_cpus(port: int) -> set[int] | None:
-    """The CPUs the process listening on TCP ``port`` on this host may run on (its affinity), or
-    None when it cannot be found or read: a loopback target's own pinning, so that a remedy does not
-    ask for what is already so."""
+#: A listening socket's state in /proc/net/{tcp,udp}[6] (include/net/tcp_states.h): a TCP socket
+#: in LISTEN (0A), a UDP socket bound but not connected (07, TCP_CLOSE) — a UDP server's.
+_LISTENING = {"tcp": "0A", "udp": "07"}
+
+
+def listener_cpus(port: int, proto: str = "tcp") -> set[int] | None:
+    """The CPUs the process listening on ``port`` (TCP, or UDP with ``proto="udp"``) on this host may
+    run on (its affinity), or None when it cannot be found or read: a loopback target's own pinning,
+    so that a remedy does not ask for what is already so."""
     inodes = set()
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+    for table in (f"/proc/net/{proto}", f"/proc/net/{proto}6"):
         for line in (_read(table) or "").splitlines()[1:]:
             f = line.split()
-            # local_address is HEXIP:HEXPORT; state 0A is LISTEN.
-            if len(f) > 9 and f[3] == "0A" and int(f[1].rsplit(":", 1)[1], 16) == port:
+            # local_address is HEXIP:HEXPORT, then rem_address, then the state.
+            if len(f) > 9 and f[3] == _LISTENING[proto] and int(f[1].rsplit(":", 1)[1], 16) == port:
                 inodes.add(f"socket:[{f[9]}]")
     if not inodes:
         return None

@@ -26,6 +26,7 @@ from tailwise.measure.server import builtin_server, server_stats
 from tailwise.spec.fleet import Fleet
 from tailwise.spec.load import TestStall
 from tailwise.spec.runspec import RunSpec, timestamp_source
+from tailwise.spec.target import DATAGRAM
 from tailwise.spec.units import fmt_ns, parse_dist, parse_time_ns
 
 #: CPU seconds one analysis takes per million samples kept, with room for a busy machine
@@ -170,8 +171,8 @@ def _setting(rs: RunSpec, engine_threads: int, local: bool, own: bool) -> Settin
     engine = _busy_cpus(engine_threads, 0) if rs.pin else None
     if own and engine and local and not rs.builtin:
         # A server on this host: own CPUs only if its process is pinned away from the engine's.
-        ports = {int(t.socket_addr().rsplit(":", 1)[1]) for t in rs.targets}
-        theirs = [listener_cpus(port) for port in ports]
+        ports = {(int(t.socket_addr().rsplit(":", 1)[1]), "udp" if t.scheme in DATAGRAM else "tcp") for t in rs.targets}
+        theirs = [listener_cpus(port, proto) for port, proto in ports]
         own = all(c is not None and not (c & engine) for c in theirs)
     return Setting(poll="spin" if rs.busy_poll else "block", engine_cpus=tuple(sorted(engine)) if engine else None,
                    own_cpus=bool(own and engine), isolated=bool(engine) and engine <= isolated_cpus(),
