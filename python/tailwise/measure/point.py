@@ -110,14 +110,16 @@ def prepare(rs: RunSpec, warn: Warn = lambda cause, remedy: None, fleet: Fleet |
              "the server sleeps between requests and the tail includes preemption: use fewer --threads/--workers or --poll block")
     elif not rs.builtin and busy > cores:
         warn(f"{busy} spinning engine threads on {cores} CPUs", f"use --threads {cores} or fewer, or --poll block")
-    # The CPUs the coordinator must not take: the engine's and the built-in server's; all of them
-    # when the target is on this machine (loopback), whose CPUs we cannot know.
+    # The CPUs the coordinator must not take: the engine's and the built-in server's; with a target
+    # on this machine (loopback), its process's too — all of them when they cannot be read.
     local = any(ipaddress.ip_address(t.socket_addr().rsplit(":", 1)[0].strip("[]")).is_loopback for t in rs.targets)
     engine_threads = threads + (1 if rs.probe_conns else 0)
     host["knobs"] = host_knobs(rs, local, server_spin, warn)
     busy_cpus = None
     if rs.pin:
-        busy_cpus = set(os.sched_getaffinity(0)) if local else _busy_cpus(engine_threads, 0 if rs.targets else workers)
+        busy_cpus = _busy_cpus(engine_threads, 0 if rs.targets else workers)
+        theirs = _local_target_cpus(rs) if local else []
+        busy_cpus = set(os.sched_getaffinity(0)) if None in theirs else busy_cpus.union(*theirs)
     return Setup(host=host, server_spin=server_spin, busy_cpus=busy_cpus,
                  setting=_setting(rs, engine_threads, local, own=busy + workers <= cores if rs.builtin else busy <= cores))
 
@@ -171,12 +173,17 @@ def _setting(rs: RunSpec, engine_threads: int, local: bool, own: bool) -> Settin
     engine = _busy_cpus(engine_threads, 0) if rs.pin else None
     if own and engine and local and not rs.builtin:
         # A server on this host: own CPUs only if its process is pinned away from the engine's.
-        ports = {(int(t.socket_addr().rsplit(":", 1)[1]), "udp" if t.scheme in DATAGRAM else "tcp") for t in rs.targets}
-        theirs = [listener_cpus(port, proto) for port, proto in ports]
-        own = all(c is not None and not (c & engine) for c in theirs)
+        own = all(c is not None and not (c & engine) for c in _local_target_cpus(rs))
     return Setting(poll="spin" if rs.busy_poll else "block", engine_cpus=tuple(sorted(engine)) if engine else None,
                    own_cpus=bool(own and engine), isolated=bool(engine) and engine <= isolated_cpus(),
                    local_target=rs.builtin or local, builtin=rs.builtin)
+
+
+def _local_target_cpus(rs: RunSpec) -> list[set[int] | None]:
+    """The CPUs each process serving a target on this host may run on (None: not found or not
+    readable), found by its listening TCP or bound UDP socket (agent/host.listener_cpus)."""
+    ports = {(int(t.socket_addr().rsplit(":", 1)[1]), "udp" if t.scheme in DATAGRAM else "tcp") for t in rs.targets}
+    return [listener_cpus(port, proto) for port, proto in sorted(ports)]
 
 
 def _busy_cpus(threads: int, workers: int) -> set[int]:
