@@ -64,15 +64,16 @@ def test_builtin_server_fixed_10us_at_5000():
         assert v["high_ns"] is None or v["value_ns"] <= v["high_ns"]
     values = [pcts[p]["value_ns"] for p in (50, 90, 99, 99.9, 99.99) if pcts[p]["value_ns"] is not None]
     assert values == sorted(values)
-    # ~14.5k samples support p90 and p99 — unless a pause of the host (which stops the server too)
-    # correlates hundreds of them: then the run says how many independent ones it would need.
+    # ~14.5k samples support p90 and p99 — unless the host's pauses (which stop the server too)
+    # correlate them: one of ≥ 10 ms, or (CI, 2026-11-27) many of ~1 ms in a busy stretch. Then the
+    # run says how many independent ones it would need, and it is their correlation, not their
+    # count, that is short (samples_needed counts effective samples: independent ones).
     unsupported = [p for p in (90, 99) if pcts[p]["value_ns"] is None]
-    if unsupported:
-        ts = s["target_stats"]
-        longest_ns = max(ts["stalls_longest_ns"] or 0, m["stalls_longest_ns"])
-        assert longest_ns >= 10_000_000, (unsupported, ts, m)
-        # (samples_needed counts effective samples: independent ones.)
-        assert all(pcts[p]["samples_needed"] > pcts[p]["n_effective"] for p in unsupported), pcts
+    for p in unsupported:
+        assert pcts[p]["samples_needed"] > pcts[p]["n_effective"], pcts[p]
+        assert pcts[p]["n_effective"] < s["latency"]["samples"] / 10, pcts[p]
+    if 99 in unsupported:  # the run's percentile (--percentile 99): no answer, and it says so
+        assert s["verdict"] == "not-measurable"
     assert pcts[99.99]["value_ns"] is None and pcts[99.99]["samples_needed"] == 36_887  # 15k samples
     assert s["config"]["builtin_server"]["service"] == "fixed:10us"
     assert s["config"]["rate_rps"] == 5000
