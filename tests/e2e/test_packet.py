@@ -156,9 +156,9 @@ def test_a_rate_the_machine_carries_passes_with_an_interval_for_p99_99(udp_refle
     # The network function runs where the engine does (the highest CPU: agent/host.pinned_cpus),
     # which sleeps between packets (--poll block, the default), so that the coordinator's CPU is
     # its own. With the reflector on the coordinator's CPU (serve's default pin, CPU 0) the two
-    # share it and the tail comes in longer clusters: 60 s at 20k pps gave n_eff 10.1–10.2k for
-    # p99.99 (τ 59) there against 36–82k
-    # (τ 7–17) here (2026-11-27; `python bench/packet/placement.py`, BENCHMARKS.md "Packet mode").
+    # share it and the tail comes in longer clusters: 60 s at 20k pps gave n_eff 10.1–18.2k for
+    # p99.99 (τ 33–59) there against 33–82k (τ 7–18) here, at the cost of p99 (22 → 185 µs;
+    # 2026-11-27, `python bench/packet/placement.py`, BENCHMARKS.md "Packet mode").
     r = udp_reflector(cpu=max(os.sched_getaffinity(0)))
     # p99.99 needs ~37,000 *effective* samples, and the host still clusters some of its tail (it
     # takes a vCPU for 1–3 ms at times, and every packet in flight then waits), so n_eff = n / τ,
