@@ -25,7 +25,7 @@ from tailwise.results.documents import base as documents_base
 from tailwise.results.documents.run import Summary, Tool
 from tailwise.results.files import (RUN_SCHEMA, SAMPLE_COLUMN_DTYPES, STAGE, check_out_dir, install,
                                     release_freed_memory, write_json, write_packet_hist_csv, write_packets_csv)
-from tailwise.stats.histogram import LinearHistogram, decode
+from tailwise.stats.histogram import LinearHistogram, decode, java_rank
 from tailwise.stats.quantiles import DEFAULT_PERCENTILES
 
 if TYPE_CHECKING:
@@ -196,8 +196,7 @@ def values_at_percentiles(h: HdrHistogram, ps) -> list[int]:
     nearest instead, which can give the value one request lower: a percentile better than the
     requests measured. One walk of the histogram for all of them."""
     n = h.get_total_count()
-    # As Java: 1 ulp less, then the rank rounded up.
-    ranks = [max(1, math.ceil(min(max(math.nextafter(p, -math.inf), 0.0), 100.0) * n / 100.0)) for p in ps]
+    ranks = [java_rank(p, n) for p in ps]
     values = [0] * len(ps)
     pending = sorted(range(len(ps)), key=lambda i: ranks[i])
     if n == 0:

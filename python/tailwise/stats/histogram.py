@@ -18,6 +18,12 @@ import numpy as np
 from tailwise import _core
 
 
+def java_rank(p: float, n: int) -> int:
+    """The rank (1-based) of the p-th percentile (0–100) of n values as Java HdrHistogram's
+    ``getValueAtPercentile`` takes it: p one ulp less, then ⌈p/100 · n⌉, at least 1."""
+    return max(1, math.ceil(min(max(math.nextafter(p, -math.inf), 0.0), 100.0) * n / 100.0))
+
+
 def decode(raw: bytes) -> _core.Histogram:
     """HdrHistogram V2 compressed bytes (from the engine) → the crate's histogram."""
     return _core.Histogram.decode(raw)
@@ -92,9 +98,7 @@ class LinearHistogram:
         cum = np.cumsum(self.counts)
         out: list[int | None] = []
         for p in ps:
-            # As values_at_percentiles (results/summary.py) and Java: 1 ulp less, then rounded up.
-            rank = max(1, math.ceil(min(max(math.nextafter(p, -math.inf), 0.0), 100.0) * n / 100.0))
-            i = int(np.searchsorted(cum, rank)) if n else len(cum)
+            i = int(np.searchsorted(cum, java_rank(p, n))) if n else len(cum)
             out.append((i + 1) * self.bin_ns - 1 if i < len(cum) else None)
         return out
 
