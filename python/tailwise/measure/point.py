@@ -115,13 +115,14 @@ def prepare(rs: RunSpec, warn: Warn = lambda cause, remedy: None, fleet: Fleet |
     local = any(ipaddress.ip_address(t.socket_addr().rsplit(":", 1)[0].strip("[]")).is_loopback for t in rs.targets)
     engine_threads = threads + (1 if rs.probe_conns else 0)
     host["knobs"] = host_knobs(rs, local, server_spin, warn)
+    theirs = _local_target_cpus(rs) if local and rs.pin else []
     busy_cpus = None
     if rs.pin:
         busy_cpus = _busy_cpus(engine_threads, 0 if rs.targets else workers)
-        theirs = _local_target_cpus(rs) if local else []
         busy_cpus = set(os.sched_getaffinity(0)) if None in theirs else busy_cpus.union(*theirs)
+    own = busy + workers <= cores if rs.builtin else busy <= cores
     return Setup(host=host, server_spin=server_spin, busy_cpus=busy_cpus,
-                 setting=_setting(rs, engine_threads, local, own=busy + workers <= cores if rs.builtin else busy <= cores))
+                 setting=_setting(rs, engine_threads, local, own, theirs))
 
 
 def _prepare_fleet(rs: RunSpec, fleet: Fleet) -> Setup:
@@ -167,13 +168,14 @@ def facing(address: str) -> str:
         return s.getsockname()[0]
 
 
-def _setting(rs: RunSpec, engine_threads: int, local: bool, own: bool) -> Setting:
+def _setting(rs: RunSpec, engine_threads: int, local: bool, own: bool, theirs: list[set[int] | None]) -> Setting:
     """How the client runs (checks.Setting), read from the machine: the engine's CPUs, whether the
-    kernel isolates them, and for a target on this host whether its process shares them."""
+    kernel isolates them, and for a target on this host whether its process shares them (``theirs``:
+    ``_local_target_cpus``, read once by ``prepare``)."""
     engine = _busy_cpus(engine_threads, 0) if rs.pin else None
     if own and engine and local and not rs.builtin:
         # A server on this host: own CPUs only if its process is pinned away from the engine's.
-        own = all(c is not None and not (c & engine) for c in _local_target_cpus(rs))
+        own = all(c is not None and not (c & engine) for c in theirs)
     return Setting(poll="spin" if rs.busy_poll else "block", engine_cpus=tuple(sorted(engine)) if engine else None,
                    own_cpus=bool(own and engine), isolated=bool(engine) and engine <= isolated_cpus(),
                    local_target=rs.builtin or local, builtin=rs.builtin)
