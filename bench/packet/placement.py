@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
 import subprocess
 import sys
@@ -31,37 +30,23 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-TAILWISE = [sys.executable, "-m", "tailwise"]
+sys.path.insert(0, str(ROOT / "bench" / "packet"))
+
+from run import TAILWISE, Reflector, Where, _free_port, cpus, pinned  # noqa: E402  (bench/packet/run.py)
 #: A run may take this much longer than its --duration (start, analysis) before it is killed.
 RUN_SLACK_S = 90.0
 
 
-def reflector(cpu: int | None) -> tuple[subprocess.Popen, str]:
-    """`tailwise serve --udp-reflect` on a free loopback port; on ``cpu`` only, unpinned, if given."""
-    where = ["taskset", "-c", str(cpu)] if cpu is not None else []
-    pin = ["--no-pin"] if cpu is not None else []
-    proc = subprocess.Popen([*where, *TAILWISE, "serve", "--udp-reflect", "--listen", "127.0.0.1:0", *pin],
-                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        m = re.search(r"reflecting UDP on (\S+)", proc.stdout.readline())
-        if m:
-            return proc, m.group(1)
-        if proc.poll() is not None:
-            break
-    proc.kill()
-    raise SystemExit("tailwise serve --udp-reflect did not start")
-
-
 def one(placement: str, engine_cpu: int, rate: str, seconds: int) -> dict:
-    proc, addr = reflector(engine_cpu if placement == "engine" else None)
-    try:
-        r = subprocess.run([*TAILWISE, "run", f"udp+flow://{addr}", "--rate", rate, "--duration", str(seconds),
-                            "--timeout", "1s", "--arrival", "exp", "--timestamps", "kernel", "--percentile", "99.99",
-                            "--json"], capture_output=True, text=True, timeout=seconds + RUN_SLACK_S)
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
+    # serve's own pin (worker 0 on CPU 0), or the engine's CPU under taskset, unpinned.
+    on_engine = placement == "engine"
+    path = Where("loopback", "127.0.0.1", _free_port(False),
+                 server_prefix=pinned([], engine_cpu, []) if on_engine else [])
+    with Reflector(path, path.port, pin=not on_engine):
+        r = subprocess.run([*TAILWISE, "run", f"udp+flow://127.0.0.1:{path.port}", "--rate", rate, "--duration",
+                            str(seconds), "--timeout", "1s", "--arrival", "exp", "--timestamps", "kernel",
+                            "--percentile", "99.99", "--json"], capture_output=True, text=True,
+                           timeout=seconds + RUN_SLACK_S)
     s = json.loads(r.stdout)
     p = {row["p"]: row for row in s["latency"]["percentiles"]}
     ind = next(c for c in s["checks"] if c["name"] == "independence")
@@ -69,8 +54,8 @@ def one(placement: str, engine_cpu: int, rate: str, seconds: int) -> dict:
     return {"placement": placement, "verdict": s["verdict"], "samples": s["latency"]["samples"],
             "p99_99_n_effective": p[99.99]["n_effective"], "tau": float(tau[-1]) if tau else None,
             "p99_99_ns": p[99.99]["value_ns"], "p99_99_lower_bound_ns": p[99.99].get("lower_bound_ns"),
-            **{f"p{q:g}_every_ns": v["value_ns"] for v in s["latency"]["histogram"]["percentiles"]
-               for q in [v["p"]] if q in (50.0, 99.0, 99.9)},
+            **{f"p{v['p']:g}_every_ns": v["value_ns"] for v in s["latency"]["histogram"]["percentiles"]
+               if v["p"] in (50.0, 99.0, 99.9)},
             "lost": s["counters"]["lost"]}
 
 
@@ -81,7 +66,7 @@ def main() -> None:
     ap.add_argument("--seconds", type=int, default=60)
     ap.add_argument("--json", type=Path, default=ROOT / "bench" / "out" / "packet-placement.json")
     a = ap.parse_args()
-    engine_cpu = max(os.sched_getaffinity(0))
+    engine_cpu = cpus()[1]  # the one engine thread's: the highest allowed CPU
     rows = []
     for pair in range(a.pairs):
         for placement in ("coordinator", "engine"):

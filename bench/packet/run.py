@@ -131,14 +131,15 @@ def pinned(prefix: list[str], cpu: int, argv: list[str]) -> list[str]:
 # --------------------------------------------------------------------------------- tailwise
 
 class Reflector:
-    """`tailwise serve --udp-reflect` on the path's server side, one worker pinned; stopped by
+    """`tailwise serve --udp-reflect` on the path's server side, one worker pinned (unless ``pin``
+    is False: then where the path's server prefix puts it, e.g. `taskset`); stopped by
     SIGINT (its pid: `ip netns exec` execs, so the pid is the server's), its counters kept."""
 
     LINE = re.compile(r"reflecting UDP on (\S+)")
 
-    def __init__(self, path: Where, port: int):
+    def __init__(self, path: Where, port: int, pin: bool = True):
         self.argv = [*path.server_prefix, *TAILWISE, "serve", "--udp-reflect", "--listen", f"{path.server_ip}:{port}",
-                     "--workers", "1", "--pin"]
+                     "--workers", "1", "--pin" if pin else "--no-pin"]
         self.out = tempfile.TemporaryFile("w+")
         self.proc: subprocess.Popen | None = None
         self.counters: str | None = None
