@@ -164,7 +164,7 @@ def noise_text(ns: dict) -> str:
 
 @dataclass
 class Ran:
-    """A client run: exit code, output, its own CPU and peak resident memory (from wait4)."""
+    """A client run: exit code, output, its own CPU (from wait4) and peak resident memory (VmHWM)."""
 
     rc: int | None
     stdout: str
@@ -178,8 +178,11 @@ class Ran:
 
 def run_client(argv: list[str], timeout_s: float, rss_every_s: float | None = None, env: dict | None = None,
                during=None) -> Ran:
-    """Run a client to its end (killed after ``timeout_s``), stdin closed. Its CPU and peak RSS
-    come from wait4 (the process and the children it reaped); ``rss_every_s`` samples VmRSS.
+    """Run a client to its end (killed after ``timeout_s``), stdin closed. Its CPU comes from wait4
+    (the process and the children it reaped); its peak RSS is the last VmHWM read every 10 ms, not
+    wait4's ru_maxrss: subprocess starts the child with vfork, and exec then records the parent's
+    high-water mark as the child's (kernel exec_mmap), so every small peer read as this driver's
+    size. ``rss_every_s`` samples VmRSS.
     ``during(pid, t_since_start)`` is called every 10 ms while it runs (a freeze of the server)."""
     out, err = tempfile.TemporaryFile("w+"), tempfile.TemporaryFile("w+")
     t0 = time.monotonic()
@@ -188,7 +191,9 @@ def run_client(argv: list[str], timeout_s: float, rss_every_s: float | None = No
     series: list[float] = []
     next_rss = t0
     timed_out = False
+    hwm_mb = 0.0
     while True:
+        hwm_mb = max(hwm_mb, _vm(proc.pid, "VmHWM") or 0.0)
         pid, status, ru = os.wait4(proc.pid, os.WNOHANG)
         if pid:
             break
@@ -209,7 +214,7 @@ def run_client(argv: list[str], timeout_s: float, rss_every_s: float | None = No
     out.seek(0)
     err.seek(0)
     return Ran(proc.returncode, out.read(), err.read(), time.monotonic() - t0, ru.ru_utime + ru.ru_stime,
-               ru.ru_maxrss / 1024, series, timed_out)
+               hwm_mb, series, timed_out)
 
 
 def _vm(pid: int, key: str) -> float | None:
