@@ -127,10 +127,16 @@ class Noise:
         }
 
 
+#: CPUs a `tailwise serve --spin` of ours occupies now: a spinner there would time our own server
+#: (it lost ~51 % of its time beside one), not the machine, so it is not run there.
+_SPINNING: set[int] = set()
+
+
 def spinner() -> dict:
-    """What a lone pinned spinner loses on each of our CPUs (0.3 s each): stalls > 5 µs."""
+    """What a lone pinned spinner loses on each of our CPUs (0.3 s each): stalls > 5 µs. A CPU our
+    own spinning server holds is left out (no key)."""
     out = {}
-    for cpu in sorted({SERVER_CPU, CLIENT_CPU}):
+    for cpu in sorted({SERVER_CPU, CLIENT_CPU} - _SPINNING):
         st = _core.measure_stalls(300_000_000, NOISE_STALL_NS, cpu)
         # Descheduled past its own end, a spinner can "lose" more than its span: at most all of it.
         out[str(cpu)] = round(min(st["lost_ns"] / st["duration_ns"], 1.0), 4)
@@ -291,8 +297,11 @@ def tailwise_server(service: str, spin: bool = True):
                 raise RuntimeError(f"tailwise serve did not start: {log.read()[-500:]}")
             else:
                 time.sleep(0.05)
+        if spin:
+            _SPINNING.add(SERVER_CPU)
         yield addr, proc.pid
     finally:
+        _SPINNING.discard(SERVER_CPU)
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGINT)
         try:
