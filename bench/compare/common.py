@@ -31,6 +31,8 @@ TAILWISE = [sys.executable, "-m", "tailwise"]
 SLACK_S = 60.0
 #: A stall longer than this counts as noise (tests/support/noise.py, bench/packet).
 NOISE_STALL_NS = 5_000
+#: Shortest span whose steal and foreign CPU are worth a figure (/proc/stat counts 10 ms jiffies).
+MIN_NOISE_SPAN_S = 1.0
 
 
 def cpus() -> tuple[int, int]:
@@ -120,9 +122,12 @@ class Noise:
         hz = os.sysconf("SC_CLK_TCK")
         span = wall * 2  # two CPUs
         busy = (s1["busy"] - self.s0["busy"]) / hz
+        # /proc/stat counts in jiffies (10 ms): over a span shorter than MIN_NOISE_SPAN_S one
+        # jiffy is several per cent, so such a span has no figures (stats' 10k round is ~30 ms).
+        short = wall < MIN_NOISE_SPAN_S
         self.figures = {
-            "steal": round((s1["steal"] - self.s0["steal"]) / hz / span, 4),
-            "foreign_cpu": round(max(busy - (o1 - self.o0), 0.0) / span, 4),
+            "steal": None if short else round((s1["steal"] - self.s0["steal"]) / hz / span, 4),
+            "foreign_cpu": None if short else round(max(busy - (o1 - self.o0), 0.0) / span, 4),
             "wall_s": round(wall, 2),
         }
 
@@ -150,8 +155,9 @@ def noise_summary(cells: list[dict]) -> dict:
         return None if s is None else {"median": s["median"], "max": s["max"]}
     return {
         "spinner_lost": ms([v for c in cells for v in (c.get("spinner") or {}).values()]),
-        "steal": ms([c["noise"]["steal"] for c in cells if c.get("noise")]),
-        "foreign_cpu": ms([c["noise"]["foreign_cpu"] for c in cells if c.get("noise")]),
+        "steal": ms([c["noise"]["steal"] for c in cells if (c.get("noise") or {}).get("steal") is not None]),
+        "foreign_cpu": ms([c["noise"]["foreign_cpu"] for c in cells
+                           if (c.get("noise") or {}).get("foreign_cpu") is not None]),
     }
 
 
