@@ -38,6 +38,7 @@ import grpc
 import numpy as np
 import pytest
 
+from support.agents import TOKEN, agent_process, token_file
 from support.cli import CLI, run_cli
 from support.servers import free_port
 from tailwise import _core
@@ -50,7 +51,6 @@ from tailwise.agent.server import AgentServer, Limits, serve
 from tailwise.measure.server import builtin_server
 from tailwise.spec.load import LoadSpec, Probe
 
-TOKEN = "test-token-0123456789abcdef"
 CALL_S = 10.0
 FINISH_S = 60.0
 SEC = 1_000_000_000
@@ -365,36 +365,6 @@ def test_a_silent_coordinator_loses_its_load_then_its_run(target):
 
 
 # --------------------------------------------------------------------------- `tailwise agent`
-
-def token_file(tmp_path: Path, token: str = TOKEN) -> Path:
-    path = tmp_path / "token"
-    path.write_text(token + "\n")
-    path.chmod(0o600)
-    return path
-
-
-@contextmanager
-def agent_process(*args: str):
-    """`tailwise agent` on a free port; yields (process, port, the lines it printed so far)."""
-    proc = subprocess.Popen([*CLI, "agent", "--listen", "127.0.0.1:0", *args], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
-    try:
-        deadline = time.monotonic() + 30
-        lines = []
-        while time.monotonic() < deadline:
-            line = proc.stdout.readline()
-            lines.append(line)
-            if m := re.search(r"listening on 127\.0\.0\.1:(\d+)", line):
-                yield proc, int(m.group(1)), lines
-                return
-            if not line and proc.poll() is not None:
-                break
-        pytest.fail(f"tailwise agent did not start: {lines} {proc.stderr.read() if proc.poll() is not None else ''}")
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(10)
-
 
 def test_the_agent_command_serves_and_stops_on_sigterm(tmp_path):
     path = token_file(tmp_path)

@@ -7,6 +7,7 @@ an interval for p99.99; at a rate it cannot carry the verdict says so with its f
 
 from __future__ import annotations
 
+import csv
 import json
 import os
 import re
@@ -15,6 +16,7 @@ import subprocess
 import time
 
 import pytest
+from support.agents import agent_process, token_file
 from support.cli import CLI, run_cli
 from support.schemas import assert_valid
 
@@ -120,6 +122,35 @@ def test_impairments_are_counted_exactly(udp_reflector, case):
         assert checks["errors"]["ok"], "lost packets are the loss check's, not errors"
     else:
         assert loss["ok"]
+
+
+def test_a_run_on_two_agents_counts_as_one_engine_would(udp_reflector, tmp_path):
+    # Packet mode through `tailwise agent` (gRPC): the 100 ns bins come as a part of their own,
+    # and the loss, duplicate and per-interval counts are the agents' added. Each agent once sent
+    # its bins inside the JSON meta, which failed, and the run lost its result.
+    r = udp_reflector("--drop-every", "10", "--duplicate-every", "8")
+    token = token_file(tmp_path)
+    out = tmp_path / "run"
+    with agent_process("--token-file", str(token)) as (_, a, _), agent_process("--token-file", str(token)) as (_, b, _):
+        # 2 × 20k rows: past one row group of the samples file (results/samples.GROUP_ROWS).
+        s = run_packets(r.url, "--agents", f"127.0.0.1:{a},127.0.0.1:{b}", "--token-file", str(token),
+                        "--out", str(out), rate="20k", duration="2")
+    assert r.stop(signal.SIGINT) == 0
+    got = r.counters()
+    check(s)
+    c = s["counters"]
+    assert [agent["address"] for agent in s["agents"]] == [f"127.0.0.1:{a}", f"127.0.0.1:{b}"]
+    assert got["received"] == c["sent"] and c["sent"] > 32_768
+    assert (c["lost"], c["duplicates"]) == (got["dropped"], got["duplicated"]), (got, c)
+    assert s["packets"]["resolution_ns"] == 100
+    rows = [line.split(",") for line in (out / "packets.csv").read_text().splitlines()[1:]]
+    assert [sum(int(row[k]) for row in rows) for k in range(2, 7)] == \
+        [c["sent"], c["received"], c["lost"], c["reordered"], c["duplicates"]]
+    bins = [line.split(",") for line in (out / "packets-hist.csv").read_text().splitlines()[1:]]
+    assert sum(int(n) for _, _, n in bins) == c["received"]
+    with (out / "samples.csv").open() as f:
+        used = [int(row["used"]) for row in csv.DictReader(f)]
+    assert len(used) == c["sent"] and sum(used) == s["latency"]["samples"]
 
 
 @pytest.mark.skipif(netns.can_create() is not None, reason=str(netns.can_create()))

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from tailwise import _core
-from tailwise.agent.group import MergedIntervals, _add, probe_spec, shares
+from tailwise.agent.group import MergedIntervals, _add, _counters, _packet_hist, _packet_intervals, probe_spec, shares
 from tailwise.spec.load import LoadSpec, Probe
 
 
@@ -63,3 +63,21 @@ def test_interval_histograms_merge_bucket_by_bucket():
 def test_counters_add_and_times_take_the_latest():
     got = _add([{"sent": 3, "elapsed_ns": 10, "x": True}, {"sent": 4, "elapsed_ns": 12}, {}])
     assert got == {"sent": 7, "elapsed_ns": 12}
+
+
+def test_packet_counts_add_and_the_largest_displacement_is_kept():
+    got = _counters([{"sent": 10, "lost": 2, "duplicates": 1, "reordered": 3, "reorder_max": 2},
+                     {"sent": 5, "lost": 1, "reordered": 1, "reorder_max": 4}])
+    assert (got["sent"], got["lost"], got["duplicates"], got["reordered"], got["reorder_max"]) == (15, 3, 1, 4, 4)
+    # Interval by interval, whichever agent saw an interval.
+    rows = _packet_intervals([[[0, 10, 9, 1, 0, 0], [1, 10, 10, 0, 1, 2]], [[1, 5, 4, 1, 0, 0], [2, 5, 5, 0, 0, 0]]])
+    assert rows == [(0, 10, 9, 1, 0, 0), (1, 15, 14, 1, 1, 2), (2, 5, 5, 0, 0, 0)]
+
+
+def test_packet_histograms_come_as_a_shape_and_bins_and_merge():
+    shape = {"bin_ns": 100, "range_ns": 10_000_000, "above": 1}
+    a, b = np.array([0, 2, 1], dtype="<u8"), np.array([1], dtype="<u8")
+    got = _packet_hist([(shape, a.tobytes()), (shape | {"above": 0}, b.tobytes()), (None, None)])
+    assert np.frombuffer(got["counts"], dtype="<u8").tolist() == [1, 2, 1] and got["above"] == 1
+    assert _packet_hist([(None, None)]) is None
+

@@ -138,3 +138,18 @@ def test_linear_percentiles_above_the_range_are_not_given():
     assert h.values_at_percentiles([98.0, 98.5, 100.0]) == [1_099, None, None]
     assert (h.above, h.max_ns, h.total) == (2, None, 100)
     assert _linear([]).values_at_percentiles([50.0]) == [None]
+
+
+def test_linear_histograms_of_several_agents_merge_into_the_pooled_one():
+    rng = np.random.default_rng(11)
+    parts = [rng.integers(0, 300_000, n).tolist() for n in (5_000, 17)] + [[20_000_000, 50]]
+    merged = LinearHistogram.merged([_linear(v) for v in parts])
+    pooled = _linear([v for vs in parts for v in vs])
+    assert (merged.total, merged.above) == (pooled.total, pooled.above) == (5_019, 1)
+    assert np.array_equal(merged.counts, pooled.counts)
+    again = LinearHistogram.from_engine(merged.to_engine())
+    assert np.array_equal(again.counts, pooled.counts) and again.above == 1
+    assert LinearHistogram.merged([]) is None
+    with pytest.raises(ValueError, match="different bins"):
+        LinearHistogram.merged([_linear([1]), _linear([1], bin_ns=1_000)])
+

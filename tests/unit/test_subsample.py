@@ -136,6 +136,21 @@ def test_streamed_file_is_the_file_written_from_memory(tmp_path):
     assert streamed.sort_by([(k, "ascending") for k in key]).equals(table.sort_by([(k, "ascending") for k in key]))
 
 
+def test_rows_held_in_memory_keep_their_used_mask_across_row_groups(tmp_path):
+    # A run on agents writes its pooled rows from memory: more than one row group's worth, each
+    # group with its own slice of the mask (it once got the whole mask, and pyarrow refused).
+    n = 2 * files.GROUP_ROWS + 5
+    rows = _rows(np.arange(n, dtype=np.uint64), np.arange(n, dtype=np.uint64))
+    used = (np.arange(n) % 3 == 0).astype(np.uint8)
+    for fmt in ("csv", "parquet"):
+        path = tmp_path / f"s.{fmt}"
+        assert files.write_samples(path, fmt, iter([rows]), sample_columns, files.used_in_order(used),
+                                   SAMPLE_DTYPE) == n
+        table = pacsv.read_csv(path) if fmt == "csv" else pq.read_table(path)
+        assert np.array_equal(table.column("used").to_numpy(), used)
+        assert np.array_equal(table.column("intended_ns").to_numpy(), rows["intended_ns"].astype(np.int64))
+
+
 def test_an_empty_spool_still_writes_the_columns(tmp_path):
     path = tmp_path / "samples-local.bin"
     path.write_bytes(b"")

@@ -39,6 +39,7 @@ from tailwise.agent.local import (SAMPLE_DTYPE, AgentResult, AgentShare, StallSo
 from tailwise.agent.remote import ClockOffset, RemoteAgent
 from tailwise.errors import TailwiseError
 from tailwise.spec.load import LoadSpec, Probe
+from tailwise.stats.histogram import LinearHistogram
 
 #: How far ahead the common start is put: every agent must have connected before it.
 START_AHEAD_NS = 500_000_000
@@ -448,6 +449,8 @@ class GroupSession:
             engine_stalls_ns=sorted({tuple(s) for meta in metas for s in meta.get("engine_stalls_ns", [])}
                                     | set(self.engine_stalls)),
             intervals=self.intervals, agents=[m.share() for m in self.members], barrier=self.barrier(), owner=owner,
+            packet_intervals=_packet_intervals([meta.get("packet_intervals") or [] for meta in metas]),
+            packet_hist=_packet_hist([(meta.get("packet_hist"), p.get("packet_hist")) for _, meta, p in results]),
         )
 
 
@@ -467,8 +470,8 @@ def _sorted(batches: list[np.ndarray], owners: list[np.ndarray]) -> tuple[np.nda
     return rows[order], owner[order]
 
 
-#: Counters that are times, not counts: the group's is the latest agent's.
-_LATEST = ("elapsed_ns", "snap_ns")
+#: Counters that are times or maxima, not counts: the group's is the largest agent's.
+_LARGEST = ("elapsed_ns", "snap_ns", "reorder_max")
 
 
 def _add(dicts: list[dict]) -> dict:
@@ -477,7 +480,7 @@ def _add(dicts: list[dict]) -> dict:
     for d in dicts:
         for k, v in (d or {}).items():
             if isinstance(v, (int, float)) and not isinstance(v, bool):
-                out[k] = max(out.get(k, 0), v) if k in _LATEST else out.get(k, 0) + v
+                out[k] = max(out.get(k, 0), v) if k in _LARGEST else out.get(k, 0) + v
     return out
 
 
@@ -492,7 +495,8 @@ def _add_reasons(lists: list[list]) -> list[tuple[str, int]]:
 #: The engine's counters (join()'s): the run's are theirs added, every one present (an agent that
 #: failed left only its last live counters, a subset).
 COUNTERS = ("intended", "sent", "received", "late", "never_sent", "errors", "timeouts", "unfinished", "rx_kernel",
-            "tx_kernel", "reconnects", "resent", "gets", "sets", "hits", "misses", "stored")
+            "tx_kernel", "reconnects", "resent", "gets", "sets", "hits", "misses", "stored",
+            "lost", "reordered", "reorder_max", "duplicates")
 
 
 def _counters(dicts: list[dict]) -> dict:
@@ -506,3 +510,22 @@ def _merge_hist(raws: list[bytes | None]) -> bytes:
         if raw:
             out.add(_core.Histogram.decode(raw))
     return out.encode()
+
+
+def _packet_intervals(lists: list[list]) -> list[tuple[int, int, int, int, int, int]]:
+    """Packet mode: the agents' counts per 100 ms interval of intended time, added interval by
+    interval (their schedules start together, at the barrier)."""
+    rows: dict[int, list[int]] = {}
+    for agent_rows in lists:
+        for index, *counts in agent_rows:
+            row = rows.setdefault(int(index), [0] * len(counts))
+            rows[int(index)] = [a + int(b) for a, b in zip(row, counts)]
+    return [(i, *rows[i]) for i in sorted(rows)]
+
+
+def _packet_hist(raws: list[tuple[dict | None, bytes | None]]) -> dict | None:
+    """Packet mode: the agents' 100 ns histograms (each one's shape in its meta, its bins a part)
+    added into one; None when no agent sent one (not packet mode)."""
+    hists = [LinearHistogram.from_engine({**shape, "counts": counts or b""}) for shape, counts in raws if shape]
+    merged = LinearHistogram.merged(hists)
+    return None if merged is None else merged.to_engine()

@@ -60,7 +60,8 @@ MAX_START_AHEAD_NS = 60_000_000_000
 #: How often Finish looks whether the engine ended, and the watchdog at most.
 POLL_S = 0.05
 #: The result's fields that travel as parts of their own (bytes), not in the meta JSON.
-BINARY_FIELDS = frozenset({"latency_hist", "send_lag_hist", "send_lag_unstalled_hist", "samples", "intervals"})
+BINARY_FIELDS = frozenset({"latency_hist", "send_lag_hist", "send_lag_unstalled_hist", "samples", "intervals",
+                           "packet_hist"})
 
 
 @dataclass(frozen=True)
@@ -402,6 +403,10 @@ class AgentServer(agent_pb2_grpc.AgentServicer):
         parts = [("latency_hist", result.latency_hist), ("send_lag_hist", result.send_lag_hist),
                  ("send_lag_unstalled_hist", result.send_lag_unstalled_hist),
                  ("samples", result.samples.tobytes()), *done_parts]
+        if (fine := result.packet_hist) is not None:
+            # Packet mode: the 100 ns bins go as a part of their own, their shape in the meta.
+            meta["packet_hist"] = {k: v for k, v in fine.items() if k != "counts"}
+            parts.append(("packet_hist", fine["counts"]))
         return meta, parts
 
     def _await_end(self, run: _Run, context: grpc.ServicerContext) -> bool:

@@ -120,6 +120,20 @@ def regrouped(pieces: Iterator[np.ndarray], rows: int = GROUP_ROWS) -> Iterator[
         yield np.concatenate(held)
 
 
+def used_in_order(used: np.ndarray):
+    """``used_of`` for rows written in the order of ``used`` (a run on agents, held in memory):
+    each call takes the mask's next ``len(rows)``, as ``write_samples`` calls it once a piece, in
+    order (its pieces are ``GROUP_ROWS`` long, not the run's)."""
+    at = 0
+
+    def used_of(rows: np.ndarray) -> np.ndarray:
+        nonlocal at
+        part = used[at:at + len(rows)]
+        at += len(rows)
+        return part
+    return used_of
+
+
 def write_samples(path: Path, fmt: str, pieces: Iterator[np.ndarray], columns_of, used_of, dtype: np.dtype) -> int:
     """The pieces' columns (``columns_of``: summary.sample_columns) with ``used`` (``used_of``:
     a piece → uint8 mask) appended to ``path`` as Parquet row groups or CSV rows, ``GROUP_ROWS``

@@ -431,7 +431,7 @@ def _write_samples(path: Path, fmt: str, summary: dict, result: AgentResult, use
     else:
         pieces = iter([result.samples])
         ok = used is not None and len(used) == len(result.samples)
-        used_of = (lambda _rows: used) if ok else (lambda rows: np.zeros(len(rows), np.uint8))
+        used_of = files.used_in_order(used) if ok else (lambda rows: np.zeros(len(rows), np.uint8))
     files.write_samples(path, fmt, pieces, sample_columns, used_of, result.samples.dtype)
 
 

@@ -81,6 +81,24 @@ class LinearHistogram:
             return None
         return cls(int(raw["bin_ns"]), int(raw["range_ns"]), np.frombuffer(raw["counts"], dtype="<u8"), int(raw["above"]))
 
+    @classmethod
+    def merged(cls, hists: list[LinearHistogram]) -> LinearHistogram | None:
+        """Several engines' histograms (a run's agents) as one: the same bins, their counts added
+        bin by bin, ``above`` added; None when there is none."""
+        if not hists:
+            return None
+        if len({(h.bin_ns, h.range_ns) for h in hists}) > 1:
+            raise ValueError(f"packet histograms of different bins: {[(h.bin_ns, h.range_ns) for h in hists]}")
+        counts = np.zeros(max(len(h.counts) for h in hists), dtype="<u8")
+        for h in hists:
+            counts[:len(h.counts)] += h.counts
+        return cls(hists[0].bin_ns, hists[0].range_ns, counts, sum(h.above for h in hists))
+
+    def to_engine(self) -> dict:
+        """The engine's ``packet_hist`` form again (``from_engine``'s inverse)."""
+        return {"bin_ns": self.bin_ns, "range_ns": self.range_ns, "counts": self.counts.astype("<u8").tobytes(),
+                "above": self.above}
+
     @property
     def total(self) -> int:
         return int(self.counts.sum()) + self.above
