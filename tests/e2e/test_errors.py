@@ -3,6 +3,7 @@
 import json
 import signal
 import socket
+import subprocess
 import time
 
 import pytest
@@ -115,6 +116,37 @@ def test_unwritable_out_dir_is_one_line_and_refused_before_the_run(tmp_path):
         _one_line_error(r, "cannot create output directory", "--out")
         # Refused before the first request: nothing was measured (and nothing lost).
         assert "measuring" not in r.stderr
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A 64 KiB tmpfs: room for a results directory's checks, not for its files."""
+    where = tmp_path / "small"
+    where.mkdir()
+    made = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(where)], capture_output=True,
+                          text=True)
+    if made.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {made.stderr.strip()}")
+    try:
+        yield where
+    finally:
+        subprocess.run(["umount", "-l", str(where)], check=False)
+
+
+def test_a_disk_that_fills_during_the_run_loses_no_figure(small_disk):
+    # The rows spooled during the run fill the disk first, then the results directory's files: the
+    # run goes on, and its summary is printed whole, with one line for each file problem.
+    r = run_cli("run", "--rate", "2k", "--duration", "1", "--json", "--out", str(small_disk / "run"))
+    assert r.returncode == 2, (r.returncode, r.stderr)
+    s = json.loads(r.stdout)
+    assert s["latency"]["samples"] > 0 and s["counters"]["received"] == s["counters"]["sent"]
+    assert "Traceback" not in r.stderr
+    warning = [ln for ln in r.stderr.splitlines() if ln.startswith("warning: every sampled request")]
+    assert len(warning) == 1 and "no space left on device" in warning[0], r.stderr
+    line = _one_line_error(r, "was not written", "no space left on device", "--out")
+    assert str(small_disk / "run") in line
+    assert not (small_disk / "run" / "summary.json").exists()
+    assert not (small_disk / "run" / ".tailwise-stage").exists(), "the half-written stage is gone"
 
 
 @pytest.mark.parametrize("args,needles", [

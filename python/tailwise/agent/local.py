@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import os
 import sys
@@ -125,6 +126,9 @@ class AgentResult:
     #: Every row the engine kept, as they came (48-byte rows, not sorted): what the results
     #: directory's samples file is written from (results/summary.write_out); None: not written.
     samples_file: Path | None = None
+    #: Why every row could not be kept on disk during the run (the disk full): the results
+    #: directory's samples file then holds ``samples`` only. None: nothing went wrong.
+    samples_file_error: str | None = None
 
 
 def decode_samples(raw: bytes) -> np.ndarray:
@@ -187,6 +191,8 @@ class Session:
         #: Every row, appended as it comes (``AgentResult.samples_file``).
         self.samples_file = samples_file
         self._spool: IO[bytes] | None = None
+        #: Why the samples file was given up during the run (``_drop_spool``); None: it was not.
+        self.spool_error: str | None = None
         if samples_file is not None:
             Path(samples_file).parent.mkdir(parents=True, exist_ok=True)
             self._spool = open(samples_file, "wb")
@@ -240,11 +246,25 @@ class Session:
     def _collect(self, raw: bytes) -> None:
         """A batch of finished rows: to the samples file whole, to the subsample."""
         if self._spool is not None and raw:
-            self._spool.write(raw)
-            self._spool.flush()
+            try:
+                self._spool.write(raw)
+                self._spool.flush()
+            except OSError as e:
+                self._drop_spool(e)
         batch = decode_samples(raw)
         if len(batch):
             self._kept.add(batch.copy())
+
+    def _drop_spool(self, e: OSError) -> None:
+        """The disk would not take more rows (full, gone): the run goes on without the samples
+        file, whose rows are given up to leave the space to the summary; the statistics keep
+        theirs. The results directory then holds the subsample's rows (``spool_error`` says so)."""
+        self.spool_error = f"{self.samples_file}: {(e.strerror or str(e)).lower()}"
+        with contextlib.suppress(OSError):
+            self._spool.close()
+        with contextlib.suppress(OSError):
+            Path(self.samples_file).unlink()
+        self._spool, self.samples_file = None, None
 
     def take(self, merge: bool = True) -> Taken | None:
         """A snapshot: every thread hands over what it finished and reports what is outstanding.
@@ -284,8 +304,11 @@ class Session:
         steal1 = steal_ticks()
         self._collect(raw["samples"])
         if self._spool is not None:
-            self._spool.close()
-            self._spool = None
+            try:
+                self._spool.close()
+                self._spool = None
+            except OSError as e:
+                self._drop_spool(e)
         samples = self.finished()
         return AgentResult(
             counters=dict(raw["counters"]),
@@ -313,6 +336,7 @@ class Session:
             packet_hist=raw.get("packet_hist"),
             subsample=self._kept.report(),
             samples_file=self.samples_file,
+            samples_file_error=self.spool_error,
         )
 
 

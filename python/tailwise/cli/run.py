@@ -68,7 +68,8 @@ def _run(kw: dict) -> int:
     from tailwise.measure.point import measure, prepare
     from tailwise.render.point import PointDisplay
     from tailwise.results.journal import COLLECTED
-    from tailwise.results.files import check_out_dir, dumps, new_dirs, refuse_results, remove_new_dirs
+    from tailwise.results.files import (check_out_dir, discard_stage, dumps, new_dirs, refuse_results,
+                                        remove_new_dirs)
     from tailwise.results.summary import SAMPLE_FORMATS, amend, write_out
     from tailwise.spec.threshold import Threshold, parse_all as parse_thresholds
     from tailwise.spec.workload import command_setting, load_file
@@ -107,19 +108,33 @@ def _run(kw: dict) -> int:
         raise
     summary, result = m.summary, m.result
     amend(summary, thresholds=[g.evaluate(summary["latency"]["percentiles"]) for g in gates])
+    unwritten = None
     if out:
-        write_out(out, summary, result, m.analysis.used_mask, samples_format)
+        if result.samples_file_error:
+            warn(f"every sampled request could not be kept on disk during the run ({result.samples_file_error}): "
+                 f"{out}'s samples file holds the statistics' rows only", "free space where --out points")
+        try:
+            write_out(out, summary, result, m.analysis.used_mask, samples_format)
+        except OSError as e:
+            # The disk filled or went away after the run: what was measured is printed all the same.
+            unwritten = f"{out} was not written ({(e.strerror or str(e)).lower()})"
+            discard_stage(out)
     if json_out:
         print(dumps(summary), flush=True)
     else:
         print_summary(summary, verbose=kw["verbose"])
         print_thresholds(summary["thresholds"])
-        if out and not summary["error"] and not result.interrupted and not quiet and not signals.received():
+        if out and not unwritten and not summary["error"] and not result.interrupted and not quiet \
+                and not signals.received():
             print_written(out)
+    if unwritten:
+        print(f"tailwise: {unwritten}; the run's summary is printed above: free space there or give --out "
+              "another directory, and run again to have its files", file=sys.stderr)
     if result.interrupted or signals.received():
         print_signalled(out, signals.name(signals.received()), result.interrupted, result.elapsed_ns)
         return signals.exit_code()
-    return exit_code(summary, out)
+    code = exit_code(summary, out)
+    return EXIT_ERROR if unwritten else code
 
 
 def exit_code(summary: dict, out: str | None) -> int:

@@ -101,6 +101,11 @@ RESULT_PATTERNS = (
 STAGE, STASH = ".tailwise-stage", ".tailwise-replaced"
 
 
+def discard_stage(out_dir: str | Path) -> None:
+    """A write that failed (the disk full): its half-written stage goes, and its space with it."""
+    shutil.rmtree(Path(out_dir) / STAGE, ignore_errors=True)
+
+
 #: packets.csv's header: per 100 ms interval of intended time (a packet run's, udp+flow://).
 PACKETS_HEADER = "interval,start_s,sent,received,lost,reordered,duplicates"
 
