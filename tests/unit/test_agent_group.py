@@ -80,4 +80,3 @@ def test_packet_histograms_come_as_a_shape_and_bins_and_merge():
     got = _packet_hist([(shape, a.tobytes()), (shape | {"above": 0}, b.tobytes()), (None, None)])
     assert np.frombuffer(got["counts"], dtype="<u8").tolist() == [1, 2, 1] and got["above"] == 1
     assert _packet_hist([(None, None)]) is None
-

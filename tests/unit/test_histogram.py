@@ -152,4 +152,3 @@ def test_linear_histograms_of_several_agents_merge_into_the_pooled_one():
     assert LinearHistogram.merged([]) is None
     with pytest.raises(ValueError, match="different bins"):
         LinearHistogram.merged([_linear([1]), _linear([1], bin_ns=1_000)])
-

@@ -518,8 +518,7 @@ def _packet_intervals(lists: list[list]) -> list[tuple[int, int, int, int, int, 
     rows: dict[int, list[int]] = {}
     for agent_rows in lists:
         for index, *counts in agent_rows:
-            row = rows.setdefault(int(index), [0] * len(counts))
-            rows[int(index)] = [a + int(b) for a, b in zip(row, counts)]
+            rows[index] = [a + b for a, b in zip(rows.get(index, [0] * len(counts)), counts)]
     return [(i, *rows[i]) for i in sorted(rows)]
 
 
