@@ -130,10 +130,11 @@ def _run(kw: dict) -> int:
     if unwritten:
         print(f"tailwise: {unwritten}; the run's summary is printed above: free space there or give --out "
               "another directory, and run again to have its files", file=sys.stderr)
+    kept_in = None if unwritten else out  # the lines below must not point at a directory not written
     if result.interrupted or signals.received():
-        print_signalled(out, signals.name(signals.received()), result.interrupted, result.elapsed_ns)
+        print_signalled(kept_in, signals.name(signals.received()), result.interrupted, result.elapsed_ns)
         return signals.exit_code()
-    code = exit_code(summary, out)
+    code = exit_code(summary, kept_in)
     return EXIT_ERROR if unwritten else code
 
 
