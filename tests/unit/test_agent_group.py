@@ -80,3 +80,5 @@ def test_packet_histograms_come_as_a_shape_and_bins_and_merge():
     got = _packet_hist([(shape, a.tobytes()), (shape | {"above": 0}, b.tobytes()), (None, None)])
     assert np.frombuffer(got["counts"], dtype="<u8").tolist() == [1, 2, 1] and got["above"] == 1
     assert _packet_hist([(None, None)]) is None
+    # Agents that bin differently (other versions): no merged bins, and no exception after the run.
+    assert _packet_hist([(shape, a.tobytes()), (shape | {"bin_ns": 1_000}, b.tobytes())]) is None

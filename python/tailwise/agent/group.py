@@ -524,7 +524,11 @@ def _packet_intervals(lists: list[list]) -> list[tuple[int, int, int, int, int, 
 
 def _packet_hist(raws: list[tuple[dict | None, bytes | None]]) -> dict | None:
     """Packet mode: the agents' 100 ns histograms (each one's shape in its meta, its bins a part)
-    added into one; None when no agent sent one (not packet mode)."""
+    added into one; None when no agent sent one (not packet mode), or when agents of different
+    versions binned differently: the summary then reads the HDR histogram alone, and the measured
+    run is not lost to a merge that cannot be made."""
     hists = [LinearHistogram.from_engine({**shape, "counts": counts or b""}) for shape, counts in raws if shape]
+    if len({(h.bin_ns, h.range_ns) for h in hists}) > 1:
+        return None
     merged = LinearHistogram.merged(hists)
     return None if merged is None else merged.to_engine()

@@ -119,18 +119,17 @@ def _run(kw: dict) -> int:
             # The disk filled or went away after the run: what was measured is printed all the same.
             unwritten = f"{out} was not written ({(e.strerror or str(e)).lower()})"
             discard_stage(out)
+    kept_in = None if unwritten else out  # no line below may point at a directory not written
     if json_out:
         print(dumps(summary), flush=True)
     else:
         print_summary(summary, verbose=kw["verbose"])
         print_thresholds(summary["thresholds"])
-        if out and not unwritten and not summary["error"] and not result.interrupted and not quiet \
-                and not signals.received():
+        if kept_in and not summary["error"] and not result.interrupted and not quiet and not signals.received():
             print_written(out)
     if unwritten:
         print(f"tailwise: {unwritten}; the run's summary is printed above: free space there or give --out "
               "another directory, and run again to have its files", file=sys.stderr)
-    kept_in = None if unwritten else out  # the lines below must not point at a directory not written
     if result.interrupted or signals.received():
         print_signalled(kept_in, signals.name(signals.received()), result.interrupted, result.elapsed_ns)
         return signals.exit_code()
