@@ -331,6 +331,9 @@ fn connect_udp(addr: &SocketAddr) -> Result<UdpSocket, EngineError> {
 fn connect(addr: &SocketAddr, timeout_ns: u64) -> Result<TcpStream, EngineError> {
     let s = TcpStream::connect_timeout(addr, Duration::from_nanos(timeout_ns))
         .map_err(|err| EngineError::Connect { addr: *addr, err })?;
+    if socket::connected_to_itself(s.as_raw_fd()) {
+        return Err(EngineError::Connect { addr: *addr, err: socket::met_itself() });
+    }
     s.set_nodelay(true).map_err(|err| EngineError::SocketOption { what: "TCP_NODELAY", addr: *addr, err })?;
     s.set_nonblocking(true).map_err(|err| EngineError::SocketOption { what: "non-blocking mode", addr: *addr, err })?;
     Ok(s)

@@ -104,6 +104,9 @@ impl Worker {
         if let Err(e) = socket::take_socket_error(fd) {
             return self.connect_failed(i, Failure::Reconnect { addr, err: e.into() }, now_ns());
         }
+        if socket::connected_to_itself(fd) {
+            return self.connect_failed(i, Failure::Reconnect { addr, err: socket::met_itself().into() }, now_ns());
+        }
         // Before anything is written: TCP transmit-stamp keys count from here.
         if let Some(clock) = self.rx.clock {
             match stamp::enable_timestamps(fd, true, clock) {

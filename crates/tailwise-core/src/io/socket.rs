@@ -112,6 +112,21 @@ pub fn take_socket_error(fd: RawFd) -> io::Result<()> {
     }
 }
 
+/// Whether a TCP connection met itself. On loopback, a connect to a port nothing listens on may
+/// be given that same port as its own, and then completes as a simultaneous open (RFC 793 §3.4):
+/// every request would come back as its own "reply". A reconnect loop against a target that died
+/// tries many ports, so it happens (seen here once in ~12 runs); such a connection is refused.
+pub fn connected_to_itself(fd: RawFd) -> bool {
+    // SAFETY: the fd is only borrowed for two calls; ManuallyDrop leaves it open.
+    let s = std::mem::ManuallyDrop::new(unsafe { TcpStream::from_raw_fd(fd) });
+    matches!((s.local_addr(), s.peer_addr()), (Ok(a), Ok(b)) if a == b)
+}
+
+/// What a connection that met itself is: nothing listens at the target's address.
+pub fn met_itself() -> io::Error {
+    io::Error::new(io::ErrorKind::ConnectionRefused, "nothing listens there (the connection met itself)")
+}
+
 /// SO_BUSY_POLL: a read or poll on this socket spins up to `us` µs in the device's receive queue
 /// before it sleeps (drivers with NAPI; lo and veth have none). Raising it needs CAP_NET_ADMIN.
 pub fn set_busy_poll(fd: RawFd, us: u32) -> io::Result<()> {
@@ -165,5 +180,21 @@ mod tests {
                 assert_eq!(take_socket_error(s.as_raw_fd()).unwrap_err().kind(), io::ErrorKind::ConnectionRefused);
             }
         }
+    }
+
+    #[test]
+    fn a_connection_that_met_itself_is_told_apart() {
+        // Bound to a port nothing listens on, a connect to that same port opens simultaneously
+        // with itself, as a reconnect loop against a dead local target can be given by chance.
+        let fd = cvt(unsafe { libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0) }).unwrap();
+        let s = unsafe { TcpStream::from_raw_fd(fd) };
+        let (ss, len) = sockaddr(&"127.0.0.1:0".parse().unwrap());
+        cvt(unsafe { libc::bind(fd, &ss as *const _ as *const libc::sockaddr, len) }).unwrap();
+        let (me, _) = sockaddr(&s.local_addr().unwrap());
+        cvt(unsafe { libc::connect(fd, &me as *const _ as *const libc::sockaddr, len) }).unwrap();
+        assert!(connected_to_itself(s.as_raw_fd()));
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let other = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        assert!(!connected_to_itself(other.as_raw_fd()));
     }
 }
