@@ -149,7 +149,9 @@ fn reordering_and_duplicates_are_counted_exactly() {
     check(&c, &rows);
     assert_eq!(c.lost, 0, "{c:?}");
     assert_eq!(c.reordered, did.reordered, "{c:?} {did:?}");
-    assert!(c.reordered >= c.sent / 5 - 2, "{c:?}");
+    // Every 5th is held; one that waits 1 ms for the next goes alone (a busy host's gap), so
+    // the exact count is the reflector's, and most holds reorder.
+    assert!(c.reordered * 2 >= c.sent / 5, "{c:?}");
     assert_eq!(c.reorder_max, 1, "held behind one packet");
     assert_eq!(c.duplicates, did.duplicated);
     assert_eq!(c.duplicates, c.sent / 11 - c.sent / 55, "a held datagram (every 5th) is not also sent twice here");
