@@ -102,7 +102,7 @@ def test_server_that_dies_mid_run_keeps_the_results(tmp_path, serve):
     # away is in the statistics at the time it waited, not lost.
     c = s["counters"]
     assert c["received"] >= 100 and c["reconnects"] == 0
-    assert abs(c["intended"] / measured_s / 2000 - 1) < 0.2
+    assert abs(c["intended"] / measured_s / 2000 - 1) < 0.2, (measured_s, c, s["rate"], s["engine"])
     assert s["latency"]["histogram"]["count"] == c["intended"]
     assert c["never_sent"] + c["unfinished"] + c["timeouts"] + c["errors"] > 0
     assert (out / "samples.csv").stat().st_size > 0
@@ -133,20 +133,56 @@ def small_disk(tmp_path):
         subprocess.run(["umount", "-l", str(where)], check=False)
 
 
-def test_a_disk_that_fills_during_the_run_loses_no_figure(small_disk):
-    # The rows spooled during the run fill the disk first, then the results directory's files: the
-    # run goes on, and its summary is printed whole, with one line for each file problem.
-    r = run_cli("run", "--rate", "2k", "--duration", "1", "--json", "--out", str(small_disk / "run"))
+def _filled_but_whole(r, warned: str, out) -> None:
+    """A run whose disk filled: its summary whole on stdout, one warning starting ``warned``, one
+    line saying ``out`` was not written, status 2."""
     assert r.returncode == 2, (r.returncode, r.stderr)
     s = json.loads(r.stdout)
     assert s["latency"]["samples"] > 0 and s["counters"]["received"] == s["counters"]["sent"]
     assert "Traceback" not in r.stderr
-    warning = [ln for ln in r.stderr.splitlines() if ln.startswith("warning: every sampled request")]
+    warning = [ln for ln in r.stderr.splitlines() if ln.startswith(warned)]
     assert len(warning) == 1 and "no space left on device" in warning[0], r.stderr
     line = _one_line_error(r, "was not written", "no space left on device", "--out")
-    assert str(small_disk / "run") in line
-    assert not (small_disk / "run" / "summary.json").exists()
+    assert str(out) in line
+    assert not (out / "summary.json").exists()
+
+
+def test_a_disk_that_fills_during_the_run_loses_no_figure(small_disk):
+    # The rows spooled during the run fill the disk first, then the results directory's files: the
+    # run goes on, and its summary is printed whole, with one line for each file problem.
+    r = run_cli("run", "--rate", "2k", "--duration", "1", "--json", "--out", str(small_disk / "run"))
+    _filled_but_whole(r, "warning: every sampled request", small_disk / "run")
     assert not (small_disk / "run" / ".tailwise-stage").exists(), "the half-written stage is gone"
+
+
+def test_a_disk_that_fills_during_a_run_on_agents_loses_no_figure(small_disk, tmp_path):
+    # What the agents send is journaled as it comes (collected/): the journal fills the disk, is
+    # given up with a warning, and the run goes on to print its summary whole.
+    from support.agents import agent_process, token_file
+
+    token = token_file(tmp_path)
+    out = small_disk / "run"
+    with agent_process("--token-file", str(token)) as (_, port, _):
+        r = run_cli("run", "--agents", f"127.0.0.1:{port}", "--token-file", str(token), "--rate", "5k",
+                    "--duration", "2", "--json", "--out", str(out))
+    _filled_but_whole(r, "warning: what the agents sent", out)
+    assert not (out / "collected").exists()
+
+
+def test_a_disk_that_fills_during_a_sweep_keeps_the_point_measured(small_disk):
+    # The first point cannot be written: the sweep stops with one line that carries the point's
+    # figures and says how to go on; what was printed on stdout is the sweep's summary.
+    out = small_disk / "sweep"
+    r = run_cli("sweep", "--rates", "2k,4k", "--duration", "1", "--json", "--out", str(out))
+    assert r.returncode == 2, (r.returncode, r.stderr)
+    doc = json.loads(r.stdout)
+    assert doc["stopped"] == "error" and doc["points"] == []
+    lines = [ln for ln in r.stderr.splitlines() if ln.startswith("tailwise: ")]
+    assert len(lines) == 1 and "Traceback" not in r.stderr, r.stderr
+    for needle in ("at 2,000 req/s: the point was measured (p50 ", "p99 ", f"but {out} could not hold it",
+                   "no space left on device", "free space there", f"--resume {out}"):
+        assert needle in lines[0], lines[0]
+    assert not list((out / "points").glob(".*.tmp")), "the half-written point is gone"
 
 
 @pytest.mark.parametrize("args,needles", [

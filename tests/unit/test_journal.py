@@ -80,3 +80,20 @@ def test_a_journal_left_by_a_dead_coordinator_is_replaced_by_the_next_run(tmp_pa
     j.begin("run2", AGENTS[:1], 0.0)
     j.close()
     assert not (tmp_path / COLLECTED / "samples-old.bin").exists()
+
+
+def test_a_disk_that_refuses_a_write_gives_the_journal_up_not_the_run(tmp_path):
+    j = Journal(tmp_path / COLLECTED, {})
+    j.begin("run3", AGENTS, 0.0)
+    j.samples(0, _rows(4, 0))
+    # /dev/full refuses every write with ENOSPC, as a full disk does.
+    j._samples[1] = open("/dev/full", "wb")
+    j.samples(1, _rows(2, 0))  # no exception: the run goes on
+    assert j.error is not None and "no space left on device" in j.error and str(tmp_path / COLLECTED) in j.error
+    assert not (tmp_path / COLLECTED).exists(), "its files are removed, to leave the space to the results"
+    # What comes later is not written, and nothing raises.
+    j.samples(0, _rows(1, 9))
+    j.intervals(0, {0: _hist(10_000)})
+    j.counters(AGENTS[0][0], {"sent": 1})
+    j.close()
+    assert not (tmp_path / COLLECTED).exists()

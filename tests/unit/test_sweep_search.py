@@ -3,7 +3,9 @@ stalls, the client's window), checked exactly, and the conclusions from what was
 deterministic fake sequence of points (measure() replaced, nothing sent; one `sweep --resume` with
 nothing left to do). The sweeps against the built-in server: tests/e2e/test_sweep.py."""
 
+import errno
 import json
+import os
 
 import pytest
 
@@ -176,6 +178,7 @@ def fake_sweep(monkeypatch, tmp_path):
     from types import SimpleNamespace
 
     import tailwise.measure.point
+    from tailwise.measure.point import Measurement
     import tailwise.results.summary
     from tailwise.results.files import write_json
     from tailwise.spec.runspec import RunSpec
@@ -184,20 +187,27 @@ def fake_sweep(monkeypatch, tmp_path):
     measured: list[tuple[float, int]] = []
     events: list = []
 
-    def go(sequence: dict, *, rates="10k:50k:9", slo="p90<150us", out=None, resumed=False):
+    def go(sequence: dict, *, rates="10k:50k:9", slo="p90<150us", out=None, resumed=False, disk_holds=None):
+        """``disk_holds``: how many points' directories the disk takes before it is full."""
         def measure(spec, setup, command, quiet=False, **_):
             n = sum(1 for r, _ in measured if r == spec.rate_rps)
             measured.append((spec.rate_rps, n + 1))
             figures = sequence[spec.rate_rps]
             s = figures[min(n, len(figures) - 1)]
-            return SimpleNamespace(summary=_fake_point(spec.rate_rps, s) if not isinstance(s, dict) else s,
-                                   result=SimpleNamespace(interrupted=False), analysis=SimpleNamespace(used_mask=None))
+            return Measurement(summary=_fake_point(spec.rate_rps, s) if not isinstance(s, dict) else s,
+                               result=SimpleNamespace(interrupted=False, samples_file_error=None, journal_error=None),
+                               analysis=SimpleNamespace(used_mask=None))
 
         monkeypatch.setattr(tailwise.measure.point, "measure", measure)
         # The host's knobs (tailwise doctor) are this machine's, not the sweep's: a busy machine would warn.
         monkeypatch.setattr(tailwise.measure.point, "host_knobs", lambda *a: [])
-        monkeypatch.setattr(tailwise.results.summary, "write_out",
-                            lambda d, s, *a: (d.mkdir(parents=True), write_json(d / "summary.json", s)))
+        def write_out(d, s, *a):
+            d.mkdir(parents=True)
+            if disk_holds is not None and len(measured) > disk_holds:
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+            write_json(d / "summary.json", s)
+
+        monkeypatch.setattr(tailwise.results.summary, "write_out", write_out)
         grid = parse_rates(rates)
         rs = RunSpec.from_flags({"rate": grid[0], "percentile": 90.0 if slo else None, "duration": "1"}, None)
         plan = Plan(rates_rps=grid, rates=rates, steps="linear", slo=slo, thresholds=[], samples_format="csv")
@@ -239,6 +249,19 @@ def test_a_sweep_tells_its_caller_each_point_as_an_event(fake_sweep):
     assert [(e.row["rate_rps"], e.n_done, e.again) for e in events] == [
         (10 * k, 1, 2), (10 * k, 2, None), (50 * k, 3, None), (30 * k, 4, None), (40 * k, 5, None), (35 * k, 6, None)]
     assert all(e.eta_s > 0 for e in events[:-1]) and events[-1].eta_s is None
+
+
+def test_a_full_disk_stops_the_sweep_with_the_point_it_could_not_write(fake_sweep, tmp_path):
+    """The second point cannot be written: the sweep stops with an error that carries its
+    percentiles, the first point stays on disk for --resume, and no half-written point is left."""
+    k = 1e3
+    _, doc = fake_sweep({10 * k: [MET], 50 * k: [MISSED]}, disk_holds=1)
+    assert [p["rate_rps"] for p in doc["points"]] == [10 * k] and doc["stopped"] == "error"
+    assert doc["error"].startswith("at 50,000 req/s: the point was measured (p50 20.0 µs, p90 350.0 µs, p99 —)")
+    assert "could not hold it (no space left on device): free space there" in doc["error"]
+    points = tmp_path / "sweep" / "points"
+    assert sorted(p.name for p in points.iterdir()) == ["000-10000rps"]
+    assert_valid(doc, "sweep")
 
 
 def test_an_undetermined_lowest_load_is_neither_met_nor_failed(fake_sweep):

@@ -143,6 +143,8 @@ class Journal(Protocol):
     """Where a run on agents writes what it collects as it arrives (results/journal.py): so that a
     coordinator that dies keeps what it had."""
 
+    #: Why it was given up during the run (the disk full); None: it was not.
+    error: str | None
     def begin(self, run_id: str, agents: list[tuple[str, str]], wall_start_s: float) -> None: ...
     def samples(self, member: int, rows: np.ndarray) -> None: ...
     def intervals(self, member: int, done: dict[int, _core.Histogram]) -> None: ...
@@ -451,6 +453,7 @@ class GroupSession:
             intervals=self.intervals, agents=[m.share() for m in self.members], barrier=self.barrier(), owner=owner,
             packet_intervals=_packet_intervals([meta.get("packet_intervals") or [] for meta in metas]),
             packet_hist=_packet_hist([(meta.get("packet_hist"), p.get("packet_hist")) for _, meta, p in results]),
+            journal_error=self.journal.error if self.journal is not None else None,
         )
 
 

@@ -129,6 +129,9 @@ class AgentResult:
     #: Why every row could not be kept on disk during the run (the disk full): the results
     #: directory's samples file then holds ``samples`` only. None: nothing went wrong.
     samples_file_error: str | None = None
+    #: Why a run on agents gave up writing what it collected as it came (``collected/``, the disk
+    #: full: results/journal.py); its results are written all the same. None: nothing went wrong.
+    journal_error: str | None = None
 
 
 def decode_samples(raw: bytes) -> np.ndarray:

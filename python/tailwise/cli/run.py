@@ -110,9 +110,8 @@ def _run(kw: dict) -> int:
     amend(summary, thresholds=[g.evaluate(summary["latency"]["percentiles"]) for g in gates])
     unwritten = None
     if out:
-        if result.samples_file_error:
-            warn(f"every sampled request could not be kept on disk during the run ({result.samples_file_error}): "
-                 f"{out}'s samples file holds the statistics' rows only", "free space where --out points")
+        for cause, remedy in m.file_problems(out):
+            warn(cause, remedy)
         try:
             write_out(out, summary, result, m.analysis.used_mask, samples_format)
         except OSError as e:

@@ -57,6 +57,20 @@ class Measurement:
     result: AgentResult
     analysis: object  # methodology.analysis.Analysis
 
+    def file_problems(self, out: Path | str) -> list[tuple[str, str]]:
+        """What the disk refused while the run went on, as warnings (cause, remedy) for ``out``,
+        the results directory: the run's figures are whole either way."""
+        where = "free space where --out points"
+        problems = []
+        if self.result.samples_file_error:
+            problems.append((f"every sampled request could not be kept on disk during the run "
+                             f"({self.result.samples_file_error}): {out}'s samples file holds the statistics' rows only",
+                             where))
+        if self.result.journal_error:
+            problems.append((f"what the agents sent could not be kept on disk as it came ({self.result.journal_error}): "
+                             "the run went on, and had the coordinator died it would have lost it", where))
+        return problems
+
 
 class Display(Protocol):
     """What shows a measurement while it runs (render/point.py): this module only tells it what

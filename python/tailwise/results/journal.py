@@ -17,13 +17,17 @@ each snapshot's rows, each finished interval's histogram and each agent's counte
   ``counters``), and a line ``{"agent", "error"}`` when an agent fails.
 
 The writes are appends flushed to the kernel at each snapshot (a dead process loses nothing
-written; a lost machine may lose what its page cache held). When the run ends and its results
+written; a lost machine may lose what its page cache held). A disk that will not take more (full,
+gone) ends the journal, not the run: its files are removed to leave the space to the results, and
+``Journal.error`` says why (the run's ``AgentResult.journal_error``, a warning). When the run ends and its results
 directory is written, ``collected/`` is replaced by it (files.install): it exists only while a run
 is under way, or after a coordinator that died.
 """
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import json
 import shutil
 import time
@@ -44,6 +48,17 @@ LOCAL_SAMPLES = "samples-local.bin"
 SCHEMA = "tailwise.collected/1"
 
 
+def _guarded(write):
+    """A journal write that the disk refuses gives the journal up (``Journal.give_up``)."""
+    @functools.wraps(write)
+    def guarded(self, *args, **kwargs):
+        try:
+            return write(self, *args, **kwargs)
+        except OSError as e:
+            self.give_up(e)
+    return guarded
+
+
 class Journal:
     """``DIR/collected/`` for one run on agents (``GroupSession``'s ``journal``)."""
 
@@ -56,7 +71,21 @@ class Journal:
         self._written: set[tuple[int, int]] = set()
         self._counters: IO[str] | None = None
         self._start_s = time.monotonic()
+        #: Why the journal was given up during the run (``give_up``); None: it was not.
+        self.error: str | None = None
 
+    def give_up(self, e: OSError) -> None:
+        """The disk would not take more (full, gone): the run goes on without its journal, whose
+        files are removed to leave the space to the results directory. Only a coordinator that
+        died from here on would lose what it collected."""
+        self.error = f"{self.dir}: {(e.strerror or str(e)).lower()}"
+        for f in [*self._samples, *self._logs, *([self._counters] if self._counters else [])]:
+            with contextlib.suppress(OSError):
+                f.close()
+        self._samples, self._logs, self._counters = [], [], None
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    @_guarded
     def begin(self, run_id: str, agents: list[tuple[str, str]], wall_start_s: float) -> None:
         """The run started on ``agents`` ((address, role) each): the files opened, format.json written."""
         shutil.rmtree(self.dir, ignore_errors=True)  # a journal left by a coordinator that died
@@ -78,11 +107,13 @@ class Journal:
             log.flush()
         self._counters = open(self.dir / "counters.jsonl", "a")
 
+    @_guarded
     def samples(self, member: int, rows: np.ndarray) -> None:
         if self._samples and len(rows):
             self._samples[member].write(rows.tobytes())
             self._samples[member].flush()
 
+    @_guarded
     def intervals(self, member: int, done: dict[int, _core.Histogram]) -> None:
         """Finished intervals of one agent; each is written once."""
         if not self._logs:
@@ -93,6 +124,7 @@ class Journal:
                 self._logs[member].write(interval_log_line(index, done[index], self._tags[member]))
         self._logs[member].flush()
 
+    @_guarded
     def counters(self, address: str, counters: dict | None = None, error: str | None = None) -> None:
         if self._counters is None:
             return
@@ -101,6 +133,7 @@ class Journal:
         self._counters.write(json.dumps(line) + "\n")
         self._counters.flush()
 
+    @_guarded
     def close(self) -> None:
         for f in [*self._samples, *self._logs, *([self._counters] if self._counters else [])]:
             f.close()

@@ -32,7 +32,8 @@ class PointDone:
 
 @dataclass(frozen=True)
 class Warned:
-    """A warning about the machine (measure/point.py `prepare`), given once before the first point."""
+    """A warning: about the machine (measure/point.py `prepare`), given once before the first point;
+    or about the disk, after a point (`Measurement.file_problems`)."""
 
     cause: str
     remedy: str

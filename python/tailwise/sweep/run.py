@@ -103,8 +103,14 @@ class Sweep:
                     at = None
                 earlier = [{"command": saved["command"], "started_at": at}]
             self.history = earlier + self.history
-        write_json(out / "config.json", self.config())
-        write_json(out / "host.json", self.setup.host)
+        try:
+            write_json(out / "config.json", self.config())
+            write_json(out / "host.json", self.setup.host)
+        except OSError as e:  # before any point: nothing measured is lost
+            from tailwise.errors import HostError
+
+            raise HostError(f"{out} cannot hold the sweep ({_why(e)})",
+                             "free space there or give --out another directory") from None
         self.rows: list[dict] = []
         self.responses: dict[int, float | None] = {}
         for index, paths in completed_points(self.points_dir).items():
@@ -174,10 +180,17 @@ class Sweep:
         }).to_json()
 
     def save(self) -> dict:
+        """The summary, written to summary.json; a disk that refuses it stops the sweep with an
+        error, and the summary is returned all the same (the points written stay resumable)."""
         from tailwise.results.files import write_json
 
         doc = self.summary()
-        write_json(self.out / "summary.json", doc)
+        try:
+            write_json(self.out / "summary.json", doc)
+        except OSError as e:
+            if self.error is None:
+                self.stopped, self.error = "error", f"{self.out / 'summary.json'} could not be written ({_why(e)})"
+                doc = self.summary()
         return doc
 
     def run(self) -> dict:
@@ -185,7 +198,7 @@ class Sweep:
         self.nothing_to_do = bool(self.rows) and self._next() is None
         try:
             while (index := self._next()) is not None:
-                if not self.point(index):
+                if not self.point(index) or self.error:
                     break
             else:
                 self.stopped = why_stopped(self.rows, self.slo, self.grid)
@@ -215,23 +228,41 @@ class Sweep:
         amend(s, thresholds=self.judge(s),
               sweep={"index": index, "rate_rps": rate, "grid_size": len(self.grid), "attempt": attempt})
         name = point_dir_name(index, rate, attempt)
+        if self.on_event is not None:
+            for cause, remedy in m.file_problems(self.out):
+                self.on_event(Warned(cause, remedy))
+
+        def write(where: Path, failure: str = "") -> bool:
+            """The point's directory written whole; or, the disk refusing it, the sweep stopped
+            with an error that carries ``failure`` and the point's figures (nothing measured is
+            lost)."""
+            try:
+                write_out(where, s, m.result, m.analysis.used_mask, self.plan.samples_format)
+                return True
+            except OSError as e:
+                shutil.rmtree(where, ignore_errors=True)
+                self.stopped, self.error = "error", (
+                    f"at {rate:,.0f} req/s: {failure}the point was measured ({_figures(s)}) but {self.out} could not "
+                    f"hold it ({_why(e)}): free space there")
+                return False
+            finally:
+                shutil.rmtree(collected, ignore_errors=True)  # the point is written whole, or not at all
+
         if m.result.interrupted:
             # What was measured is kept, apart from the complete points: --resume measures it again.
-            write_out(self.out / "interrupted" / name, s, m.result, m.analysis.used_mask, self.plan.samples_format)
-            shutil.rmtree(collected, ignore_errors=True)  # the point is written whole
-            self.stopped, self.interrupted = "interrupted", True
+            if write(self.out / "interrupted" / name):
+                self.stopped, self.interrupted = "interrupted", True
             return False
         if s["error"]:
             # The target failed mid-point (not a saturation: it stopped answering). The point is
             # kept for inspection outside points/, so that --resume measures it again.
-            write_out(self.out / "failed" / name, s, m.result, m.analysis.used_mask, self.plan.samples_format)
-            shutil.rmtree(collected, ignore_errors=True)  # the point is written whole
-            self.stopped, self.error = "error", f"at {rate:,.0f} req/s: {s['error']} (that point: failed/{name}/)"
+            if write(self.out / "failed" / name, failure=f"{s['error']}; "):
+                self.stopped, self.error = "error", f"at {rate:,.0f} req/s: {s['error']} (that point: failed/{name}/)"
             return False
         tmp = self.points_dir / f".{name}.tmp"
         shutil.rmtree(tmp, ignore_errors=True)
-        write_out(tmp, s, m.result, m.analysis.used_mask, self.plan.samples_format)
-        shutil.rmtree(collected, ignore_errors=True)  # the point is written whole
+        if not write(tmp):
+            return False
         tmp.rename(self.points_dir / name)
         row = self.add(index, name, s, s["thresholds"])
         self.save()
@@ -243,6 +274,17 @@ class Sweep:
             self.on_event(PointDone(row, measured, time.monotonic() - self.started,
                                     attempt + 1 if done[index].retry else None, eta_s))
         return True
+
+
+def _why(e: OSError) -> str:
+    return " ".join((e.strerror or str(e)).lower().split())
+
+
+def _figures(s: dict) -> str:
+    """A point's percentiles in a line (what an error keeps of a point that could not be written)."""
+    from tailwise.spec.units import fmt_ns
+
+    return ", ".join(f"p{p['p']:g} {fmt_ns(p['value_ns'])}" for p in s["latency"]["percentiles"])
 
 
 def execute(base, plan: Plan, out: Path, command: str, *, resumed: bool = False,
