@@ -54,10 +54,44 @@ def test_interval_histograms_merge_bucket_by_bucket():
     assert merged.value_at_percentile(99.0) == _hist(every).value_at_percentile(99.0)
     assert _core.Histogram.decode(m.window(0, 10, with_pending=True)).total == len(every) + 1
     assert [i for i, _ in m.log()] == [0, 1, 2, 3]
+    # A window inside the run is added from its intervals alone.
+    assert _core.Histogram.decode(m.window(1, 3, with_pending=False)).total == 500 * 2 + 300 * 2
     # A later snapshot replaces an interval's histogram and the agent's pending ones.
     m.update(0, {"done": [0], "pending": []}, {"done:0": _hist(a[0][:10]).encode()})
     assert _core.Histogram.decode(m.window(0, 1, with_pending=True)).total == 10
     assert _core.Histogram.decode(m.window(0, 10, with_pending=True)).total == len(every) - 490
+    # Kept as they came (V2 bytes), not decoded: ~200 B an interval instead of ~36 KB.
+    assert all(isinstance(raw, bytes) for raw in m.done.values())
+
+
+def test_the_interval_logs_of_several_agents_add_up_interval_by_interval(tmp_path):
+    from hdrh.histogram import HdrHistogram
+    from hdrh.log import HistogramLogReader
+
+    from tailwise.results.summary import write_interval_logs
+
+    rng = np.random.default_rng(5)
+    a = {i: rng.integers(1_000, 10**6, 50 + i) for i in (0, 1, 3)}
+    b = {i: rng.integers(1_000, 10**6, 80 + i) for i in (1, 2, 3)}
+    m = MergedIntervals()
+    for member, got in enumerate((a, b)):
+        new = m.update(member, {"done": list(got)}, {f"done:{i}": _hist(v).encode() for i, v in got.items()})
+        assert sorted(new) == sorted(got) and all(h.total == len(got[i]) for i, h in new.items())
+    assert m.update(0, {"done": [0]}, {"done:0": _hist(a[0]).encode()}) == {}, "an interval again, unchanged"
+    paths = write_interval_logs(tmp_path, {"a": m.member(0), "b": m.member(1)}, 1_700_000_000.0)
+    assert [p.name for p in paths] == ["latency.hlog", "latency-a.hlog", "latency-b.hlog"]
+
+    def totals(path):
+        reader = HistogramLogReader(str(path), HdrHistogram(1, 3_600_000_000_000, 2))
+        out = []
+        while (h := reader.get_next_interval_histogram()) is not None:
+            out.append(h.get_total_count())
+        return out
+
+    assert totals(paths[0]) == [50, 51 + 81, 82, 53 + 83]
+    assert totals(paths[1]) == [50, 51, 53] and totals(paths[2]) == [81, 82, 83]
+    assert all(line.startswith(("#", "\"", "Tag=a,")) for line in paths[1].read_text().splitlines())
+    assert [i for i, _ in m.log()] == [0, 1, 2, 3]
 
 
 def test_counters_add_and_times_take_the_latest():

@@ -94,38 +94,87 @@ def probe_spec(spec: LoadSpec) -> LoadSpec:
 
 
 class MergedIntervals:
-    """The every-request interval histograms of all agents, as ``_core.Intervals`` reads."""
+    """The every-request interval histograms of all agents, as ``_core.Intervals`` reads.
+
+    Each agent's intervals are kept as they came, HdrHistogram V2 bytes (~200 B for 100 ms), not
+    decoded (~36 KB each: a 1-hour run on two agents would hold 2.6 GB). Every finished interval
+    is also added, as it comes, into one histogram of them all, so that the window asked most —
+    the whole run so far: the live line, the rounds — decodes nothing more."""
 
     def __init__(self):
-        self.done: dict[tuple[int, int], _core.Histogram] = {}
-        self.pending: dict[tuple[int, int], _core.Histogram] = {}
+        self.done: dict[tuple[int, int], bytes] = {}
+        self.pending: dict[tuple[int, int], bytes] = {}
+        #: Every finished interval added; None when one came again changed (summed again when asked).
+        self._all: _core.Histogram | None = _interval_histogram()
+        self._indices: tuple[int, int] | None = None  # the lowest and highest finished index
 
-    def update(self, member: int, meta: dict, parts: dict[str, bytes]) -> None:
+    def update(self, member: int, meta: dict, parts: dict[str, bytes]) -> dict[int, _core.Histogram]:
+        """One agent's snapshot: its finished intervals and those still open. Returns the finished
+        intervals new or changed in it, decoded (what the journal writes)."""
+        new = {}
         for i in meta.get("done", []):
-            self.done[member, i] = _core.Histogram.decode(parts[f"done:{i}"])
+            raw, before = parts[f"done:{i}"], self.done.get((member, i))
+            if raw == before:
+                continue
+            new[i] = h = _core.Histogram.decode(raw)
+            if before is not None:
+                self._all = None
+            elif self._all is not None:
+                self._all.add(h)
+            self.done[member, i] = raw
+            lo, hi = self._indices or (i, i)
+            self._indices = (min(lo, i), max(hi, i))
         if "pending" in meta:
             for key in [k for k in self.pending if k[0] == member]:
                 del self.pending[key]
             for i in meta["pending"]:
-                self.pending[member, i] = _core.Histogram.decode(parts[f"pending:{i}"])
+                self.pending[member, i] = parts[f"pending:{i}"]
+        return new
 
     def _merged(self, first: int, last: int, with_pending: bool) -> _core.Histogram:
-        out = _core.Histogram(_core.HIST_LOWEST_NS, _core.HIST_MAX_NS, _core.INTERVAL_SIGFIG)
-        for src in (self.done, self.pending) if with_pending else (self.done,):
-            for (_, i), h in src.items():
+        out = _interval_histogram()
+        lo, hi = self._indices or (0, -1)
+        if first <= lo and hi < last:
+            if self._all is None:
+                self._all = _interval_histogram()
+                for raw in self.done.values():
+                    self._all.add(_core.Histogram.decode(raw))
+            out.add(self._all)
+        else:
+            for (_, i), raw in self.done.items():
                 if first <= i < last:
-                    out.add(h)
+                    out.add(_core.Histogram.decode(raw))
+        for (_, i), raw in self.pending.items() if with_pending else ():
+            if first <= i < last:
+                out.add(_core.Histogram.decode(raw))
         return out
 
     def window(self, first: int, last: int, with_pending: bool = True) -> bytes:
         return self._merged(first, last, with_pending).encode()
 
     def log(self) -> list[tuple[int, bytes]]:
-        return [(i, self._merged(i, i + 1, False).encode()) for i in sorted({i for _, i in self.done})]
+        """Each finished interval, every agent's requests in it added, in index order."""
+        by_index: dict[int, list[bytes]] = {}
+        for (_, i), raw in self.done.items():
+            by_index.setdefault(i, []).append(raw)
+        out = []
+        for i in sorted(by_index):
+            if len(raws := by_index[i]) == 1:
+                out.append((i, raws[0]))
+                continue
+            h = _interval_histogram()
+            for raw in raws:
+                h.add(_core.Histogram.decode(raw))
+            out.append((i, h.encode()))
+        return out
 
     def member(self, member: int) -> MemberIntervals:
         """One agent's own interval histograms (its tagged interval log: results/summary.py)."""
         return MemberIntervals(self, member)
+
+
+def _interval_histogram() -> _core.Histogram:
+    return _core.Histogram(_core.HIST_LOWEST_NS, _core.HIST_MAX_NS, _core.INTERVAL_SIGFIG)
 
 
 @dataclass(frozen=True)
@@ -136,7 +185,7 @@ class MemberIntervals:
     member: int
 
     def log(self) -> list[tuple[int, bytes]]:
-        return [(i, h.encode()) for (m, i), h in sorted(self.merged.done.items()) if m == self.member]
+        return [(i, raw) for (m, i), raw in sorted(self.merged.done.items()) if m == self.member]
 
 
 class Journal(Protocol):
@@ -145,6 +194,7 @@ class Journal(Protocol):
 
     #: Why it was given up during the run (the disk full); None: it was not.
     error: str | None
+
     def begin(self, run_id: str, agents: list[tuple[str, str]], wall_start_s: float) -> None: ...
     def samples(self, member: int, rows: np.ndarray) -> None: ...
     def intervals(self, member: int, done: dict[int, _core.Histogram]) -> None: ...
@@ -356,11 +406,11 @@ class GroupSession:
         if len(rows):
             self._batches.append(rows)
             self._owners.append(np.full(len(rows), member, dtype=OWNER_DTYPE))
-        self.intervals.update(member, meta, parts)
+        new_intervals = self.intervals.update(member, meta, parts)
         self.members[member].counters = meta["counters"]
         if self.journal is not None:
             self.journal.samples(member, rows)
-            self.journal.intervals(member, {i: self.intervals.done[member, i] for i in meta.get("done", [])})
+            self.journal.intervals(member, new_intervals)
             self.journal.counters(self.members[member].agent.address, meta["counters"])
 
     def finished(self) -> np.ndarray:

@@ -7,6 +7,9 @@ Field names are a contract: later versions add fields, never rename them. Unknow
 from __future__ import annotations
 
 import base64
+import contextlib
+import heapq
+import itertools
 import math
 import re
 import shutil
@@ -52,49 +55,8 @@ HLOG_MAX_UNIT_RATIO = 1_000_000
 HLOG_FORMAT_VERSION = "1.3"
 
 
-def interval_histograms(intervals) -> list[tuple[int, _core.Histogram]]:
-    """An agent's every-request histograms (``Intervals.log()``: one per 100 ms of *intended*
-    send time that has any request) as (interval index, histogram), in index order."""
-    rows = intervals.log() if intervals is not None else []
-    return sorted(((index, decode(raw)) for index, raw in rows), key=lambda row: row[0])
-
-
-def merge_interval_histograms(*per_agent: list[tuple[int, _core.Histogram]]) -> list[tuple[int, _core.Histogram]]:
-    """Several agents' interval histograms added interval by interval (the same index is the same
-    100 ms of intended send time after the run's start): the whole run's."""
-    _, digits = _core.interval_params()
-    lowest, highest, _ = _core.histogram_params()
-    merged: dict[int, _core.Histogram] = {}
-    for rows in per_agent:
-        for index, h in rows:
-            if index not in merged:
-                merged[index] = _core.Histogram(lowest, highest, digits)
-            merged[index].add(h)
-    return sorted(merged.items())
-
-
-def write_interval_log(path: Path, rows: list[tuple[int, _core.Histogram]], wall_start_s: float,
-                       tag: str | None = None) -> int:
-    """Interval histograms as an HdrHistogram interval log (log format 1.3, as Java's
-    ``HistogramLogWriter`` writes it): one line per 100 ms of *intended* send time, ``start,length,
-    max,histogram`` with start and length in s after ``#[BaseTime]`` (= ``#[StartTime]``, the
-    engine's start) and max in ms; untagged, or every line ``Tag=TAG,`` (Java's
-    ``HistogramLogProcessor`` reads only untagged lines unless given ``-tag``). Returns the number of
-    intervals written.
-
-    The lines are formatted here, the histograms encoded by the crate: the crate's
-    ``IntervalLogWriter`` writes Interval_Max to 3 decimals (docs/results.md: 6, to the ns), no
-    legend line, and a ``#[MaxValueDivisor]`` line Java's writer does not."""
-    with open(path, "w") as f:
-        f.write(interval_log_header(wall_start_s, tag))
-        for index, h in rows:
-            f.write(interval_log_line(index, h, tag))
-    return len(rows)
-
-
 def interval_log_header(wall_start_s: float, tag: str | None = None) -> str:
-    """An interval log's header lines (``write_interval_log``), for a log written at once or line by
-    line (results/journal.py)."""
+    """An interval log's header lines (``write_interval_logs``; results/journal.py, line by line)."""
     if tag is not None and not AGENT_TAG.fullmatch(tag):
         raise ValueError(f"interval log tag {tag!r}: letters, digits, '_', '.' and '-' only")
     interval_ns, _ = _core.interval_params()
@@ -109,7 +71,15 @@ def interval_log_header(wall_start_s: float, tag: str | None = None) -> str:
 
 
 def interval_log_line(index: int, h: _core.Histogram, tag: str | None = None) -> str:
-    """One interval's line of an interval log: the ``index``-th 100 ms of intended send time."""
+    """One interval's line of an interval log: the ``index``-th 100 ms of intended send time.
+
+    The logs are HdrHistogram interval logs (log format 1.3, as Java's ``HistogramLogWriter``
+    writes it): one line per 100 ms of *intended* send time, ``start,length,max,histogram`` with
+    start and length in s after ``#[BaseTime]`` (= ``#[StartTime]``, the engine's start) and max in
+    ms; untagged, or every line ``Tag=TAG,`` (Java's ``HistogramLogProcessor`` reads only untagged
+    lines unless given ``-tag``). The lines are formatted here, the histograms encoded by the
+    crate: the crate's ``IntervalLogWriter`` writes Interval_Max to 3 decimals (docs/results.md: 6,
+    to the ns), no legend line, and a ``#[MaxValueDivisor]`` line Java's writer does not."""
     interval_ns, _ = _core.interval_params()
     prefix = "" if tag is None else f"Tag={tag},"
     # Max to the ns (6 decimals of ms): readers skip it, people read it.
@@ -120,20 +90,37 @@ def interval_log_line(index: int, h: _core.Histogram, tag: str | None = None) ->
 def write_interval_logs(out: Path, intervals_by_agent: dict, wall_start_s: float) -> list[Path]:
     """``latency.hlog``, the untagged interval log of the whole run (every agent's requests added
     interval by interval: what HdrHistogram's tools read by default), and beside it one tagged log
-    per agent, ``latency-AGENT.hlog`` (``Tag=AGENT``). Returns the paths written."""
-    if len(intervals_by_agent) == 1:
-        # One agent's intervals are the whole run's as they are: both logs written as each interval
-        # is decoded, never all of them in memory (a 1-hour run has 36,000).
-        ((tag, iv),) = intervals_by_agent.items()
-        return _write_one_agent_logs(out, tag, iv, wall_start_s)
-    per_agent = {tag: interval_histograms(iv) for tag, iv in intervals_by_agent.items()}
-    whole = merge_interval_histograms(*per_agent.values())
-    paths = [out / "latency.hlog"]
-    write_interval_log(paths[0], whole, wall_start_s)
-    for tag, rows in per_agent.items():
-        paths.append(out / f"latency-{tag}.hlog")
-        write_interval_log(paths[-1], rows, wall_start_s, tag)
+    per agent, ``latency-AGENT.hlog`` (``Tag=AGENT``). Returns the paths written.
+
+    The agents' intervals are walked together in index order and each is decoded as its lines are
+    written, never all of them at once: a 1-hour run has 36,000 per agent, ~36 KB each decoded."""
+    tags = list(intervals_by_agent)
+    paths = [out / "latency.hlog", *(out / f"latency-{tag}.hlog" for tag in tags)]
+    _, digits = _core.interval_params()
+    lowest, highest, _ = _core.histogram_params()
+    streams = [_tagged_stream(a, iv) for a, iv in enumerate(intervals_by_agent.values())]
+    with contextlib.ExitStack() as files:
+        whole, *own = (files.enter_context(open(p, "w")) for p in paths)
+        whole.write(interval_log_header(wall_start_s))
+        for f, tag in zip(own, tags):
+            f.write(interval_log_header(wall_start_s, tag))
+        # The same index is the same 100 ms of intended send time after the run's start.
+        for index, rows in itertools.groupby(heapq.merge(*streams), key=lambda row: row[0]):
+            decoded = [(a, decode(raw)) for _, a, raw in rows]  # at most one per agent
+            for a, h in decoded:
+                own[a].write(interval_log_line(index, h, tags[a]))
+            added = decoded[0][1]
+            if len(decoded) > 1:
+                added = _core.Histogram(lowest, highest, digits)
+                for _, h in decoded:
+                    added.add(h)
+            whole.write(interval_log_line(index, added))
     return paths
+
+
+def _tagged_stream(agent: int, intervals) -> Iterator[tuple[int, int, bytes]]:
+    for index, raw in encoded_in_order(intervals):
+        yield index, agent, raw
 
 
 #: Interval histograms fetched from the engine at a time for the logs: 100 s of a run, ~0.5 MB
@@ -145,7 +132,7 @@ def encoded_in_order(intervals) -> Iterator[tuple[int, bytes]]:
     """An agent's finished interval histograms as (index, V2 bytes), in index order, ``LOG_CHUNK``
     at a time from the engine's store (``_core.Intervals.counts``/``encoded``: the same intervals
     ``log()`` gives, never all of them at once); a run on agents' (agent/group.MemberIntervals,
-    already decoded in memory) by its ``log()``."""
+    kept encoded in memory) by its ``log()``."""
     if intervals is None:
         return
     if not hasattr(intervals, "encoded"):
@@ -155,18 +142,6 @@ def encoded_in_order(intervals) -> Iterator[tuple[int, bytes]]:
     for at in range(0, len(indices), LOG_CHUNK):
         chunk = indices[at:at + LOG_CHUNK]
         yield from zip(chunk, intervals.encoded(chunk))
-
-
-def _write_one_agent_logs(out: Path, tag: str, intervals, wall_start_s: float) -> list[Path]:
-    paths = [out / "latency.hlog", out / f"latency-{tag}.hlog"]
-    with open(paths[0], "w") as whole, open(paths[1], "w") as own:
-        whole.write(interval_log_header(wall_start_s))
-        own.write(interval_log_header(wall_start_s, tag))
-        for index, raw in encoded_in_order(intervals):
-            h = decode(raw)
-            whole.write(interval_log_line(index, h))
-            own.write(interval_log_line(index, h, tag))
-    return paths
 
 
 def agent_tag(address: str) -> str:
