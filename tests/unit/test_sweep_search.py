@@ -368,6 +368,21 @@ def test_the_window_is_sized_for_the_top_load_or_refused():
     assert "32 slots cannot hold the top load" in e.value.line() and "--conns 25" in e.value.line()
 
 
+def test_a_short_poisson_point_that_drew_fewer_requests_is_not_saturated():
+    """CI: a 1 s point at 1k req/s drew 949 requests (Poisson: 1,000 ± 32), sent and completed them
+    all, and the sweep called it saturated ("achieved 949 req/s of 1,000"), ending at an idle server.
+    The shortfall is judged against what the schedule made due, and replies against requests sent."""
+    drew = _fake_point(1_000, (50, 60, 70))
+    drew["rate"] |= {"achieved_rps": 949.0, "completed_rps": 949.0}
+    drew["counters"] |= {"intended": 949, "sent": 949, "received": 949}
+    drew["checks"][0]["ok"] = True  # within the rate check's ±9.5 % for 1,000 expected
+    assert saturation(drew, 50_000) is None
+    behind = drew | {"counters": drew["counters"] | {"intended": 1_000, "sent": 900}}
+    assert saturation(behind, 50_000) == "achieved 949 req/s of 1,000 (sent 900 of 1,000 due)"
+    lost = drew | {"rate": drew["rate"] | {"completed_rps": 880.0}}
+    assert saturation(lost, 50_000) == "completed 880 req/s of the 949 sent"
+
+
 def test_a_point_saturated_on_the_clients_window_is_not_the_servers_capacity():
     from tailwise.render.sweep import saturation_text
     from tailwise.sweep.search import client_limited
