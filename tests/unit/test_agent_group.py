@@ -94,6 +94,29 @@ def test_the_interval_logs_of_several_agents_add_up_interval_by_interval(tmp_pat
     assert [i for i, _ in m.log()] == [0, 1, 2, 3]
 
 
+def test_the_pooled_rows_are_a_bounded_subsample_and_each_keeps_its_agent():
+    from tailwise.agent.group import OWNED_DTYPE, _owned, _unowned
+    from tailwise.agent.local import SAMPLE_DTYPE
+    from tailwise.stats.subsample import Subsample, kept
+
+    rng = np.random.default_rng(9)
+    pool = Subsample(OWNED_DTYPE, limit=4_000)
+    rows = {}
+    for member in (0, 1, 2):
+        r = np.zeros(5_000, dtype=SAMPLE_DTYPE)
+        r["intended_ns"] = np.sort(rng.integers(0, 10**10, 5_000))
+        r["latency_ns"] = member * 1_000_000 + rng.integers(1, 1_000, 5_000)  # which agent, in the value
+        rows[member] = r
+        pool.add(_owned(r, member))
+    got, owner = _unowned(pool.rows())
+    assert got.dtype == SAMPLE_DTYPE and len(got) <= 4_000 and pool.seen == 15_000
+    assert np.all(np.diff(got["intended_ns"].astype(np.int64)) >= 0)
+    assert np.array_equal(owner, got["latency_ns"] // 1_000_000), "each row keeps its own agent"
+    # The same rows a subsample of one agent's would keep: a function of the row alone.
+    every = np.concatenate(list(rows.values()))
+    assert len(got) == int(kept(every["intended_ns"], pool.level).sum())
+
+
 def test_counters_add_and_times_take_the_latest():
     got = _add([{"sent": 3, "elapsed_ns": 10, "x": True}, {"sent": 4, "elapsed_ns": 12}, {}])
     assert got == {"sent": 7, "elapsed_ns": 12}

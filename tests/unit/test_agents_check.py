@@ -7,7 +7,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tailwise.agent.group import OWNER_DTYPE, _sorted
+from tailwise.agent.group import OWNED_DTYPE, OWNER_DTYPE, _owned, _unowned
+from tailwise.stats.subsample import Subsample
 from tailwise.agent.local import SAMPLE_DTYPE, AgentShare, Taken
 from tailwise.methodology.analysis import AnalysisInput, RunPlan, analyse
 from tailwise.methodology.remedies import Advice, OverloadedAgents
@@ -45,8 +46,16 @@ def _share(address: str, counters: dict, role: str = "symmetric", rate_rps: floa
                       arrival="exp", clock_offset_ns=1_000, clock_rtt_ns=80_000, counters=counters)
 
 
+def _pooled(per_agent: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """Rows of several agents pooled as a run on agents pools them (agent/group.GroupSession)."""
+    pool = Subsample(OWNED_DTYPE)
+    for i, rows in enumerate(per_agent):
+        pool.add(_owned(rows, i))
+    return _unowned(pool.rows())
+
+
 def _analyse(rng, per_agent: list[np.ndarray], shares: list[AgentShare]):
-    rows, owner = _sorted(per_agent, [np.full(len(r), i, OWNER_DTYPE) for i, r in enumerate(per_agent)])
+    rows, owner = _pooled(per_agent)
     counters: dict = {}
     for a in shares:
         for k, v in a.counters.items():
@@ -135,7 +144,7 @@ def test_one_machine_has_no_agents_check():
 def test_pooled_rows_keep_their_agent_through_a_snapshot():
     rng = np.random.default_rng(27)
     a, b = _agent_rows(rng, 2_000.0), _agent_rows(rng, 3_000.0)
-    rows, owner = _sorted([a, b], [np.zeros(len(a), OWNER_DTYPE), np.ones(len(b), OWNER_DTYPE)])
+    rows, owner = _pooled([a, b])
     assert np.all(np.diff(rows["intended_ns"].astype(np.int64)) >= 0)
     assert np.array_equal(np.sort(rows["intended_ns"][owner == 1]), np.sort(b["intended_ns"]))
     pend = _agent_rows(rng, 100.0)[:5]

@@ -107,6 +107,21 @@ def test_sorted_rows_merges_runs_in_bounded_pieces(tmp_path):
     assert len(one) == 1 and np.array_equal(one[0]["intended_ns"], expected["intended_ns"])
 
 
+def test_sorted_rows_of_several_agents_files_are_one_sorted_stream(tmp_path):
+    # A run on agents: one file per agent, their rows interleaved in time.
+    path, expected = _spool(tmp_path, 20_000)
+    rows = np.frombuffer(path.read_bytes(), dtype=SAMPLE_DTYPE)
+    agents = [tmp_path / "samples-a.bin", tmp_path / "samples-b.bin"]
+    agents[0].write_bytes(rows[0::2].tobytes())
+    agents[1].write_bytes(rows[1::2].tobytes())
+    for run_rows in (1_500, 50_000):  # an external merge, and one sorted run
+        got = np.concatenate(list(files.sorted_rows(agents, SAMPLE_DTYPE, run_rows=run_rows)))
+        assert np.array_equal(got["intended_ns"], expected["intended_ns"])
+        assert np.array_equal(np.sort(got, order=["intended_ns", "latency_ns"]),
+                              np.sort(expected, order=["intended_ns", "latency_ns"]))
+    assert not list(tmp_path.glob("*.runs"))
+
+
 def test_regrouped_keeps_every_row_in_order_in_pieces_of_the_size_asked():
     rows = _rows(np.arange(10_000, dtype=np.uint64), np.arange(10_000, dtype=np.uint64))
     cuts = [0, 1, 1, 700, 4_100, 4_101, 9_999, 10_000]  # an empty piece, tiny ones, one larger than a group

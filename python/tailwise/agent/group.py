@@ -12,7 +12,9 @@ many (Lancet, ATC'19, §4: a coordinator drives throughput, latency and symmetri
   same future instant on its own clock; what each really started at, converted back, gives the
   barrier's spread, reported with the offsets.
 * Snapshots and the end: counters are added, histograms merged bucket by bucket (never
-  percentiles averaged), the sampled records pooled. An agent's sample times count from its own
+  percentiles averaged), the sampled records pooled into one bounded subsample (stats/subsample.py,
+  as one agent's are; every row goes to the journal's files, which the samples file is written
+  from). An agent's sample times count from its own
   time zero; the barrier makes those zeros one instant to within the spread. What each agent did
   stays known: its counters, its interval histograms (``MergedIntervals.member``) and which pooled
   rows are its own (``owner``, beside the engine's 48-byte rows), so that the agents check
@@ -29,6 +31,7 @@ import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any, Callable, Protocol
 
 import numpy as np
@@ -40,6 +43,7 @@ from tailwise.agent.remote import ClockOffset, RemoteAgent
 from tailwise.errors import TailwiseError
 from tailwise.spec.load import LoadSpec, Probe
 from tailwise.stats.histogram import LinearHistogram
+from tailwise.stats.subsample import Subsample
 
 #: How far ahead the common start is put: every agent must have connected before it.
 START_AHEAD_NS = 500_000_000
@@ -200,6 +204,7 @@ class Journal(Protocol):
     def intervals(self, member: int, done: dict[int, _core.Histogram]) -> None: ...
     def counters(self, address: str, counters: dict | None = None, error: str | None = None) -> None: ...
     def close(self) -> None: ...
+    def sample_files(self) -> list[Path] | None: ...
 
 
 class AgentGroup:
@@ -239,9 +244,10 @@ class GroupSession:
         self.intervals = MergedIntervals()
         self.engine_stalls: list[tuple[int, int]] = []
         self.target_stalls: list[tuple[int, int]] = []
-        #: Sampled rows as collected, each batch with its agent's index (``owner``).
-        self._batches: list[np.ndarray] = []
-        self._owners: list[np.ndarray] = []
+        #: Sampled rows as collected, each with its agent's index (``owner``): a bounded subsample.
+        self._kept = Subsample(OWNED_DTYPE)
+        #: The subsample's rows last split into engine rows and owners (``_pooled``).
+        self._split: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
         self._failed: str | None = None
         #: The coordinator stopped the agents (its rounds concluded, another agent failed, a
         #: signal): their "interrupted" is then the coordinator's to say, not theirs.
@@ -402,10 +408,9 @@ class GroupSession:
     def _collect(self, member: int, meta: dict, parts: dict[str, bytes]) -> None:
         """One agent's snapshot or end: its new rows, finished intervals and counters kept (and
         written to the journal)."""
-        rows = decode_samples(parts.get("samples", b"")).copy()
+        rows = decode_samples(parts.get("samples", b""))
         if len(rows):
-            self._batches.append(rows)
-            self._owners.append(np.full(len(rows), member, dtype=OWNER_DTYPE))
+            self._kept.add(_owned(rows, member))
         new_intervals = self.intervals.update(member, meta, parts)
         self.members[member].counters = meta["counters"]
         if self.journal is not None:
@@ -414,7 +419,8 @@ class GroupSession:
             self.journal.counters(self.members[member].agent.address, meta["counters"])
 
     def finished(self) -> np.ndarray:
-        """Every sampled row collected so far, of every agent, sorted by intended time."""
+        """Every sampled row collected so far, of every agent — of the bounded subsample — sorted
+        by intended time."""
         return self._pooled()[0]
 
     def finished_owner(self) -> np.ndarray:
@@ -422,18 +428,19 @@ class GroupSession:
         return self._pooled()[1]
 
     def _pooled(self) -> tuple[np.ndarray, np.ndarray]:
-        if len(self._batches) != 1:
-            rows, owner = _sorted(self._batches, self._owners)
-            self._batches, self._owners = [rows], [owner]
-        return self._batches[0], self._owners[0]
+        kept = self._kept.rows()
+        if self._split is None or self._split[0] is not kept:
+            self._split = (kept, *_unowned(kept))
+        return self._split[1], self._split[2]
 
     def take(self, merge: bool = True) -> Taken | None:
         got = self._guard(lambda m: m.agent.snapshot(self.run_id)) or []
         pending, pending_owner = [], []
         for i, (meta, parts) in enumerate(got):
             self._collect(i, meta, parts)
-            pending.append(decode_samples(parts.get("pending", b"")).copy())
-            pending_owner.append(np.full(len(pending[-1]), i, dtype=OWNER_DTYPE))
+            rows, owner = _unowned(self._kept.select(_owned(decode_samples(parts.get("pending", b"")), i)))
+            pending.append(rows)
+            pending_owner.append(owner)
             self.engine_stalls.extend(tuple(s) for s in meta.get("engine_stalls", []))
         if not merge:
             return None
@@ -443,7 +450,7 @@ class GroupSession:
                      bool(metas) and all(m["complete"] for m in metas) and not self._failed,
                      _add([m["counters"] for m in metas]), finished_owner=owner,
                      pending_owner=np.concatenate(pending_owner) if pending_owner else np.zeros(0, OWNER_DTYPE),
-                     agents=tuple(m.share() for m in self.members))
+                     agents=tuple(m.share() for m in self.members), one_in=self._kept.one_in)
 
     # -- the end --------------------------------------------------------------------------------
 
@@ -503,6 +510,9 @@ class GroupSession:
             intervals=self.intervals, agents=[m.share() for m in self.members], barrier=self.barrier(), owner=owner,
             packet_intervals=_packet_intervals([meta.get("packet_intervals") or [] for meta in metas]),
             packet_hist=_packet_hist([(meta.get("packet_hist"), p.get("packet_hist")) for _, meta, p in results]),
+            subsample=self._kept.report(),
+            # Every row, as it came: the journal's files (None without --out, or given up).
+            samples_file=self.journal.sample_files() if self.journal is not None else None,
             journal_error=self.journal.error if self.journal is not None else None,
         )
 
@@ -515,12 +525,28 @@ def _concat(batches: list[np.ndarray]) -> np.ndarray:
     return np.concatenate(batches) if batches else np.zeros(0, dtype=SAMPLE_DTYPE)
 
 
-def _sorted(batches: list[np.ndarray], owners: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
-    """Rows of several agents pooled and sorted by intended time (stable), each with its agent."""
-    rows = _concat(batches)
-    owner = np.concatenate(owners) if owners else np.zeros(0, dtype=OWNER_DTYPE)
-    order = np.argsort(rows["intended_ns"], kind="stable")
-    return rows[order], owner[order]
+#: An engine row with its agent's index after it: what the group's subsample keeps.
+OWNED_DTYPE = np.dtype({"names": [*SAMPLE_DTYPE.names, "owner"],
+                        "formats": [*(SAMPLE_DTYPE.fields[n][0] for n in SAMPLE_DTYPE.names), OWNER_DTYPE],
+                        "offsets": [*(SAMPLE_DTYPE.fields[n][1] for n in SAMPLE_DTYPE.names), SAMPLE_DTYPE.itemsize],
+                        "itemsize": SAMPLE_DTYPE.itemsize + np.dtype(OWNER_DTYPE).itemsize})
+
+
+def _owned(rows: np.ndarray, member: int) -> np.ndarray:
+    """Engine rows of agent ``member``, each with its index (``OWNED_DTYPE``)."""
+    out = np.zeros(len(rows), dtype=OWNED_DTYPE)
+    for name in SAMPLE_DTYPE.names:
+        out[name] = rows[name]
+    out["owner"] = member
+    return out
+
+
+def _unowned(owned: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``OWNED_DTYPE`` rows split back into engine rows (``SAMPLE_DTYPE``, 48 bytes) and owners."""
+    rows = np.zeros(len(owned), dtype=SAMPLE_DTYPE)
+    for name in SAMPLE_DTYPE.names:
+        rows[name] = owned[name]
+    return rows, owned["owner"].copy()
 
 
 #: Counters that are times or maxima, not counts: the group's is the largest agent's.

@@ -68,7 +68,8 @@ class Measurement:
                              where))
         if self.result.journal_error:
             problems.append((f"what the agents sent could not be kept on disk as it came ({self.result.journal_error}): "
-                             "the run went on, and had the coordinator died it would have lost it", where))
+                             f"the run went on, {out}'s samples file holds the statistics' rows only, and had the "
+                             "coordinator died it would have lost the run", where))
         return problems
 
 

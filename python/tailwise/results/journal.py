@@ -19,7 +19,9 @@ each snapshot's rows, each finished interval's histogram and each agent's counte
 The writes are appends flushed to the kernel at each snapshot (a dead process loses nothing
 written; a lost machine may lose what its page cache held). A disk that will not take more (full,
 gone) ends the journal, not the run: its files are removed to leave the space to the results, and
-``Journal.error`` says why (the run's ``AgentResult.journal_error``, a warning). When the run ends and its results
+``Journal.error`` says why (the run's ``AgentResult.journal_error``, a warning). The rows' files
+are also what the results directory's samples file is written from (``sample_files``): the
+coordinator keeps a bounded subsample of them in memory. When the run ends and its results
 directory is written, ``collected/`` is replaced by it (files.install): it exists only while a run
 is under way, or after a coordinator that died.
 """
@@ -132,6 +134,13 @@ class Journal:
         line |= {"error": error} if error is not None else {"counters": counters}
         self._counters.write(json.dumps(line) + "\n")
         self._counters.flush()
+
+    def sample_files(self) -> list[Path] | None:
+        """Every agent's rows as they came (``samples-TAG.bin``): what the results directory's
+        samples file is written from. None when the journal never began or was given up."""
+        if self.error is not None or not self._tags:
+            return None
+        return [self.dir / f"samples-{t}.bin" for t in self._tags]
 
     @_guarded
     def close(self) -> None:

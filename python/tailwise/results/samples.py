@@ -1,5 +1,5 @@
 """The results directory's samples file, written in bounded memory from the rows a run appended to
-disk as they came (agent/local.Session's ``samples_file``).
+disk as they came (agent/local.Session's ``samples_file``; on agents, the journal's files).
 
 The rows arrive in the order requests finished, not in intended order, and the file is sorted by
 intended time (docs/results.md). So it is written by an external merge sort: the rows are read in
@@ -34,23 +34,31 @@ def _read(f, dtype: np.dtype, rows: int) -> np.ndarray:
     return np.frombuffer(f.read(rows * dtype.itemsize), dtype=dtype)
 
 
-def sorted_rows(path: Path, dtype: np.dtype, run_rows: int = RUN_ROWS) -> Iterator[np.ndarray]:
-    """The rows of ``path`` (``dtype`` records, any order) as pieces in intended order, in bounded
-    memory: one sorted run when they fit in ``run_rows``, else an external merge."""
-    size = os.path.getsize(path)
-    n = size // dtype.itemsize
-    if n <= run_rows:
+def _chunks(paths: list[Path], dtype: np.dtype, rows: int) -> Iterator[np.ndarray]:
+    """The files' records, file after file, at most ``rows`` at a time."""
+    for path in paths:
         with open(path, "rb") as f:
-            rows = _read(f, dtype, n).copy()
+            while len(chunk := _read(f, dtype, rows)):
+                yield chunk
+
+
+def sorted_rows(path: Path | list[Path], dtype: np.dtype, run_rows: int = RUN_ROWS) -> Iterator[np.ndarray]:
+    """The rows of ``path`` (``dtype`` records, any order; or of several files, a run on agents'
+    one per agent) as pieces in intended order, in bounded memory: one sorted run when they fit in
+    ``run_rows``, else an external merge."""
+    paths = [Path(p) for p in path] if isinstance(path, list) else [Path(path)]
+    n = sum(os.path.getsize(p) // dtype.itemsize for p in paths)
+    if n <= run_rows:
+        rows = np.concatenate([c.copy() for c in _chunks(paths, dtype, run_rows)] or [np.zeros(0, dtype)])
         rows.sort(order="intended_ns", kind="stable")
         if n:
             yield rows
         return
-    scratch = Path(path).with_name(Path(path).name + ".runs")
+    scratch = paths[0].with_name(paths[0].name + ".runs")
     runs = []
     try:
-        with open(path, "rb") as src, open(scratch, "wb") as dst:
-            while len(chunk := _read(src, dtype, run_rows)):
+        with open(scratch, "wb") as dst:
+            for chunk in _chunks(paths, dtype, run_rows):
                 chunk = chunk[np.argsort(chunk["intended_ns"], kind="stable")]
                 runs.append((dst.tell() // dtype.itemsize, len(chunk)))
                 dst.write(chunk.tobytes())
@@ -121,7 +129,7 @@ def regrouped(pieces: Iterator[np.ndarray], rows: int = GROUP_ROWS) -> Iterator[
 
 
 def used_in_order(used: np.ndarray):
-    """``used_of`` for rows written in the order of ``used`` (a run on agents, held in memory):
+    """``used_of`` for rows written in the order of ``used`` (held in memory: none were on disk):
     each call takes the mask's next ``len(rows)``, as ``write_samples`` calls it once a piece, in
     order (its pieces are ``GROUP_ROWS`` long, not the run's)."""
     at = 0

@@ -393,15 +393,17 @@ def sample_columns(samples: np.ndarray) -> dict[str, np.ndarray]:
 
 
 def _write_samples(path: Path, fmt: str, summary: dict, result: AgentResult, used: np.ndarray | None) -> None:
-    """The samples file: from the rows the run appended to disk (``result.samples_file``), in bounded
-    memory (results/samples.py), or from the rows in memory (a run on agents)."""
+    """The samples file: from the rows the run appended to disk (``result.samples_file``: a file,
+    or one per agent), in bounded memory (results/samples.py), or from the rows in memory (none
+    was kept on disk)."""
     from tailwise.results import samples as files
 
-    spooled = result.samples_file is not None and Path(result.samples_file).exists()
-    if spooled:
+    spool = result.samples_file
+    paths = [Path(p) for p in (spool if isinstance(spool, list) else [spool])] if spool is not None else []
+    if paths and all(p.exists() for p in paths):
         window = summary["latency"]["window"]
         one_in = (summary["methodology"].get("subsample") or {}).get("one_in", 1)
-        pieces = files.sorted_rows(Path(result.samples_file), result.samples.dtype)
+        pieces = files.sorted_rows(paths, result.samples.dtype)
         used_of = files.used_rule(window["start_ns"], window["end_ns"], one_in)
     else:
         pieces = iter([result.samples])
