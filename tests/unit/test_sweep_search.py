@@ -369,9 +369,10 @@ def test_the_window_is_sized_for_the_top_load_or_refused():
 
 
 def test_a_short_poisson_point_that_drew_fewer_requests_is_not_saturated():
-    """CI: a 1 s point at 1k req/s drew 949 requests (Poisson: 1,000 ± 32), sent and completed them
-    all, and the sweep called it saturated ("achieved 949 req/s of 1,000"), ending at an idle server.
-    The shortfall is judged against what the schedule made due, and replies against requests sent."""
+    """Seen in an e2e test: a 1 s point at 1k req/s drew 949 requests (Poisson: 1,000 ± 32), sent
+    and completed them all, and the sweep called it saturated ("achieved 949 req/s of 1,000"),
+    ending at an idle server. The shortfall is judged against what the schedule made due, and
+    replies against requests sent."""
     drew = _fake_point(1_000, (50, 60, 70))
     drew["rate"] |= {"achieved_rps": 949.0, "completed_rps": 949.0}
     drew["counters"] |= {"intended": 949, "sent": 949, "received": 949}

@@ -60,7 +60,7 @@ DIVERGE = 20.0
 #: requests sent, saturate a point even when the rate check's own tolerance (shorter runs: wider)
 #: would let it pass. Judged against the schedule's own draw, not the target rate: with Poisson
 #: arrivals a 1 s point at 1k req/s draws 1,000 ± 32 requests, and 5 % below the target is then
-#: chance one time in 18 (seen in CI: "achieved 949 req/s of 1,000", a knee at an idle server).
+#: chance one time in 18 (seen in a test here: "achieved 949 req/s of 1,000", a knee at an idle server).
 SHORTFALL = 0.05
 #: A sweep measures at most this many loads.
 MAX_POINTS = 200
@@ -237,7 +237,8 @@ def saturation(point: dict, base_p50_ns: float | None, limited: str | None = Non
         return "rate: " + rate_figures(target, r["achieved_rps"], r["completed_rps"], r["duration_s"])
     c = point["counters"]
     if c.get("intended") and c["sent"] < (1 - SHORTFALL) * c["intended"]:
-        return limited or f"achieved {r['achieved_rps'] or 0:,.0f} req/s of {target:,.0f} (sent {c['sent']:,} of {c['intended']:,} due)"
+        return limited or (f"achieved {r['achieved_rps'] or 0:,.0f} req/s of {target:,.0f} "
+                           f"(sent {c['sent']:,} of {c['intended']:,} due)")
     sent, done = r["achieved_rps"], r["completed_rps"]
     if sent and done is not None and done < (1 - SHORTFALL) * sent and not host:
         return limited or f"completed {done:,.0f} req/s of the {sent:,.0f} sent"
