@@ -24,6 +24,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from support.cli import MEASURED
 from tailwise.measure import netns
 
 pytestmark = pytest.mark.skipif(netns.can_create() is not None, reason=str(netns.can_create()))
@@ -140,7 +141,7 @@ def test_a_coordinated_run_adds_up(tmp_path):
         out = tmp_path / "out"
         done = _run(lan, token, addrs, "--rate", "4k", "--duration", "3", "--conns", "4", "--outstanding", "2",
                     "--sample-every", "1", "--out", str(out))
-        assert done.returncode in (0, 1), done.stderr + _logs(tmp_path)
+        assert done.returncode in MEASURED, done.stderr + _logs(tmp_path)
         s = json.loads(done.stdout)
         agents = s["agents"]
         assert [a["address"] for a in agents] == addrs and all(a["role"] == "symmetric" for a in agents)
@@ -203,7 +204,7 @@ def test_with_no_target_the_agents_load_the_builtin_server_here(tmp_path):
         argv = [sys.executable, "-m", "tailwise", "run", "--agents", addrs[0], "--token-file", str(token), "--json",
                 "--no-pin", "--poll", "block", "--rate", "2k", "--duration", "2"]
         done = subprocess.run(lan.argv("coord", argv), capture_output=True, text=True, timeout=RUN_S)
-        assert done.returncode in (0, 1), done.stderr + _logs(tmp_path)
+        assert done.returncode in MEASURED, done.stderr + _logs(tmp_path)
         s = json.loads(done.stdout)
         assert s["target"].startswith(f"synthetic://{lan.ips['coord']}:"), s["target"]
         assert s["counters"]["sent"] > 0 and s["target_stats"]["served"] == s["counters"]["sent"], s["target_stats"]
@@ -295,7 +296,7 @@ def test_a_probe_agent_times_while_the_load_agents_only_load(tmp_path):
         load, probe = addrs[:2], addrs[2]
         done = _run(lan, token, load, "--probe-agent", probe, "--probe-rate", "1k", "--rate", "2k", "--duration", "3",
                     "--conns", "4", "--out", str(out))
-        assert done.returncode in (0, 1), done.stderr + _logs(tmp_path)
+        assert done.returncode in MEASURED, done.stderr + _logs(tmp_path)
         s = json.loads(done.stdout)
         agents = s["agents"]
         assert [(a["address"], a["role"], a["timed"]) for a in agents] == \
@@ -319,7 +320,7 @@ def test_each_agent_has_its_interval_log_and_the_report_shows_the_agents(tmp_pat
     with lan_with_agents(tmp_path, agents=2) as (lan, token, addrs, _):
         out = tmp_path / "out"
         done = _run(lan, token, addrs, "--rate", "4k", "--duration", "2", "--conns", "4", "--out", str(out))
-        assert done.returncode in (0, 1), done.stderr + _logs(tmp_path)
+        assert done.returncode in MEASURED, done.stderr + _logs(tmp_path)
     s = json.loads((out / "summary.json").read_text())
     whole, intervals = _log_totals(out / "latency.hlog", None)
     assert whole == s["counters"]["intended"] and 18 <= intervals <= 22
@@ -371,7 +372,7 @@ def test_a_sweep_measures_every_point_through_the_agents(tmp_path):
                 str(token), "--json", "--no-pin", "--poll", "block", "--rates", "1k,2k", "--duration", "1",
                 "--conns", "4", "--out", str(out)]
         done = subprocess.run(lan.argv("coord", argv), capture_output=True, text=True, timeout=RUN_S)
-        assert done.returncode in (0, 1), done.stderr + _logs(tmp_path)
+        assert done.returncode in MEASURED, done.stderr + _logs(tmp_path)
     doc = json.loads(done.stdout)
     points = sorted(doc["points"], key=lambda p: p["rate_rps"])
     assert [p["rate_rps"] for p in points] == [1000.0, 2000.0], (doc["stopped"], doc["error"], done.stderr)

@@ -23,9 +23,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from support import servers
-from support.live_run import Run, assert_freeze_visible, freeze
-from tailwise import _core
+from support.live_run import Run, assert_freeze_visible, freeze, need_test_hook
 from tailwise.agent.local import Flag
 from tailwise.stats.quantiles import estimate_percentile
 
@@ -43,17 +41,6 @@ def _matrix():
                     yield pytest.param(mode, where, rate, f, id=f"{mode}-{where}-{rate}-{int(f * 1000)}ms")
 
 
-def _need_test_hook() -> None:
-    """Skip the calling test when the engine was built without its test hook (cargo feature
-    test-hooks: scripts/test builds with it); fail instead under CI=true."""
-    if _core.TEST_HOOKS:
-        return
-    msg = 'the engine has no test hook: build with MATURIN_PEP517_ARGS="--features test-hooks" (scripts/test does)'
-    if servers.in_ci():
-        pytest.fail(f"{msg} (CI=true: a missing test hook is a failure, not a skip)")
-    pytest.skip(msg)
-
-
 def _mode_args(mode: str) -> list[str]:
     if mode == "fixed":
         return ["--duration", "4"]
@@ -63,7 +50,7 @@ def _mode_args(mode: str) -> list[str]:
 @pytest.mark.parametrize("mode,where,rate,freeze_s", list(_matrix()))
 def test_freeze_matrix(serve, mode, where, rate, freeze_s):
     if where == "after-engine-stall":
-        _need_test_hook()
+        need_test_hook()
     srv = serve("--service", "fixed:5us")
     env = {"TAILWISE_TEST_ENGINE_STALL": "1.5s:500us"} if where == "after-engine-stall" else None
     run = Run(srv.url, "--rate", rate, "--timeout", "3s", "--conns", "16", *_mode_args(mode), "--seed", "11", env=env)
@@ -144,7 +131,7 @@ def test_engine_stopped_5ms_a_few_times_the_interval_holds_every_request(serve, 
     contains the every-request figure of the same window (the upper end of what the target can have
     given) and reaches below it by the widening; without any request delayed, the interval is
     exactly the order-statistic CI of the samples."""
-    _need_test_hook()
+    need_test_hook()
     srv = serve("--service", "fixed:5us")
     out = tmp_path / "run"
     run = Run(srv.url, "--rate", "10k", "--conns", "16", "--duration", "4", "--seed", "7", "--out", str(out),

@@ -13,6 +13,8 @@ import time
 from dataclasses import dataclass
 
 CLI = [sys.executable, "-m", "tailwise"]
+#: The exit statuses of a run or sweep that measured: ok, not-measurable, imprecise (README, "Exit status").
+MEASURED = (0, 1, 4)
 #: Every CLI invocation in the tests is bounded in time.
 CLI_TIMEOUT_S = 120
 

@@ -48,7 +48,10 @@ def test_a_client_that_could_not_send_a_tenth_stops_and_says_why(held):
     behind = int(BEHIND * 30_000) + 1
     r = replace(GOING, n=2, never_sent=behind, held=held)
     want = f"{behind:,} of 30,000 requests could not be sent within --timeout"
-    assert stop_policy(r) == (f"{want}: {held_words(held)}" if held else f"the client fell behind its schedule: {want}")
+    assert stop_policy(r) == (f"{want}: {held_words(held)}" if held else
+                              f"{want}: every slot (--conns × --outstanding) was held by requests the target had not "
+                              "answered, or the connections were down")
+    assert "fell behind" not in stop_policy(r)  # waiting for a slot is the target's doing (issue 32)
     assert stop_policy(replace(r, never_sent=behind - 1)) is None
     assert stop_policy(replace(r, n=1)) is None  # the first round's backlog is the start's
 
@@ -61,3 +64,22 @@ def test_precision_out_of_reach_needs_three_rounds_and_hopeless_times_the_time_l
     assert stop_policy(replace(r, samples_needed=edge - 10)) is None
     assert stop_policy(replace(r, n=2)) is None
     assert stop_policy(replace(r, state="stationarity")) is None  # only the CI's own step
+
+
+def test_validity_is_judged_once_where_the_precision_decides_the_stop():
+    """Optional stopping (issue 32): a run whose precision is reached while a validity check failed
+    on what it saw stops there, not-measurable — it does not go on until more data dilutes the
+    finding and the check passes. A check that failed for want of data (its remedy: run longer)
+    does not stop it, nor does any failure in the first round (the start's figures)."""
+    from tailwise.methodology.checks import Check
+    from tailwise.methodology.controller import substantive_failures
+    from tailwise.methodology.remedies import Advice, Longer, RunLonger
+
+    r = replace(GOING, state="stationarity", failing=("stationarity",), precise=True, invalid=("stationarity",))
+    assert stop_policy(r) == "precision reached in round 3; stationarity failed"
+    assert stop_policy(replace(r, n=1)) is None
+    assert stop_policy(replace(r, precise=False)) is None  # the precision still decides when to stop
+    assert stop_policy(replace(r, invalid=())) is None
+    checks = [Check("stationarity", False, "…", Advice.FIND_PAUSE), Check("arrivals", False, "…", RunLonger(Longer.SENDS)),
+              Check("confidence", False, "…", Advice.LOOSEN_PRECISION), Check("rate", True, "…")]
+    assert substantive_failures(checks) == ("stationarity",)

@@ -172,3 +172,27 @@ def test_an_empty_spool_still_writes_the_columns(tmp_path):
     files.write_samples(tmp_path / "s.csv", "csv", files.sorted_rows(path, SAMPLE_DTYPE), sample_columns,
                         files.used_rule(0, 1, 1), SAMPLE_DTYPE)
     assert (tmp_path / "s.csv").read_text().startswith('"intended_ns","sent_ns"')
+
+
+def test_equal_intended_times_of_two_threads_or_agents_are_chosen_independently():
+    """Two threads (or agents, numbered apart by the coordinator) on the same schedule have equal
+    intended times: keyed by the time alone they were kept or dropped together (issue 32). Keyed by
+    time and thread, each is a Bernoulli(2^−level) draw of its own."""
+    from tailwise.stats.subsample import AGENT_THREADS, Subsample, kept, source_of
+
+    dtype = np.dtype([("intended_ns", "<u8"), ("thread", "<u4")])
+    t = np.sort(np.random.default_rng(4).integers(0, 10**12, 100_000)).astype(np.uint64)
+    a, b = np.zeros(len(t), dtype), np.zeros(len(t), dtype)
+    a["intended_ns"] = b["intended_ns"] = t
+    b["thread"] = AGENT_THREADS + 0  # agent 1's thread 0
+    level = 3
+    ka, kb = kept(t, level, source_of(a)), kept(t, level, source_of(b))
+    both = int((ka & kb).sum())
+    # Independent draws: both kept ~ n/64 (1,563 ± 39); the same draw would keep n/8 together.
+    assert abs(ka.mean() - 1 / 8) < 0.005 and abs(kb.mean() - 1 / 8) < 0.005
+    assert abs(both - len(t) / 64) < 5 * np.sqrt(len(t) / 64), both
+    # The subsample keys by the same source as the samples file's `used` does.
+    pool = Subsample(dtype, limit=30_000)
+    pool.add(np.concatenate([a, b]))
+    kept_rows = pool.rows()
+    assert len(kept_rows) == int(kept(t, pool.level, source_of(a)).sum() + kept(t, pool.level, source_of(b)).sum())

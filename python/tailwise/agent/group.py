@@ -43,7 +43,7 @@ from tailwise.agent.remote import ClockOffset, RemoteAgent
 from tailwise.errors import TailwiseError
 from tailwise.spec.load import LoadSpec, Probe
 from tailwise.stats.histogram import LinearHistogram
-from tailwise.stats.subsample import Subsample
+from tailwise.stats.subsample import AGENT_THREADS, Subsample
 
 #: How far ahead the common start is put: every agent must have connected before it.
 START_AHEAD_NS = 500_000_000
@@ -408,7 +408,7 @@ class GroupSession:
     def _collect(self, member: int, meta: dict, parts: dict[str, bytes]) -> None:
         """One agent's snapshot or end: its new rows, finished intervals and counters kept (and
         written to the journal)."""
-        rows = decode_samples(parts.get("samples", b""))
+        rows = _numbered(decode_samples(parts.get("samples", b"")), member)
         if len(rows):
             self._kept.add(_owned(rows, member))
         new_intervals = self.intervals.update(member, meta, parts)
@@ -438,7 +438,7 @@ class GroupSession:
         pending, pending_owner = [], []
         for i, (meta, parts) in enumerate(got):
             self._collect(i, meta, parts)
-            rows, owner = _unowned(self._kept.select(_owned(decode_samples(parts.get("pending", b"")), i)))
+            rows, owner = _unowned(self._kept.select(_owned(_numbered(decode_samples(parts.get("pending", b"")), i), i)))
             pending.append(rows)
             pending_owner.append(owner)
             self.engine_stalls.extend(tuple(s) for s in meta.get("engine_stalls", []))
@@ -530,6 +530,17 @@ OWNED_DTYPE = np.dtype({"names": [*SAMPLE_DTYPE.names, "owner"],
                         "formats": [*(SAMPLE_DTYPE.fields[n][0] for n in SAMPLE_DTYPE.names), OWNER_DTYPE],
                         "offsets": [*(SAMPLE_DTYPE.fields[n][1] for n in SAMPLE_DTYPE.names), SAMPLE_DTYPE.itemsize],
                         "itemsize": SAMPLE_DTYPE.itemsize + np.dtype(OWNER_DTYPE).itemsize})
+
+
+def _numbered(rows: np.ndarray, member: int) -> np.ndarray:
+    """An agent's rows with their engine threads numbered apart from the other agents' (its index
+    × ``AGENT_THREADS`` + its thread): the subsample's key (stats/subsample.py) then tells two
+    agents on the same schedule apart in every copy of the rows."""
+    if not len(rows) or "thread" not in (rows.dtype.names or ()):
+        return rows
+    rows = rows.copy()
+    rows["thread"] += np.uint32(member * AGENT_THREADS)
+    return rows
 
 
 def _owned(rows: np.ndarray, member: int) -> np.ndarray:

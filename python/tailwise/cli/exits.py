@@ -7,6 +7,10 @@ import sys
 from typing import Callable
 
 EXIT_OK, EXIT_NOT_MEASURABLE, EXIT_ERROR, EXIT_THRESHOLD, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+#: Valid, but the asked percentile's interval is wider than --ci (the verdict ``imprecise``).
+EXIT_IMPRECISE = 4
+#: A run's exit status by its verdict (an error, a threshold and a signal come first: cli/run.py).
+VERDICT_EXIT = {"ok": EXIT_OK, "imprecise": EXIT_IMPRECISE, "not-measurable": EXIT_NOT_MEASURABLE}
 
 
 def measuring(body: Callable[[], int]) -> int:

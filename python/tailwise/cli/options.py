@@ -161,6 +161,12 @@ KeepStalls = Annotated[Optional[bool], _opt(
     help="take the requests that stalls (≥ 200 µs) of tailwise's engine threads delayed as measured, instead of as "
          "intervals down to what the target can be shown to have taken "
          f"{default_switch('keep_stalls', '--keep-stalls', '--bound-stalls')}")]
+Bounds = Annotated[Optional[str], _opt(
+    "--bounds", metavar="RULE",
+    help="how a request tailwise's own stalls delayed is bounded below: busy — its measured latency less the "
+         "client's stall time since the client last had nothing outstanding (sound for targets that serve each "
+         "connection in order); floor — the run's least latency (looser; for processor-sharing, priority or "
+         f"reordering targets) {default('bounds')}")]
 Seed = Annotated[Optional[int], _opt(
     "--seed", metavar="N",
     help="random seed of schedules, sampling and statistics [default: random, recorded in the summary]")]

@@ -6,8 +6,8 @@ import shlex
 import sys
 from pathlib import Path
 
-from tailwise.cli.exits import EXIT_ERROR, EXIT_NOT_MEASURABLE, EXIT_OK, EXIT_THRESHOLD, measuring
-from tailwise.cli.options import (Agents, Arrival, Ci, Confidence, Conns, Duration, Force, Json, KeepStalls, Keys, KeySize,
+from tailwise.cli.exits import EXIT_ERROR, EXIT_NOT_MEASURABLE, EXIT_THRESHOLD, VERDICT_EXIT, measuring
+from tailwise.cli.options import (Agents, Arrival, Bounds, Ci, Confidence, Conns, Duration, Force, Json, KeepStalls, Keys, KeySize,
                                   Late, MaxTime, Mix, Outstanding, Percentile, Percentiles, Pin, PollOption,
                                   Popularity, Probe, ProbeConns, ProbeRate, Quiet, Rate, RunOut, SampleEvery,
                                   Size, Flows, MaxLoss,
@@ -22,7 +22,7 @@ from tailwise.spec.runspec import TIME_CAP_ENV, RunSpec
 RUN_SETTINGS = ("targets", "rate", "percentile", "percentiles", "ci", "confidence", "max_time", "duration", "threads",
                 "conns", "outstanding", "arrival", "keys", "key_size", "popularity", "mix", "service", "workers",
                 "sample_every", "timeout", "late", "warmup", "seed", "timestamps", "probe", "probe_conns", "probe_rate",
-                "value_size", "size", "flows", "max_loss")
+                "value_size", "size", "flows", "max_loss", "bounds")
 
 
 def run(
@@ -37,7 +37,7 @@ def run(
     threshold: Thresholds = None, quiet: Quiet = False, verbose: Verbose = False, out: RunOut = None,
     samples_format: SamplesFormat = None, force: Force = False, json_out: Json = False, agents: Agents = None,
     probe_agent: ProbeAgent = None, token_file: TokenFile = None, tls_ca: TlsCa = None, size: Size = None,
-    flows: Flows = None, max_loss: MaxLoss = None,
+    flows: Flows = None, max_loss: MaxLoss = None, bounds: Bounds = None,
 ) -> int:
     """Measure latency at an offered open-loop load, until the percentile's CI is as narrow as asked."""
     # SIGINT, SIGTERM and SIGHUP stop sending; what was measured is still written (signals.py).
@@ -137,11 +137,11 @@ def _run(kw: dict) -> int:
 
 
 def exit_code(summary: dict, out: str | None) -> int:
-    """0 ok, 1 not-measurable, 2 error; 3 when a --threshold failed or was inconclusive, whatever
-    the verdict (a CI job must not pass on a figure it could not trust)."""
+    """0 ok, 4 imprecise, 1 not-measurable, 2 error; 3 when a --threshold failed or was
+    inconclusive, whatever the verdict (a CI job must not pass on a figure it could not trust)."""
     if summary.get("error"):
         print_run_error(summary["error"], out)
         return EXIT_ERROR
     if any(t["status"] != "pass" for t in summary.get("thresholds") or ()):
         return EXIT_THRESHOLD
-    return EXIT_OK if summary["verdict"] == "ok" else EXIT_NOT_MEASURABLE
+    return VERDICT_EXIT.get(summary["verdict"], EXIT_NOT_MEASURABLE)

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from tailwise.cli.exits import EXIT_ERROR, EXIT_NOT_MEASURABLE, EXIT_OK, EXIT_THRESHOLD, measuring
-from tailwise.cli.options import (SWEEP_OUT, Agents, Arrival, Ci, Confidence, Duration, Force, Json, KeepStalls, Keys,
+from tailwise.cli.options import (SWEEP_OUT, Agents, Arrival, Bounds, Ci, Confidence, Duration, Force, Json, KeepStalls, Keys,
                                   KeySize, Late, MaxTime, Mix, Percentile, Percentiles, Pin, PollOption, Popularity,
                                   Probe, ProbeConns, ProbeRate, Quiet, Rates, Resume, SampleEvery, SamplesFormat, Seed,
                                   Service, Slo, Steps, SweepConns, SweepOut, SweepOutstanding, Targets, Threads,
@@ -37,7 +37,7 @@ def sweep(
     quiet: Quiet = False, verbose: Verbose = False, out: SweepOut = None, samples_format: SamplesFormat = None,
     force: Force = False, json_out: Json = False, rates: Rates = None, steps: Steps = None, slo: Slo = None,
     resume: Resume = None, agents: Agents = None, probe_agent: ProbeAgent = None, token_file: TokenFile = None,
-    tls_ca: TlsCa = None, size: Size = None, flows: Flows = None, max_loss: MaxLoss = None,
+    tls_ca: TlsCa = None, size: Size = None, flows: Flows = None, max_loss: MaxLoss = None, bounds: Bounds = None,
 ) -> int:
     """Measure latency at a series of loads (one self-correcting run each), find the knee, or with --slo the highest load that meets it.
 

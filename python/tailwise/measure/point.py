@@ -268,10 +268,11 @@ def measure(rs: RunSpec, setup: Setup, command: str, display: Display | None = N
             if rs.duration_ns:
                 result = agent.run(spec, stall_sources=stall_sources, on_start=started, **journal)
                 analysis, methodology = fixed_methodology(result, spec, precision, rs.seed,
-                                                          bound_delays=not rs.keep_stalls, setting=setup.setting)
+                                                          bound_delays=not rs.keep_stalls, setting=setup.setting,
+                                                          bounds=rs.bounds)
             else:
                 controller = Controller(spec, precision, seed=rs.seed, progress=shown.round,
-                                        bound_delays=not rs.keep_stalls, busy_cpus=setup.busy_cpus,
+                                        bound_delays=not rs.keep_stalls, busy_cpus=setup.busy_cpus, bounds=rs.bounds,
                                         setting=setup.setting)
                 session = agent.start(controller.spec, stall_sources, **journal)
                 started(session)

@@ -64,8 +64,11 @@ from tailwise.methodology.checks import (
     target_width_ns,
 )
 from tailwise.methodology.result import Analysis, Delayed, StallCounts, Warmup
+from tailwise.methodology.verdict import Context, precision_report
+from tailwise.methodology.words import client_words
 from tailwise.stats.arrivals import ArrivalFit, arrival_fit
-from tailwise.stats.bounds import bounded_percentile, floor_ns, lower_bounds
+from tailwise.stats.bounds import (bounded_percentile, busy_lower_bounds, floor_ns, lower_bounds, stall_time,
+                                   stall_union)
 from tailwise.stats.histogram import Buckets
 from tailwise.stats.independence import Independence
 from tailwise.spec.precision import Precision
@@ -79,6 +82,8 @@ WARMUP_MAX_SHARE = 0.10
 #: The reported intervals are checked against the every-request distribution at this confidence,
 #: so that the six default percentiles give a false alarm in ~0.6 % of runs, not in ~26 %.
 CONSISTENCY_CONFIDENCE = 0.999
+#: --late's default (the engine's): a send later than this after its intended time is late.
+DEFAULT_LATE_NS: int = _core.ENGINE_DEFAULTS["late_ns"]
 #: Requests intended this long before each engine stall are the probe of the target's state then.
 PROBE_NS = 10_000_000
 #: The engine's stalls come with the target's slow moments when the probe exceeds the target
@@ -107,6 +112,10 @@ class RunPlan:
     bound_delays: bool = True
     #: How the client ran, for remedies that never recommend what is already so.
     setting: Setting | None = None
+    #: --bounds: "busy" (the client's stall time in each request's busy period) or "floor".
+    bounds: str = "busy"
+    #: --duration: one fixed-length run (more time means a longer --duration, not --max-time).
+    fixed: bool = False
 
 
 @dataclass(frozen=True)
@@ -254,35 +263,59 @@ def exclude_warmup(intended: np.ndarray, end_ns: int | None, warmup_ns: int) -> 
 
 @dataclass(frozen=True)
 class Delays:
-    """The requests the client delayed, by the engine's flags (never from a latency): sent late
-    (``ENGINE_STALL``) or outstanding across a stall (``INFLATED``); those in the window are
-    bounded (``delayed``) unless --keep-stalls."""
+    """The requests the client delayed, and their lower bounds (stats/bounds.py). The engine flags
+    some per request, never from a latency: sent late (``ENGINE_STALL``) or outstanding across a
+    stall (``INFLATED``). Under the busy-period rule (the default) every request whose busy period
+    saw a stall of the client is bounded, flagged or not (``behind``: the victims of a stall that
+    queued behind its burst); under the floor rule only the flagged ones. None is bounded with
+    --keep-stalls."""
 
     censored: np.ndarray
     sent_late: np.ndarray
     across: np.ndarray
+    #: Neither flag, but a stall of the client lies in its busy period (busy rule only).
+    behind: np.ndarray
     #: In the window and bounded: between a lower bound and the measured value.
     delayed: np.ndarray
     #: The least latency of a request the client did not delay, anywhere in the run.
     floor: float
     #: The lower bounds of the window's samples (None: none delayed).
     lower_used: np.ndarray | None
+    #: "busy" or "floor": the rule the lower bounds follow.
+    rule: str = "busy"
 
 
-def bound_delays(samples: np.ndarray, used: np.ndarray, bounded: bool) -> Delays:
-    """Each delayed request between its lower bound and its measured value (stats/bounds.py)."""
+def bound_delays(samples: np.ndarray, used: np.ndarray, bounded: bool, rule: str = "busy",
+                 stalls=()) -> Delays:
+    """Each request the client delayed between its lower bound and its measured value
+    (stats/bounds.py): by ``rule`` — "busy", the client's stall time (``stalls``, every engine
+    thread's, in the samples' time base) in its busy period; "floor", the floor for one sent late.
+    Samples without ``busy_from_ns`` (an older engine) are bounded by the floor rule."""
     lat = samples["latency_ns"].astype(np.int64)
     flags = samples["flags"].astype(np.int64)
     censored = (flags & Flag.CENSORED) != 0
     sent_late = (flags & Flag.ENGINE_STALL) != 0
     across = ((flags & Flag.INFLATED) != 0) & ~sent_late
+    answered = ~censored & (samples["sent_ns"] > 0)
+    if rule == "busy" and "busy_from_ns" in (samples.dtype.names or ()):
+        union = stall_union(stalls)
+        intended = samples["intended_ns"].astype(np.int64)
+        stalled = stall_time(union, samples["busy_from_ns"].astype(np.int64), intended + lat) > 0
+        floor = floor_ns(lat, answered & ~stalled)
+        behind = stalled & ~sent_late & ~across
+        delayed = used & stalled if bounded else np.zeros(len(samples), bool)
+        lower_used = None
+        if delayed.any():
+            lower = busy_lower_bounds(lat, intended, samples["busy_from_ns"].astype(np.int64), union, floor)
+            lower_used = np.where(delayed, lower, lat)[used]
+        return Delays(censored, sent_late, across, behind, delayed, floor, lower_used, "busy")
     delayed = used & (sent_late | across) if bounded else np.zeros(len(samples), bool)
-    floor = floor_ns(lat, ~censored & ~sent_late & ~across & (samples["sent_ns"] > 0))
+    floor = floor_ns(lat, answered & ~sent_late & ~across)
     lower_used = None
     if delayed.any():
         lower = lower_bounds(lat, sent_late & delayed, across & delayed, samples["inflation_ns"], floor)
         lower_used = lower[used]
-    return Delays(censored, sent_late, across, delayed, floor, lower_used)
+    return Delays(censored, sent_late, across, np.zeros(len(samples), bool), delayed, floor, lower_used, "floor")
 
 
 @dataclass(frozen=True)
@@ -323,7 +356,7 @@ class Facts:
         self.lat = s["latency_ns"].astype(np.int64)
         self.sent = s["sent_ns"].astype(np.int64)
         self.cut = exclude_warmup(self.t, inp.end_ns, self.plan.precision.warmup_ns)
-        self.delays = bound_delays(s, self.cut.used, self.plan.bound_delays)
+        self.delays = bound_delays(s, self.cut.used, self.plan.bound_delays, self.plan.bounds, inp.engine_stalls)
         used = self.cut.used
         self.est = estimate(self.lat[used], self.delays.censored[used], self.delays.lower_used, self.plan.precision)
         self.target, self.independence = self.est.by_p[self.plan.precision.percentile]
@@ -339,10 +372,12 @@ class Facts:
         return float(np.mean(self.lat[a] - (sent[a] - t[a]))) if a.any() else None
 
     @cached_property
-    def delayed_counts(self) -> tuple[int, int]:
-        """The window's bounded requests: sent late, outstanding across a stall."""
+    def delayed_counts(self) -> tuple[int, int, int]:
+        """The window's bounded requests: sent late, outstanding across a stall, and (busy rule)
+        behind a stall in their busy period with neither flag."""
         d = self.delays
-        return int((d.delayed & d.sent_late).sum()), int((d.delayed & d.across).sum())
+        return (int((d.delayed & d.sent_late).sum()), int((d.delayed & d.across).sum()),
+                int((d.delayed & d.behind).sum()))
 
     @cached_property
     def probe(self) -> dict | None:
@@ -364,23 +399,49 @@ class Facts:
         """What the server saw: every request sent in the window, against the schedule's process."""
         return self.arrivals_of(self.cut.used, self.plan.arrival, self.plan.rate_rps, self.inp.counters, self.inp.rng)
 
+    @cached_property
+    def own_sent(self) -> np.ndarray | None:
+        """Each request's send time less the lateness that is not the client's own doing (issue 32:
+        each cause judged once): the client's stall time in its busy period up to the send — which
+        the bounds already carry — and the time every slot was held by requests the target had not
+        answered (``slot_wait_ns``: a target that stops holds the client's window, as a closed loop
+        would; the rate check judges that). What remains is the client falling behind by its own
+        work (CPU, too few threads). None for samples without those fields (an older engine)."""
+        s = self.inp.samples
+        names = s.dtype.names or ()
+        if "busy_from_ns" not in names or "slot_wait_ns" not in names:
+            return None
+        lag = np.maximum(self.sent - self.t, 0)
+        explained = (s["slot_wait_ns"].astype(np.int64)
+                     + stall_time(stall_union(self.inp.engine_stalls), s["busy_from_ns"].astype(np.int64), self.sent))
+        return self.t + np.clip(lag - explained, 0, lag)
+
     def arrivals_of(self, kept: np.ndarray, process: str, rate_rps: float, counters: dict,
                     rng: np.random.Generator) -> ArrivalFit:
         """The arrivals test (stats/arrivals.py) over the samples ``kept`` marks: the pooled ones
-        of the window (the arrivals check), or one agent's (the agents check)."""
+        of the window (the arrivals check), or one agent's (the agents check) — on the sends as the
+        client alone would have made them (``own_sent``), the lateness as measured said beside."""
         t, sent = self.t, self.sent
         was_sent = kept & (sent > 0)
         late_ns = self.plan.late_ns
-        late_fraction = (float(np.mean((sent[was_sent] - t[was_sent]) > late_ns))
-                         if late_ns is not None and was_sent.any()
-                         else counters.get("late", 0) / max(counters.get("sent", 0), 1))
+        own = self.own_sent
+        measured_late = None
+        if own is not None and was_sent.any():
+            threshold = late_ns if late_ns is not None else DEFAULT_LATE_NS
+            measured_late = float(np.mean((sent[was_sent] - t[was_sent]) > threshold))
+            late_fraction = float(np.mean((own[was_sent] - t[was_sent]) > threshold))
+            sent = own
+        else:
+            late_fraction = (float(np.mean((sent[was_sent] - t[was_sent]) > late_ns))
+                             if late_ns is not None and was_sent.any()
+                             else counters.get("late", 0) / max(counters.get("sent", 0), 1))
         # Gaps across a pause are the coordinator's, not the process's. Segments end where a pause
         # ends: an engine thread that noticed the pause late (a stall) still sent, at their own times,
         # requests due after the pause began, and its schedule resumes only after the pause's end.
         pause_ends = np.sort(np.array([b for _, b in self.inp.pauses], dtype=np.int64))
         segments = np.searchsorted(pause_ends, t[was_sent], side="right") if len(pause_ends) else None
         return arrival_fit(sent[was_sent], t[was_sent], process=process, rate_rps=rate_rps,
-                           late_fraction=late_fraction, rng=rng, segments=segments)
+                           late_fraction=late_fraction, rng=rng, segments=segments, measured_late=measured_late)
 
     @cached_property
     def agents(self) -> list[AgentFigures]:
@@ -475,9 +536,9 @@ def _loss(f: Facts) -> Check | None:
 
 
 def _stalls(f: Facts) -> Check:
-    n_late, n_across = f.delayed_counts
+    n_late, n_across, n_behind = f.delayed_counts
     d, used = f.delays, f.cut.used
-    return stalls_check(f.inp.engine_stalls, f.inp.target_stalls, sent_late=n_late, across=n_across,
+    return stalls_check(f.inp.engine_stalls, f.inp.target_stalls, sent_late=n_late, across=n_across, behind=n_behind,
                         window=f.cut.window_samples, target=f.target, width_target_ns=f.est.width_target_ns,
                         setting=f.plan.setting, host_pause=f.host_pauses["note"], bounded=f.plan.bound_delays,
                         flagged=int((used & (d.sent_late | d.across)).sum()))
@@ -515,7 +576,8 @@ CHECKS: tuple[tuple[str, str, Callable[[Facts], Check | None]], ...] = (
     ("load", "agents", _agents),
     ("load", "errors", _errors),
     ("load", "loss", _loss),
-    ("load", "stalls", _stalls),
+    # Precision, not validity (methodology/verdict.py): the client's stalls only widen the intervals.
+    ("confidence", "stalls", _stalls),
     ("load", "exclusions", _exclusions),
     ("arrivals", "arrivals", _arrivals),
     ("stationarity", "stationarity", _stationarity),
@@ -523,8 +585,9 @@ CHECKS: tuple[tuple[str, str, Callable[[Facts], Check | None]], ...] = (
     ("confidence", "confidence", _confidence),
     ("consistency", "consistency", _consistency),
 )
-#: Each step with its checks; ``Analysis.state`` is the first that fails.
-STEPS: dict[str, tuple[str, ...]] = {}
+#: Each step with its checks, in the methodology's order; ``Analysis.state`` is the first that fails.
+STEPS: dict[str, tuple[str, ...]] = {step: () for step in
+                                     ("load", "arrivals", "stationarity", "independence", "confidence", "consistency")}
 for _step, _name, _ in CHECKS:
     STEPS[_step] = (*STEPS.get(_step, ()), _name)
 STATES = tuple(STEPS)
@@ -550,19 +613,26 @@ def _result(f: Facts, checks: list[Check]) -> Analysis:
     warm_p99 = float(np.percentile(f.lat[warm], 99, method="inverted_cdf")) if warm.any() else None
     every = f.every
     ps = list(f.est.by_p)
-    n_late, n_across = f.delayed_counts
+    n_late, n_across, n_behind = f.delayed_counts
     pauses = inp.pauses
+    stalls = StallCounts.of(inp.engine_stalls, inp.target_stalls)
+    precision = precision_report(
+        f.est.percentiles, f.target, f.plan.precision, {p: ind for p, (_, ind) in f.est.by_p.items()},
+        Context(measured_s=inp.elapsed_s, max_time_s=f.plan.precision.max_time_s, fixed=f.plan.fixed,
+                engine_stalls=stalls.engine, engine_longest_ns=stalls.engine_longest_ns, target_stalls=stalls.target,
+                target_longest_ns=stalls.target_longest_ns, host_pause=f.host_pauses["note"],
+                quieter=client_words(f.plan.setting, f.plan.precision.percentile)))
     return Analysis(
         checks=checks, state=first_failing(checks), percentiles=f.est.percentiles, target=f.target,
         used_mask=c.used, window=(c.start_ns, c.end_ns), samples_needed=f.confidence[1],
         warmup=Warmup(c.start_ns / 1e9, f.plan.precision.warmup_ns / 1e9, WARMUP_MAX_SHARE, int(warm.sum()),
                       warm_p99),
         delayed=Delayed(bool(f.plan.bound_delays), n_late, n_across, c.window_samples, d.floor,
-                        tuple(f.est.percentiles)),
+                        tuple(f.est.percentiles), behind_stall=n_behind, rule=d.rule),
         host_pauses=f.host_pauses, probe=f.probe, consistency=f.consistency,
         every_request=None if every is None else (int(every.total), [(p, every.value_at(p)) for p in ps]),
         pauses=(len(pauses), sum(b - a for a, b in pauses) / 1e9),
-        stalls=StallCounts.of(inp.engine_stalls, inp.target_stalls),
+        stalls=stalls, precision=precision,
         samples_collected=int(len(inp.samples)), samples_used=c.window_samples,
         inflated_samples=int((c.used & d.across).sum()), censored_samples=int((c.used & d.censored).sum()),
         independence={p: ind for p, (_, ind) in f.est.by_p.items()},

@@ -234,6 +234,7 @@ def loss_check(counters: dict, max_loss: float) -> Check:
 
 
 def stalls_check(engine_stalls, target_stalls, *, sent_late: int, across: int, window: int, target: Percentile,
+                 behind: int = 0,
                  width_target_ns: float | None, setting: Setting | None = None, host_pause: str | None = None,
                  bounded: bool = True, flagged: int = 0) -> Check:
     """Stalls (≥ 200 µs without running, time/stall.rs) of the engine threads and what they did to the
@@ -242,7 +243,7 @@ def stalls_check(engine_stalls, target_stalls, *, sent_late: int, across: int, w
     when the widening those intervals cause alone makes the asked percentile's interval miss --ci:
     sampling alone would meet it, or the widening by itself exceeds it."""
     p = target.p
-    delayed = sent_late + across
+    delayed = sent_late + across + behind
     share = delayed / window if window else 0.0
     if engine_stalls:
         longest = max(b - a for a, b in engine_stalls) / 1e6
@@ -252,7 +253,8 @@ def stalls_check(engine_stalls, target_stalls, *, sent_late: int, across: int, w
     if not bounded and flagged:
         what += f": {flagged:,} requests they delayed kept as measured (--keep-stalls)"
     elif delayed:
-        what += (f": {sent_late:,} requests sent late by the client and {across:,} outstanding across a stall, "
+        queued = f", {behind:,} queued behind one in their busy period" if behind else ""
+        what += (f": {sent_late:,} requests sent late by the client, {across:,} outstanding across a stall{queued}, "
                  f"{share:.2%} of the {window:,} in the window, in the statistics between a lower bound and their "
                  f"measured latency")
     elif engine_stalls:

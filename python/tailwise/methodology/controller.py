@@ -13,8 +13,11 @@ censored at the time they have waited (so a freeze still going on is already in 
   naming it (exit 2, as in --duration mode) if it stays unreachable; on datagrams, the slots that
   unanswered requests hold until --timeout are named as the cause (``held_slots``);
 * the confidence interval is too wide → keep going while the estimated time to reach the width
-  fits in ``--max-time`` (with slack), else stop early;
-* otherwise collect more, up to ``--max-time``; then the verdict names every failed check.
+  fits in ``--max-time`` (with slack), else stop early (so too when the client's own stalls alone
+  keep it too wide);
+* otherwise collect more, up to ``--max-time``; then the verdict names every failed check:
+  ``imprecise`` when only the precision was not reached, ``not-measurable`` when a validity check
+  failed (methodology/verdict.py).
 
 Time budget: the engine's schedule ends at ``--max-time``; after it, the replies still in flight
 are collected for at most ``--timeout`` and one last analysis runs (about 1.5 s per million
@@ -51,6 +54,7 @@ from tailwise.spec.load import LoadSpec
 from tailwise.methodology.analysis import STEPS, Analysis, AnalysisInput, RunPlan, analyse
 from tailwise.spec.precision import Precision
 from tailwise.methodology.checks import Check, Setting, target_width_ns
+from tailwise.methodology.verdict import PRECISION, VALIDITY
 from tailwise.methodology.remedies import Advice, FreeHeldSlots, HeldSlots, RaiseMaxTime, Remedy, RunLonger, RunToEnd
 from tailwise.methodology.words import held_words
 from tailwise.stats.histogram import Buckets, decode
@@ -67,7 +71,7 @@ COLLECT_S = 1.0
 PATIENCE = 3
 #: Give up early when reaching the CI width would take more than this multiple of the time left.
 HOPELESS = 4.0
-#: A client that could not send this share of the requests due is far behind its schedule.
+#: This share of the requests due never sent (they wait only for a free slot): the workload is not offered.
 BEHIND = 0.10
 #: Before a round's analysis, the requests in flight are given this long to be answered.
 DRAIN_S = 0.02
@@ -167,11 +171,30 @@ class RoundOutcome:
     max_time_s: float
     #: held_slots: unanswered datagrams held the slots.
     held: HeldSlots | None = None
+    #: The asked precision is reached (the confidence and stalls checks pass), whatever the rest.
+    precise: bool = False
+    #: Validity checks that failed on what they saw, not for want of data (their remedy is not to
+    #: run longer): more rounds would only dilute what they found.
+    invalid: tuple[str, ...] = ()
 
 
-def next_streaks(streaks: dict[str, int], state: str) -> dict[str, int]:
-    """Each client step's count of rounds in a row that it was the first to fail."""
-    return {k: v + 1 if state == k else 0 for k, v in streaks.items()}
+def substantive_failures(checks: list[Check]) -> tuple[str, ...]:
+    """The failed validity checks (methodology/verdict.py) whose remedy is not to run longer."""
+    return tuple(c.name for c in checks if not c.ok and c.name in VALIDITY and not isinstance(c.remedy, RunLonger))
+
+
+#: The client's stalls alone keep the precision out of reach this many rounds in a row: stop.
+WIDENING_PATIENCE = 2 * PATIENCE
+
+
+def next_streaks(streaks: dict[str, int], state: str, failing: tuple[str, ...] = ()) -> dict[str, int]:
+    """Each client step's count of rounds in a row that it was the first to fail; ``widening``:
+    rounds in a row that the stalls check failed the precision step (more samples do not narrow
+    what the client's own stalls add)."""
+    out = {k: v + 1 if state == k else 0 for k, v in streaks.items() if k != "widening"}
+    if "widening" in streaks:
+        out["widening"] = streaks["widening"] + 1 if state == "confidence" and "stalls" in failing else 0
+    return out
 
 
 def stop_policy(r: RoundOutcome) -> str | None:
@@ -180,21 +203,42 @@ def stop_policy(r: RoundOutcome) -> str | None:
 
     * every check passed → precision reached;
     * the target answers nothing → go on: the engine ends the run naming it if it stays away;
+    * the precision is reached but a validity check failed on what it saw (not for want of data)
+      → stop, not-measurable: the stop is decided by the precision and validity judged once there,
+      never by waiting for a failed check to pass (optional stopping: each further look at the
+      same, growing data gives a check that saw a transient or a drift another chance to miss it
+      as it is diluted — a false ok);
     * the load or the arrivals failed ``PATIENCE`` rounds in a row (after the first) → the client
       cannot produce the workload;
-    * more than ``BEHIND`` of the requests could not be sent → the client fell behind (or the
-      slots were held by unanswered datagrams);
+    * more than ``BEHIND`` of the requests could not be sent → every slot was held by requests the
+      target had not answered (unanswered datagrams, named as such), or the connections were down;
+    * the client's own stalls alone kept the asked percentile wider than --ci for
+      ``WIDENING_PATIENCE`` rounds in a row → out of reach (more samples do not narrow that part);
     * the CI needs more samples than ``HOPELESS`` times the time left would give → out of reach.
+
+    Out of reach is not a failure: the run's verdict is then ``imprecise`` if every validity check
+    passes (methodology/verdict.py), its intervals reported as they are.
     """
     if r.state == "done":
         return f"precision reached in round {r.n}"
     if r.silent:
         return None
-    if r.n > 1 and any(v >= PATIENCE for v in r.streaks.values()):
+    if r.precise and r.invalid and r.n > 1:
+        # Validity is judged where the precision decides the stop, once: going on until a check
+        # that saw a problem no longer sees it (diluted by more data) would be optional stopping.
+        return f"precision reached in round {r.n}; {', '.join(r.invalid)} failed"
+    if r.n > 1 and any(v >= PATIENCE for k, v in r.streaks.items() if k != "widening"):
         return f"{', '.join(r.failing)} failed in rounds {r.n - PATIENCE + 1}–{r.n}"
     if r.n > 1 and r.never_sent > BEHIND * max(r.intended, 1):
         what = f"{r.never_sent:,} of {r.intended:,} requests could not be sent within --timeout"
-        return f"{what}: {held_words(r.held)}" if r.held else f"the client fell behind its schedule: {what}"
+        # A request waits in the backlog only for a free slot: every connection's were held by
+        # requests the target had not answered (or the connections were down) — the target's doing.
+        return (f"{what}: {held_words(r.held)}" if r.held else
+                f"{what}: every slot (--conns × --outstanding) was held by requests the target had not answered, or "
+                "the connections were down")
+    if r.streaks.get("widening", 0) >= WIDENING_PATIENCE:
+        return (f"precision out of reach: the client's own stalls widen the interval beyond --ci in rounds "
+                f"{r.n - r.streaks['widening'] + 1}–{r.n}")
     if r.state == "confidence" and r.samples_needed and r.n >= 3:
         used_rate = r.samples_used / max(r.elapsed_s, 1e-9)
         left_s = r.max_time_s - r.elapsed_s
@@ -245,7 +289,7 @@ def fitting_remedy(c: Check, ending: Ending, measured_s: float, max_time_s: floa
 
 
 def run_plan(spec: LoadSpec, precision: Precision, bound_delays: bool = True,
-             setting: Setting | None = None) -> RunPlan:
+             setting: Setting | None = None, fixed: bool = False, bounds: str = "busy") -> RunPlan:
     """What every analysis of a run reads from its spec."""
     # Packet mode: each flow holds as many packets in flight as its ring (packet/flows.rs), no
     # connection's slots: Little's law never limits it.
@@ -253,7 +297,7 @@ def run_plan(spec: LoadSpec, precision: Precision, bound_delays: bool = True,
                           else (spec.conns, spec.outstanding))
     return RunPlan(precision, rate_rps=spec.offered_rps, arrival=spec.timed_arrival, conns=conns,
                    outstanding=outstanding, sample_every=spec.timed_sample_every, late_ns=spec.late_ns,
-                   bound_delays=bound_delays, setting=setting)
+                   bound_delays=bound_delays, setting=setting, fixed=fixed, bounds=bounds)
 
 
 def run_input(plan: RunPlan, seed: int, result: AgentResult, elapsed_s: float, *, pauses=(),
@@ -310,10 +354,11 @@ class Silence:
 class Controller:
     def __init__(self, spec: LoadSpec, precision: Precision, *, seed: int,
                  progress: Callable[[RoundInfo], None] | None = None, round_s: float = ROUND_S,
-                 bound_delays: bool = True, busy_cpus: set[int] | None = None, setting: Setting | None = None):
+                 bound_delays: bool = True, busy_cpus: set[int] | None = None, setting: Setting | None = None,
+                 bounds: str = "busy"):
         self.spec = replace(spec, duration_ns=int(precision.max_time_s * 1e9))
         self.precision = precision
-        self.plan = run_plan(self.spec, precision, bound_delays, setting)
+        self.plan = run_plan(self.spec, precision, bound_delays, setting, bounds=bounds)
         self.seed = seed
         #: Called with each round's RoundInfo: the caller prints it or draws it.
         self.progress = progress
@@ -350,7 +395,7 @@ class Controller:
 
     def _rounds(self, session: Session) -> Stop | None:
         """The rounds, until the stop policy stops (its decision) or the schedule ends (None)."""
-        streaks = {"load": 0, "arrivals": 0}
+        streaks = {"load": 0, "arrivals": 0, "widening": 0}
         silence = Silence(max(SILENT_S, 20.0 / max(self.spec.offered_rps, 1e-9)))
         live_every = every_request(session.intervals, with_pending=True)
         round_s = self.round_s
@@ -373,16 +418,20 @@ class Controller:
             next_round = time.monotonic() + round_s
             a = r.analysis
             self._record(a, r.elapsed_s, len(r.taken.finished) + len(r.taken.pending))
-            streaks = next_streaks(streaks, a.state)
+            failing = tuple(ch.name for ch in a.failed() if ch.name in STEPS.get(a.state, ()))
+            streaks = next_streaks(streaks, a.state, failing)
             c = r.taken.counters
             outcome = RoundOutcome(
-                n=len(self.history), state=a.state,
-                failing=tuple(ch.name for ch in a.failed() if ch.name in STEPS.get(a.state, ())),
+                n=len(self.history), state=a.state, failing=failing,
                 streaks=streaks, silent=silence.silent, never_sent=c["never_sent"], intended=c["intended"],
                 samples_used=a.samples_used, samples_needed=a.samples_needed, elapsed_s=r.elapsed_s,
-                max_time_s=self.precision.max_time_s, held=held_slots(self.spec, c, r.elapsed_s))
+                max_time_s=self.precision.max_time_s, held=held_slots(self.spec, c, r.elapsed_s),
+                precise=all(ch.ok for ch in a.checks if ch.name in PRECISION),
+                invalid=substantive_failures(a.checks))
             if (reason := stop_policy(outcome)) is not None:
-                return Stop(reason, r if a.ok else None)
+                # The verdict rests on the round that decided it: all passed, or the precision was
+                # reached with validity failed there.
+                return Stop(reason, r if a.ok or (outcome.precise and outcome.invalid) else None)
         return None
 
     def _round(self, session: Session, live_every) -> Round | None:
@@ -491,10 +540,12 @@ class Controller:
 
 
 def fixed_methodology(result: AgentResult, spec: LoadSpec, precision: Precision, seed: int,
-                      bound_delays: bool = True, setting: Setting | None = None) -> tuple[Analysis, dict]:
+                      bound_delays: bool = True, setting: Setting | None = None,
+                      bounds: str = "busy") -> tuple[Analysis, dict]:
     """--duration mode: one analysis of the whole run, every check still reported."""
     elapsed_s = result.elapsed_ns / 1e9
-    a = analyse(run_input(run_plan(spec, precision, bound_delays, setting), seed, result, elapsed_s))
+    a = analyse(run_input(run_plan(spec, precision, bound_delays, setting, fixed=True, bounds=bounds), seed, result,
+                          elapsed_s))
     ending = Ending.INTERRUPTED if result.interrupted else Ending.DURATION
     a = replace(a, checks=adjust_remedies(a.checks, ending, elapsed_s, precision.max_time_s,
                                           held_slots(spec, result.counters, elapsed_s), result.error))

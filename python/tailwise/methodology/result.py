@@ -41,10 +41,14 @@ class Delayed:
     #: The least latency of a request the client did not delay: where lower bounds start.
     floor_ns: float
     percentiles: tuple[Percentile, ...]
+    #: Busy-period rule: requests neither flag marks whose busy period held a stall of the client.
+    behind_stall: int = 0
+    #: "busy" or "floor" (--bounds): how the lower bounds were made (stats/bounds.py).
+    rule: str = "busy"
 
     @property
     def samples(self) -> int:
-        return self.sent_late + self.outstanding_across
+        return self.sent_late + self.outstanding_across + self.behind_stall
 
     @property
     def share(self) -> float:
@@ -54,7 +58,9 @@ class Delayed:
         return {
             "bounded": bool(self.bounded),
             "samples": self.samples, "window_samples": self.window_samples, "share": self.share,
-            "causes": {"sent_late": self.sent_late, "outstanding_across": self.outstanding_across},
+            "causes": {"sent_late": self.sent_late, "outstanding_across": self.outstanding_across,
+                       "behind_stall": self.behind_stall},
+            "rule": self.rule,
             "floor_ns": self.floor_ns,
             "percentiles": [{"p": pc.p, "value_ns": pc.value, "value_low_ns": pc.value_low,
                              "low_ns": pc.low, "sampling_low_ns": pc.sampling_low, "widening_ns": pc.widening}
@@ -99,6 +105,8 @@ class Analysis:
     #: The coordinator's pauses of the schedule: how many, and their total in s.
     pauses: tuple[int, float]
     stalls: StallCounts
+    #: What precision was asked and reached (methodology/verdict.py): the summary's ``precision``.
+    precision: dict
     samples_collected: int
     samples_used: int
     inflated_samples: int
@@ -112,6 +120,12 @@ class Analysis:
     @property
     def ok(self) -> bool:
         return self.state == "done"
+
+    def verdict(self, *, error: str | None = None, interrupted: bool = False) -> str:
+        """ok, imprecise or not-measurable (methodology/verdict.py)."""
+        from tailwise.methodology.verdict import verdict_of
+
+        return verdict_of(self.checks, error=error, interrupted=interrupted).value
 
     def failed(self) -> list[Check]:
         return [c for c in self.checks if not c.ok]

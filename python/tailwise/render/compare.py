@@ -154,13 +154,13 @@ def table_rows(doc: dict) -> list[list[list[str]]]:
 
 def print_compare(doc: dict) -> None:
     """The runs and the table, as a person reads them (rich; no wrapping off a terminal)."""
-    from tailwise.render.output import stdout_console
+    from tailwise.render.output import VERDICT_COLOUR, stdout_console
     from rich.markup import escape
     from rich.table import Table
 
     console = stdout_console()
     for i, r in enumerate(doc["runs"]):
-        colour = "green" if r["verdict"] == "ok" else "red"
+        colour = VERDICT_COLOUR.get(r["verdict"], "red")
         rate = "—" if r["achieved_rps"] is None else f"{r['achieved_rps']:,.0f} req/s"
         console.print(f"[bold]{i}. {escape(r['label'])}[/]  {escape(r['dir'])}  {escape(str(r['target']))}  {rate}  "
                       f"verdict [{colour}]{escape(str(r['verdict']))}[/]", highlight=False)
@@ -188,9 +188,10 @@ def compare_html(doc: dict, png: Path) -> str:
     rows = [r for group in table_rows(doc) for r in group]
     return render("compare.html.j2", "tailwise compare", labels=[r["label"] for r in doc["runs"]],
                   tool_version=doc["tool"]["version"], note=doc["note"],
-                  not_measurable=[r["label"] for r in doc["runs"] if r["verdict"] != "ok"],
+                  # An imprecise run's intervals are sound (wider than asked): compared as they are.
+                  not_measurable=[r["label"] for r in doc["runs"] if r["verdict"] not in ("ok", "imprecise")],
                   runs=table(["#", "label", "directory", "target", "verdict", "offered", "sent", "service"], runs,
-                             text_cols=(1, 2, 3, 4, 7), row_classes=["" if r["verdict"] == "ok" else "fail" for r in doc["runs"]],
+                             text_cols=(1, 2, 3, 4, 7), row_classes=["" if r["verdict"] in ("ok", "imprecise") else "fail" for r in doc["runs"]],
                              table_id="runs"),
                   percentiles=table(HEADERS, rows, text_cols=(1,), row_classes=["first" if r[0] else "" for r in rows],
                                     table_id="compare"),

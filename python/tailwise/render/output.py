@@ -111,6 +111,10 @@ def packets_line(p: dict) -> str:
             f"{p['reorder_max']:,}), {p['duplicates']:,} duplicates · {flows}")
 
 
+#: How each verdict is shown: imprecise in amber, never red — it is an answer, not a failure.
+VERDICT_COLOUR = {"ok": "green", "imprecise": "yellow", "not-measurable": "red"}
+
+
 def print_summary(s: dict, console: Console | None = None, *, verbose: bool = False) -> None:
     """The result at a glance (about 15 lines for an ok run): the verdict, the percentiles with
     their intervals and every request beside them, the requests, on a run on agents one line per
@@ -118,12 +122,16 @@ def print_summary(s: dict, console: Console | None = None, *, verbose: bool = Fa
     # Off a terminal (a pipe, a log) lines are never wrapped: grep must find whole sentences.
     console = console or stdout_console()
     verdict = s["verdict"]
-    colour = "green" if verdict == "ok" else "red"
+    colour = VERDICT_COLOUR.get(verdict, "red")
     r = s["rate"]
     lat = s["latency"]
     completed = f", {r['completed_rps']:,.0f} completed" if r.get("completed_rps") is not None else ""
     console.print(f"[bold]{s['target']}[/] — verdict [bold {colour}]{verdict}[/] · {r['target_rps']:,.0f} req/s offered, "
                   f"{(r['achieved_rps'] or 0):,.0f} sent{completed} over {r['duration_s']:.2f} s")
+    precision = s.get("precision") or {}
+    if verdict == "imprecise" and precision.get("detail"):
+        console.print(f"[bold {colour}]imprecise[/] (valid; every interval sound, wider than asked): "
+                      f"{precision['detail']}")
     probe = s.get("probe")
     whose = (f" · the probe's requests only ({probe['conns']} conns × 1 at {probe['rate_rps']:,.0f} req/s)"
              if probe else "")
@@ -169,7 +177,8 @@ def print_summary(s: dict, console: Console | None = None, *, verbose: bool = Fa
     passed = f"all {len(checks)} passed" if not failed else f"{len(checks) - len(failed)} of {len(checks)} passed"
     console.print(f"checks: {passed}{stopped}" + ("" if verbose or not checks else " (--verbose: each check's figures)"))
     for ch in checks if verbose else failed:
-        mark = "[green]✓[/]" if ch["ok"] else "[red]✗[/]"
+        precision_only = ch["name"] in ("confidence", "stalls")
+        mark = "[green]✓[/]" if ch["ok"] else "[yellow]~[/]" if precision_only else "[red]✗[/]"
         line = f"{mark} {ch['name']}: {ch['detail']}"
         if not ch["ok"] and ch["remedy"]:
             line += f" — [yellow]{ch['remedy']}[/]"

@@ -480,7 +480,9 @@ def latency_load_figure(doc: dict, model_points: list[tuple[float, float]]):
         _no_data(ax, "the sweep has no points yet")
         return fig
     for measurable in (True, False):
-        sel = [p for p in points if (p.get("verdict") == "ok") == measurable and _target_value(p)[0] is not None]
+        # An imprecise point is a measured point with its interval (issue 32).
+        sel = [p for p in points if (p.get("verdict") in ("ok", "imprecise")) == measurable
+               and _target_value(p)[0] is not None]
         if not sel:
             continue
         xs = [p["rate_rps"] for p in sel]
@@ -601,6 +603,8 @@ def verdict(summary: dict) -> dict:
     """The verdict and what to say first when the run is not measurable."""
     name = summary.get("verdict") or "unknown"
     return {"verdict": name, "ok": name == "ok" and not summary.get("error"), "not_measurable": name == "not-measurable",
+            "imprecise": name == "imprecise" and not summary.get("error"),
+            "precision": (summary.get("precision") or {}).get("detail"),
             "failed": [c.get("name") for c in summary.get("checks") or [] if not c.get("ok")],
             "error": summary.get("error"), "interrupted": summary.get("interrupted")}
 
@@ -796,7 +800,7 @@ def points_table(doc: dict) -> dict:
                      value_text(t), f"[{fmt_ns(t.get('low_ns'))}, {fmt_ns(t.get('high_ns'))}]", value_text(p50),
                      p.get("saturation_reason") or "no", slo, ", ".join(p.get("failed_checks") or []) or "—",
                      [{"code": p.get("dir")}]])
-        classes.append("fail" if p.get("saturated") or p.get("verdict") != "ok" else "")
+        classes.append("fail" if p.get("saturated") or p.get("verdict") == "not-measurable" else "")
     return table(["#", "offered", "sent", "verdict", f"p{pct:g}", "CI", "p50", "saturated", "meets SLO",
                   "failed checks", "directory"], rows, text_cols=(3, 7, 9, 10), row_classes=classes, table_id="points")
 

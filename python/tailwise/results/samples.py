@@ -23,7 +23,7 @@ from typing import Iterator
 
 import numpy as np
 
-from tailwise.stats.subsample import kept
+from tailwise.stats.subsample import kept, source_of
 
 #: Rows per sorted run, and held at most while merging (48 bytes each as rows, ~180 with the
 #: file's columns as they are built).
@@ -185,6 +185,6 @@ def used_rule(start_ns: int, end_ns: int, one_in: int):
 
     def used_of(rows: np.ndarray) -> np.ndarray:
         t = rows["intended_ns"].astype(np.int64)
-        return (t >= start_ns) & (t < end_ns) & kept(rows["intended_ns"], level)
+        return (t >= start_ns) & (t < end_ns) & kept(rows["intended_ns"], level, source_of(rows))
 
     return used_of

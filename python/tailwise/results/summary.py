@@ -218,13 +218,12 @@ def build_summary(*, target: str, config: dict, host: dict, result: AgentResult,
     point's place) is added with ``amend``."""
     c = result.counters
     d = analysis.to_dict()
-    ok = analysis.ok and not result.error and not result.interrupted
     return Summary(
         schema=SCHEMA,
         tool=Tool(name="tailwise", version=__version__),
         target=target,
         started_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(result.wall_start_s)),
-        verdict="ok" if ok else "not-measurable",
+        verdict=analysis.verdict(error=result.error, interrupted=result.interrupted),
         error=result.error,
         interrupted=result.interrupted,
         rate=_rate(config, result, d),
@@ -235,6 +234,8 @@ def build_summary(*, target: str, config: dict, host: dict, result: AgentResult,
         # The requests tailwise itself delayed, in the statistics as intervals (stats/bounds.py):
         # how many, why, the floor their lower bounds start from, and what they do to each percentile.
         delayed=d["delayed"],
+        # What precision was asked and reached, and what would help (methodology/verdict.py).
+        precision=analysis.precision,
         # Whether the host paused the client and the target together (information).
         host_pauses=d["host_pauses"],
         send_lag=_hist_json(decode_histogram(result.send_lag_hist)) | {

@@ -37,6 +37,22 @@ BUILTIN_SERVICE = "fixed:10us"
 #: default), or twice --timeout if longer, ends the run: a restart takes less, a dead server more.
 UNREACHABLE_NS: int = ENGINE["unreachable_ns"]
 TIMESTAMPS = ("auto", "nic", "kernel", "user")
+#: --bounds: how a request tailwise delayed is bounded below (stats/bounds.py).
+BOUNDS = ("busy", "floor")
+
+
+def check_choices(st: dict[str, Any]) -> str:
+    """The settings that name one of a few choices (--poll, --timestamps, --bounds), checked; the
+    bounds rule (None: busy)."""
+    if st["poll"] not in ("spin", "block"):
+        raise InputError(f"poll = {st['poll']!r} is unknown", "use spin or block")
+    if st["timestamps"] not in TIMESTAMPS:
+        raise InputError(f"--timestamps {st['timestamps']} is unknown", f"use one of {', '.join(TIMESTAMPS)}")
+    bounds = str(st.get("bounds") or "busy")
+    if bounds not in BOUNDS:
+        raise InputError(f"--bounds {bounds} is unknown", "use busy (the default: the client's stall time in each "
+                         "request's busy period) or floor (the run's least latency)")
+    return bounds
 #: Flags that only apply to keyed protocols (memcached, redis).
 KEY_FLAGS = {"keys": "--keys", "key_size": "--key-size", "value_size": "--value-size", "popularity": "--popularity",
              "mix": "--mix"}
@@ -198,6 +214,8 @@ class RunSpec:
     pin: bool
     keep_stalls: bool
     workload_file: str | None
+    #: How the requests tailwise delayed are bounded below: "busy" or "floor" (stats/bounds.py).
+    bounds: str = "busy"
     #: The percentiles to report, ``percentile`` among them (sorted).
     percentiles: tuple[float, ...] = ()
     #: A warning to give before the run (the time cap), or None.
@@ -252,10 +270,7 @@ class RunSpec:
         percentile, confidence = float(st["percentile"]), float(st["confidence"])
         threads, conns, outstanding, workers = st["threads"], st["conns"], st["outstanding"], st["workers"]
         arrival = parse_arrival(st["arrival"])
-        if st["poll"] not in ("spin", "block"):
-            raise InputError(f"poll = {st['poll']!r} is unknown", "use spin or block")
-        if st["timestamps"] not in TIMESTAMPS:
-            raise InputError(f"--timestamps {st['timestamps']} is unknown", f"use one of {', '.join(TIMESTAMPS)}")
+        bounds = check_choices(st)
         if not 0.0 < percentile < 100.0:
             raise InputError(f"--percentile {percentile} is outside (0, 100)", "give e.g. --percentile 99")
         percentiles = tuple(sorted({*(parse_percentiles(st.get("percentiles")) or default_percentiles(st)), percentile}))
@@ -306,7 +321,7 @@ class RunSpec:
             timestamps=str(st["timestamps"]), probe_conns=probe_conns, probe_rate_rps=probe_rps,
             sample_every=sample_every, workload=work, service=service, service_ns=service_ns, seed=seed,
             pin=bool(st.get("pin", True)), keep_stalls=bool(st.get("keep_stalls", False)),
-            workload_file=st.get("workload_file"), capped=capped, percentiles=percentiles,
+            workload_file=st.get("workload_file"), capped=capped, percentiles=percentiles, bounds=bounds,
             size=size, flows=flows, max_loss=max_loss,
         )
 
@@ -376,6 +391,7 @@ class RunSpec:
             "timestamps_note": None,
             "pin": self.pin,
             "keep_stalls": self.keep_stalls,
+            "bounds": self.bounds,
             "seed": self.seed,
             "spec": self.to_json(),
         }

@@ -68,6 +68,9 @@ DEFAULTS: dict[str, Any] = {
     "probe_rate": "2k",
     "pin": _ENGINE["pin"],
     "keep_stalls": False,
+    # The lower bound of a request tailwise delayed (stats/bounds.py): "busy" (the stall time in its
+    # busy period, for targets that serve each connection in order) or "floor" (the run's floor).
+    "bounds": "busy",
     # Packet mode (udp+flow://): the Ethernet frame size and the flows (None: the protocol's
     # defaults, _core.PACKET_SIZE and PACKET_FLOWS), and the loss ratio the loss check allows.
     "size": None,
@@ -113,6 +116,7 @@ _TYPES: dict[str, tuple[type, ...]] = {
     "percentiles": (str, list),
     "pin": (bool,),
     "keep_stalls": (bool,),
+    "bounds": (str,),
     "size": (int,),
     "flows": (int,),
     "max_loss": (int, float),

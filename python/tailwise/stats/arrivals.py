@@ -120,14 +120,17 @@ def _schedule_fit(gaps: np.ndarray, rng: np.random.Generator) -> tuple[bool, flo
 
 
 def arrival_fit(sent_ns: np.ndarray, intended_ns: np.ndarray, *, process: str, rate_rps: float,
-                late_fraction: float, rng: np.random.Generator, segments: np.ndarray | None = None) -> ArrivalFit:
+                late_fraction: float, rng: np.random.Generator, segments: np.ndarray | None = None,
+                measured_late: float | None = None) -> ArrivalFit:
     """Judge the kept requests' schedule and sends (module doc: criteria (a), (b), (c)).
 
     ``sent_ns``, ``intended_ns``: the kept samples' times, any order, paired by index;
     ``process``: the requested inter-arrival process ('exp', 'fixed', 'uniform', 'lognormal:S');
     ``rate_rps``: the requested rate (not used: the rate check judges it); ``late_fraction``: the
     share of requests sent later than the late threshold; ``segments``: optional labels of runs of
-    samples between masks (gaps across a mask are left out).
+    samples between masks (gaps across a mask are left out). ``measured_late``: when ``sent_ns``
+    are the sends as the client alone would have made them (its stalls' and a held window's delay
+    taken out: methodology/analysis.py ``own_sent``), the late share as measured, said beside.
     Never raises on data: too few samples give ``ok=False`` with the reason.
     """
     sent = np.asarray(sent_ns, dtype=np.int64).astype(float)
@@ -137,6 +140,9 @@ def arrival_fit(sent_ns: np.ndarray, intended_ns: np.ndarray, *, process: str, r
     late_ok = late_fraction <= LATE_LIMIT
     late_txt = (f"{late_fraction:.1%} of requests sent late "
                 f"({'≤' if late_ok else '>'} {LATE_LIMIT:.0%} {'passes' if late_ok else 'fails'})")
+    if measured_late is not None:
+        late_txt = (f"{late_txt} by the client's own doing ({measured_late:.1%} late as measured: the rest were its "
+                    f"stalls, which the intervals carry, or a target that held every slot)")
     if len(intended) != n:
         return ArrivalFit(False, process, 0, None, None, None, late_fraction,
                           f"{n:,} send times for {len(intended):,} intended times: the arrivals cannot be paired")

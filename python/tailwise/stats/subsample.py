@@ -5,9 +5,10 @@ independently, by geometric skips). A long run keeps too many for memory (50k re
 rows a second: 3 GB an hour), so the statistics work on at most ``LIMIT`` of them, chosen here.
 
 The method: adaptive sampling (Wegman; Flajolet, "On adaptive sampling", Computing 43, 1990).
-Each row gets a key, a 64-bit hash of its intended send time (SplitMix64: Steele, Lea & Flood,
-"Fast splittable pseudorandom number generators", OOPSLA 2014) — a pseudo-random number that does
-not depend on anything the request measured. At level ``d`` a row is kept iff its key's top ``d``
+Each row gets a key, a 64-bit hash of its intended send time and its source — its engine thread
+and agent, so that two threads or agents on the same schedule are chosen independently (SplitMix64:
+Steele, Lea & Flood, "Fast splittable pseudorandom number generators", OOPSLA 2014) — a
+pseudo-random number that does not depend on anything the request measured. At level ``d`` a row is kept iff its key's top ``d``
 bits are zero, probability 2^−d; when the rows kept exceed ``LIMIT``, ``d`` goes up by one and
 the rows kept are filtered again (about half stay), so between LIMIT/2 and LIMIT are kept.
 
@@ -34,6 +35,8 @@ from __future__ import annotations
 
 import numpy as np
 
+#: On several agents a row's ``thread`` is its agent's index times this plus its engine thread.
+AGENT_THREADS = 1 << 16
 #: Rows kept for the statistics at most: between LIMIT/2 and LIMIT once the run has more. At ~150
 #: bytes a row while a round is analysed (the row, its columns as int64, masks, sorted copies),
 #: ~150 MB at most.
@@ -43,20 +46,38 @@ _M1 = np.uint64(0xBF58476D1CE4E5B9)
 _M2 = np.uint64(0x94D049BB133111EB)
 
 
-def keys(intended_ns: np.ndarray) -> np.ndarray:
-    """SplitMix64's output for each intended time: the rows' uniform 64-bit keys."""
+def _mix(z: np.ndarray) -> np.ndarray:
     with np.errstate(over="ignore"):
-        z = np.asarray(intended_ns).astype(np.uint64) + _GOLDEN
+        z = z + _GOLDEN
         z = (z ^ (z >> np.uint64(30))) * _M1
         z = (z ^ (z >> np.uint64(27))) * _M2
         return z ^ (z >> np.uint64(31))
 
 
-def kept(intended_ns: np.ndarray, level: int) -> np.ndarray:
+def keys(intended_ns: np.ndarray, source: np.ndarray | None = None) -> np.ndarray:
+    """SplitMix64's output for each intended time and the request's ``source`` (its engine thread
+    and agent, one integer): the rows' uniform 64-bit keys. Two threads or agents on the same
+    schedule (agents started with one seed; fixed arrivals) have equal intended times: keyed by
+    time alone, such rows would be kept or dropped together (issue 32)."""
+    z = _mix(np.asarray(intended_ns).astype(np.uint64))
+    if source is None:
+        return z
+    return _mix(z ^ np.asarray(source).astype(np.uint64))
+
+
+def source_of(rows: np.ndarray) -> np.ndarray | None:
+    """A row's source for ``keys``: its ``thread`` — on several agents the coordinator numbers them
+    apart (agent/group.py: the agent's index × ``AGENT_THREADS`` + the thread), so that the same key
+    is read from the subsample, the journal's files and the samples file alike. None for rows
+    without it (an older engine)."""
+    return rows["thread"].astype(np.uint64) if "thread" in (rows.dtype.names or ()) else None
+
+
+def kept(intended_ns: np.ndarray, level: int, source: np.ndarray | None = None) -> np.ndarray:
     """Which rows a subsample at ``level`` keeps (probability 2^−level each)."""
     if level <= 0:
         return np.ones(len(intended_ns), dtype=bool)
-    return (keys(intended_ns) >> np.uint64(64 - level)) == 0
+    return (keys(intended_ns, source) >> np.uint64(64 - level)) == 0
 
 
 class Subsample:
@@ -77,7 +98,7 @@ class Subsample:
         return 1 << self.level
 
     def select(self, rows: np.ndarray) -> np.ndarray:
-        return rows if self.level == 0 else rows[kept(rows["intended_ns"], self.level)]
+        return rows if self.level == 0 else rows[kept(rows["intended_ns"], self.level, source_of(rows))]
 
     def add(self, rows: np.ndarray) -> None:
         self.seen += len(rows)

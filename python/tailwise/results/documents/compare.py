@@ -18,7 +18,7 @@ class ComparedRun(Doc):
     dir: str = F(description="the run directory as given on the command line")
     label: str = F(description="--label, or the directory's name")
     target: str | None = F(description="the run summary's target")
-    verdict: str | None = F(description="the run's verdict: ok, not-measurable, ...")
+    verdict: str | None = F(description="the run's verdict: ok, imprecise or not-measurable")
     confidence: Num | None = F(None, description="confidence level of the run's intervals", exclusiveMinimum=0, exclusiveMaximum=1)
     target_rps: Num | None = None
     achieved_rps: Num | None = None

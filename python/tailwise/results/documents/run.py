@@ -148,6 +148,7 @@ class DelayedCauses(Doc):
     __pydantic_extra__: dict[str, Count]
     sent_late: Int = F(minimum=0)
     outstanding_across: Int = F(minimum=0)
+    behind_stall: Int = F(None, description="--bounds busy: requests neither flag marks whose busy period (since the client last had nothing outstanding) held a stall of the client — they may have queued behind its burst. Added by issue 32.", minimum=0)
 
 
 class DelayedPercentile(Doc):
@@ -160,15 +161,64 @@ class DelayedPercentile(Doc):
 
 
 class Delayed(Doc):
-    """The requests tailwise itself delayed (issue 18): sent late (due in a stall of its engine thread or the guard after it, or behind such a request in its backlog) or outstanding across a stall with a reply possibly read late. They are in the statistics as intervals: at most the measured latency, at least what the target can be shown to have taken (floor_ns for one sent late; the latency less the stall it spans for one outstanding across). Decided per request by the engine, never by latency."""
+    """The requests tailwise itself delayed (issue 18, issue 32): sent late (due in a stall of its engine thread or the guard after it, or behind such a request in its backlog), outstanding across a stall with a reply possibly read late, or (rule busy) queued behind a stall in their busy period. They are in the statistics as intervals: at most the measured latency, at least what the target can be shown to have taken (rule busy: the latency less the client's stall time since the client last had nothing outstanding, at least floor_ns; rule floor: floor_ns for one sent late, the latency less the stall it spans for one outstanding across). Decided per request by the engine and the clock, never by latency."""
 
     bounded: bool = F(description="false with --keep-stalls: the delayed requests taken as measured, no lower bound.")
     samples: Int = F(description="Delayed samples in the window.", minimum=0)
     window_samples: Int = F(minimum=0)
     share: Num = F(minimum=0, maximum=1)
     causes: DelayedCauses
-    floor_ns: Num = F(description="The least latency of a request the client did not delay: the lower bound of one sent late.", minimum=0)
+    rule: Literal["busy", "floor"] = F(None, description="--bounds: busy — every request whose busy period held a stall of the client is bounded below by its latency less the stall time in that period (a FIFO target's departures move by at most the client's delays: stats/bounds.py), never below floor_ns; floor — only the requests the engine flagged, one sent late at floor_ns. Added by issue 32.")
+    floor_ns: Num = F(description="The least latency of a request the client did not delay: where every lower bound stops (busy rule), the lower bound of one sent late (floor rule).", minimum=0)
     percentiles: list[DelayedPercentile] = F(description="Per reported percentile: the value as measured and at the lower bounds, the CI's low end and sampling's, and the widening between them.")
+
+
+class PrecisionAsked(Doc):
+    """What the user asked of the statistics."""
+
+    percentile: Num = F(description="--percentile: the percentile whose interval must be as narrow as --ci.", exclusiveMinimum=0, exclusiveMaximum=100)
+    ci_ns: Num | None = F(description="--ci as an absolute width; null when relative or not given.", minimum=0)
+    ci_rel: Num | None = F(description="--ci as a share of the percentile's value (0.1 for 10%); null when absolute or not given.", minimum=0)
+    confidence: Num = F(description="--confidence.", exclusiveMinimum=0, exclusiveMaximum=1)
+
+
+class PrecisionPercentile(Doc):
+    """One reported percentile against the asked precision."""
+
+    p: Num = F(exclusiveMinimum=0, exclusiveMaximum=100)
+    width_ns: Num | None = F(description="Its interval's width (high − low); null when unsupported.", minimum=0)
+    allowed_ns: Num | None = F(description="The width --ci allows it (relative --ci: of its own value); null without --ci.", minimum=0)
+    met: bool | None = F(description="Whether its interval is as narrow as asked; null when no precision was asked.")
+
+
+class PrecisionWidth(Doc):
+    """What made the asked percentile's interval as wide as it is."""
+
+    dominated_by: Literal["sampling", "client-stalls"] = F(description="sampling: too few effective samples for the width (more time narrows it); client-stalls: the widening of the low end by the requests tailwise itself delayed exceeds sampling's part (more time does not narrow it).")
+    sampling_ns: Num | None = F(description="Sampling's part: the measured values' own interval width; null when unsupported.", minimum=0)
+    widening_ns: Num | None = F(description="The client's stalls' part: how far the delayed requests' lower bounds pull the low end down; null when none.", minimum=0)
+    tau: Num | None = F(description="The percentile indicator's integrated autocorrelation time: how clustered the tail is (n_effective = samples / tau).", minimum=0)
+    n_effective: Num | None = F(minimum=0)
+    cause: Literal["host-pauses", "queueing"] | None = F(description="The likely cause of a clustered tail (tau ≥ 2): host-pauses when the engine or the built-in server stalled, else queueing; null when not clustered.")
+    words: str = F(description="The same in one clause, as the terminal shows it.")
+
+
+class PrecisionRemedy(Doc):
+    """The one change that helps most."""
+
+    kind: Literal["more-time", "lower-percentile", "wider-ci", "quieter-host", "doctor"]
+    words: str
+
+
+class PrecisionReport(Doc):
+    """The asked precision and what the run reached (issue 32): the verdict is imprecise when every validity check passed but the asked percentile's interval is wider than --ci."""
+
+    asked: PrecisionAsked
+    reached: bool | None = F(description="Whether the asked percentile's interval is as narrow as --ci; null when no --ci was given (--duration alone).")
+    percentiles: list[PrecisionPercentile] = F(description="Each reported percentile: its width against what --ci allows.")
+    width: PrecisionWidth | None = F(description="What made the asked percentile's width; null when no precision was asked.")
+    remedy: PrecisionRemedy | None = F(description="When it was not reached: the one change that helps most.")
+    detail: str | None = F(description="The verdict's explanation in one line, as the terminal shows it.")
 
 
 class HostPauses(Doc):
@@ -336,6 +386,7 @@ class Methodology(Doc):
     pauses: Pauses
     exclusions: Exclusions
     delayed: Delayed = F(None, description="As the top-level delayed.")
+    precision: PrecisionReport = F(None, description="What precision was asked and reached, what made the asked percentile's width, and what would help (issue 32); absent in summaries written before it existed.")
     host_pauses: HostPauses = F(None, description="As the top-level host_pauses.")
     consistency: list[Consistency] = F(description="Each supported percentile against every request of the same window less the excluded ones.")
     warmup_trimmed_s: Num = None
@@ -432,6 +483,7 @@ class Spec(Doc):
     probe_rate: str | Num
     pin: bool = None
     keep_stalls: bool = None
+    bounds: Literal["busy", "floor"] = F(None, description="--bounds: how a request tailwise delayed is bounded below (busy: its measured latency less the client's stall time in its busy period; floor: the run's least latency). Added by issue 32.")
     workload_file: str | None = None
     size: Int | None = F(None, description="--size (udp+flow://); null: the default.")
     flows: Int | None = F(None, description="--flows (udp+flow://); null: the default.")
@@ -484,6 +536,7 @@ class Config(Doc):
     timestamps_note: str | None
     pin: bool
     keep_stalls: bool
+    bounds: Literal["busy", "floor"] = F(None, description="--bounds (see delayed.rule). Added by issue 32.")
     seed: Int = F(description="The random seed (chosen when not given).")
     spec: Spec
 
@@ -622,7 +675,7 @@ class Summary(Doc):
     tool: Tool = F(description="The tool that wrote the document.")
     target: str = F(description="The target measured: its URL (synthetic://127.0.0.1:PORT for the built-in server), or the URLs joined with \", \" for several targets.", minLength=1)
     started_at: UtcTime = F(description="When the engine started sending (UTC, to the second).")
-    verdict: Literal["ok", "not-measurable"] = F(description="ok: every methodology check passed (and no error, no interrupt); not-measurable: at least one failed — see checks. Exit status 0 or 1.")
+    verdict: Literal["ok", "imprecise", "not-measurable"] = F(description="ok: every methodology check passed and the asked precision was reached (no error, no interrupt) — exit status 0; imprecise: every validity check passed, but the asked percentile's interval is wider than --ci (the confidence or stalls check failed; every interval is still sound) — see precision, exit status 4; not-measurable: a validity check failed (rate, agents, errors, loss, arrivals, stationarity, independence, consistency), or the engine stopped with an error or was interrupted — see checks, exit status 1.")
     error: str | None = F(description="Why the engine stopped early (e.g. the target became unreachable); null when it did not. Exit status 2.")
     interrupted: bool = F(description="The run was interrupted (SIGINT) before its end; the figures cover what was measured.")
     rate: Rate = F(description="The offered load and what was sent and answered.")
@@ -630,6 +683,7 @@ class Summary(Doc):
     warmup: Warmup = F(description="The warm-up left out of the statistics: whole 100 ms intervals, at most --warmup and at most max_share of the run.")
     exclusions: Exclusions = F(description="Samples left out of the statistics: none since issue 18 (see delayed).")
     delayed: Delayed = F(None, description="The requests tailwise itself delayed, in the statistics as intervals (issue 18).")
+    precision: PrecisionReport = F(None, description="What precision was asked and reached, what made the asked percentile's width, and what would help (issue 32); absent in summaries written before it existed.")
     host_pauses: HostPauses = F(None, description="Whether the host paused the client and the target together (issue 18): information, never a failed check.")
     send_lag: SendLag = F(description="Send lag (actual send time − intended send time) of every request sent: how late the client itself was. HDR precision.")
     counters: Counters = F(description="The engine's counts for the whole run (every request, not only the sampled).")
@@ -637,7 +691,7 @@ class Summary(Doc):
     probe: Probe | None = F(description="The latency probe (--probe): its settings and its own counters; null without --probe. With a probe only its requests are timed.")
     hit_ratio: Num | None = F(description="Gets answered with a value / gets answered (memcached, redis); null without gets.", minimum=0, maximum=1)
     error_reasons: list[ErrorReason] = F(description="Failed requests by reason.")
-    checks: list[Check] = F(description="Every methodology check, in the methodology's order (load: rate, agents (only for a run on agents, --agents: each agent's own send rate against its share and its own arrivals, naming an overloaded client machine), errors, stalls — the requests tailwise delayed and the widening they cause, failing only when that alone misses --ci — and exclusions — what is left out: the warm-up, information; then arrivals, stationarity, independence, confidence, consistency). The verdict is ok only when all pass. Later versions may add checks; these names stay.",
+    checks: list[Check] = F(description="Every methodology check, in the methodology's order (load: rate, agents (only for a run on agents, --agents: each agent's own send rate against its share and its own arrivals, naming an overloaded client machine), errors, stalls — the requests tailwise delayed and the widening they cause, failing only when that alone misses --ci — and exclusions — what is left out: the warm-up, information; then arrivals, stationarity, independence, confidence, consistency). The verdict is ok only when all pass; imprecise when only confidence or stalls (precision) failed. Later versions may add checks; these names stay.",
                             allOf=[{"contains": {"properties": {"name": {"const": n}}}} for n in CHECK_NAMES])
     methodology: Methodology = F(description="How the coordinator decided, and the final analysis's figures.")
     engine: Engine = F(description="The engine's own conduct: its CPUs, CPU time and stalls.")

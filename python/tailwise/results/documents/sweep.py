@@ -41,7 +41,7 @@ class Point(Doc):
     index: Int = F(description="Index of the load in rates_rps.", minimum=0)
     rate_rps: Num = F(description="The load offered.", minimum=0)
     dir: str = F(description="The point's run directory, relative to the sweep directory (a load measured again: NNN-RATErps-2, its latest attempt).", pattern="^points/[0-9]{3,}-[0-9]+rps(-[0-9]+)?$")
-    verdict: Literal["ok", "not-measurable"]
+    verdict: Literal["ok", "imprecise", "not-measurable"] = F(description="The point's verdict: ok, imprecise (valid, its interval wider than --ci: a measured point all the same) or not-measurable.")
     achieved_rps: Num | None = F(description="As the point's rate.achieved_rps.")
     completed_rps: Num | None
     duration_s: Num

@@ -1,0 +1,94 @@
+"""Issue 32 live: the client's own stalls (the engine stopped by its test hook) widen the intervals
+by about what they delayed — no more, no less — and are judged once.
+
+* A 200 ms SIGSTOP of `tailwise serve` with the engine stopped 3 ms inside it: the freeze comes out
+  as a freeze (p99's interval above 100 ms — the busy-period rule bounds a request by its latency
+  less the client's stall time, not by the run's floor), stationarity names the transient, and
+  arrivals does not blame the client for the backlog the frozen target held.
+* The engine stopped 12 ms every 400 ms against a steady server: p99's interval reaches down to
+  what an undisturbed run of the same workload measures.
+* The engine stopped 5 ms twenty times at 20k req/s: the lateness those stops caused is in the
+  intervals, so `arrivals` passes.
+
+Timing: "measuring …" on stderr marks the schedule's start (the engine's t0 within a few ms); the
+test hook stops the engine at its own times after t0 and says so on stderr. Every run is bounded
+(--duration, and a timeout on the process).
+"""
+
+from __future__ import annotations
+
+import time
+
+from support.live_run import Run, freeze, need_test_hook
+
+
+def check(s: dict, name: str) -> dict:
+    return next(c for c in s["checks"] if c["name"] == name)
+
+
+def pct(s: dict, p: float) -> dict:
+    return next(x for x in s["latency"]["percentiles"] if x["p"] == p)
+
+
+def test_a_target_freeze_with_a_client_stall_inside_stays_a_freeze(serve):
+    need_test_hook()
+    srv = serve("--service", "fixed:20us")
+    # The engine stops for 3 ms at 3.1 s, inside the target's freeze from 3.0 s to 3.2 s.
+    run = Run(srv.url, "--rate", "10k", "--conns", "16", "--timeout", "3s", "--duration", "6", "--seed", "21",
+              env={"TAILWISE_TEST_ENGINE_STALL": "3.1s:3ms"})
+    start = run.wait_line("measuring ")
+    time.sleep(max(0.0, start + 3.0 - time.monotonic()))
+    freeze(srv.proc.pid, 0.2)
+    s = run.summary()
+    assert any(ln.startswith("tailwise test hook: engine thread") for _, ln in run.lines), run.lines
+    p99 = pct(s, 99.0)
+    low = p99["low_ns"] if p99["low_ns"] is not None else p99["lower_bound_ns"]
+    print(f"p99 {p99}; delayed {s['delayed']}")
+    # ~2,000 of ~60,000 requests waited in the freeze: p99 is in it, and so is its interval.
+    assert low is not None and low > 100_000_000, p99
+    assert s["delayed"]["rule"] == "busy"
+    st = check(s, "stationarity")
+    assert not st["ok"] and "transient" in st["detail"], st
+    assert s["verdict"] == "not-measurable"
+    arrivals = check(s, "arrivals")
+    said = f"{arrivals['detail']} {arrivals['remedy'] or ''}"
+    assert arrivals["ok"] or ("add --threads" not in said and "client fell behind" not in said), arrivals
+
+
+def test_periodic_client_stalls_reach_down_to_an_undisturbed_run(serve):
+    need_test_hook()
+    srv = serve("--service", "fixed:20us")
+    args = ("--rate", "10k", "--conns", "8", "--duration", "8", "--seed", "5")
+    calm = Run(srv.url, *args).summary()
+    # 12 ms every 400 ms: ~3 % of the run stopped, ~120 requests due in each stop.
+    run = Run(srv.url, *args, env={"TAILWISE_TEST_ENGINE_STALL": "400ms:12ms:400ms:18"})
+    s = run.summary()
+    stops = [ln for _, ln in run.lines if ln.startswith("tailwise test hook: engine thread")]
+    assert len(stops) >= 15, stops
+    ref, p99 = pct(calm, 99.0), pct(s, 99.0)
+    print(f"undisturbed p99 {ref}\nstopped 12 ms every 400 ms: p99 {p99}\ndelayed {s['delayed']}")
+    assert s["delayed"]["samples"] > 0 and s["delayed"]["rule"] == "busy"
+    assert p99["low_ns"] is not None and ref["value_ns"] is not None
+    # The stops' own requests and those queued behind them are bounded by their latency less the
+    # stall time in their busy period: the interval reaches what the target gives undisturbed
+    # (its sampling interval's top: two runs of the same workload differ by sampling too).
+    assert p99["low_ns"] <= ref["high_ns"], (p99, ref)
+    # ... and no lower than the run's floor: what was measured stays the upper end.
+    assert p99["low_ns"] >= s["delayed"]["floor_ns"] and p99["high_ns"] >= p99["value_ns"]
+
+
+def test_lateness_from_the_engines_own_stops_does_not_fail_arrivals(serve):
+    need_test_hook()
+    srv = serve("--service", "fixed:10us")
+    run = Run(srv.url, "--rate", "20k", "--conns", "16", "--duration", "5", "--seed", "8",
+              env={"TAILWISE_TEST_ENGINE_STALL": "500ms:5ms:200ms:20"})
+    s = run.summary()
+    stops = [ln for _, ln in run.lines if ln.startswith("tailwise test hook: engine thread")]
+    assert len(stops) == 20, stops
+    arrivals = check(s, "arrivals")
+    print(arrivals["detail"])
+    # ~100 requests due in each stop leave late, in a burst: the intervals carry that lateness, and
+    # what is left is the client's own.
+    assert s["counters"]["late"] >= 20 * 50, s["counters"]
+    assert arrivals["ok"], arrivals
+    assert "by the client's own doing" in arrivals["detail"]
