@@ -23,7 +23,7 @@ __version__: Final[str]
 
 #: A sample's flags by name → bit, in bit order (record/flags.rs): Python's ``agent.Flag``.
 SAMPLE_FLAGS: Final[dict[str, int]]
-#: The 48-byte sample row, field by field: (name, byte offset, NumPy type code): ``agent.SAMPLE_DTYPE``.
+#: The 64-byte sample row, field by field: (name, byte offset, NumPy type code): ``agent.SAMPLE_DTYPE``.
 SAMPLE_FIELDS: Final[list[tuple[str, int, str]]]
 #: Bytes per sample row.
 SAMPLE_BYTES: Final[int]

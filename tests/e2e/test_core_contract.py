@@ -1,5 +1,5 @@
 """Issue 20: the data plane's constants have one definition, in Rust, and Python takes them from
-``tailwise._core`` — the sample flags, the 48-byte sample row, the histogram and interval widths,
+``tailwise._core`` — the sample flags, the 64-byte sample row, the histogram and interval widths,
 the stall thresholds, the protocols. These tests fail when Python's view and the engine's differ,
 and when the documentation (docs/results.md) names other flag bits than the engine sets.
 """
@@ -41,7 +41,7 @@ def test_flags_in_docs_are_the_engines():
 
 
 def test_sample_dtype_is_the_engines_row():
-    assert SAMPLE_DTYPE.itemsize == _core.SAMPLE_BYTES == 48
+    assert SAMPLE_DTYPE.itemsize == _core.SAMPLE_BYTES == 64
     assert [(name, SAMPLE_DTYPE.fields[name][1], SAMPLE_DTYPE.fields[name][0].str) for name in SAMPLE_DTYPE.names] \
         == [tuple(f) for f in _core.SAMPLE_FIELDS]
     # Contiguous little-endian fields: the rows are the engine's bytes as they come.
@@ -91,3 +91,7 @@ def test_engine_rows_read_with_the_layout():
     assert (answered["rx_user_ns"] > answered["sent_ns"]).all()
     assert (answered["tx_ns"] == 0).all() and (s["intended_ns"] < 400_000_000).all()
     assert ((s["inflation_ns"] == 0) | ((s["flags"] & np.uint32(Flag.INFLATED)) != 0)).all()
+    # One engine thread; busy from an instant the client was idle, never after the intended time;
+    # a wait for a slot never longer than the send lag.
+    assert (s["thread"] == 0).all() and (s["busy_from_ns"] <= s["intended_ns"]).all()
+    assert (answered["slot_wait_ns"] <= answered["sent_ns"] - answered["intended_ns"]).all()

@@ -306,8 +306,10 @@ def test_sample_times_are_signed_so_differences_can_be_negative(tmp_path):
     from tailwise.results.summary import SIGNED_NS_COLUMNS, sample_columns
 
     rows = np.zeros(2, dtype=SAMPLE_DTYPE)
-    rows[0] = (1_000, 1_200, 1_150, 9_000, 5_000, int(Flag.KERNEL_TX | Flag.KERNEL_RX), 0)
-    rows[1] = (2_000, 0, 0, 0, 1_000_000, int(Flag.CENSORED | Flag.NEVER_SENT), 0)
+    for name, values in {"intended_ns": (1_000, 2_000), "sent_ns": (1_200, 0), "tx_ns": (1_150, 0),
+                         "rx_user_ns": (9_000, 0), "latency_ns": (5_000, 1_000_000), "busy_from_ns": (1_000, 500),
+                         "flags": (int(Flag.KERNEL_TX | Flag.KERNEL_RX), int(Flag.CENSORED | Flag.NEVER_SENT))}.items():
+        rows[name] = values
     columns = sample_columns(rows)
     columns["used"] = np.array([1, 0], dtype=np.uint8)
     table = pa.table(columns)  # as write_out writes them
@@ -315,7 +317,7 @@ def test_sample_times_are_signed_so_differences_can_be_negative(tmp_path):
     (tmp_path / "c").mkdir()
     pq.write_table(table, tmp_path / "p" / "samples.parquet")
     pacsv.write_csv(table, tmp_path / "c" / "samples.csv")
-    assert set(SIGNED_NS_COLUMNS) == set(SAMPLE_COLUMN_DTYPES) - {"flags", "used"}
+    assert set(SIGNED_NS_COLUMNS) == set(SAMPLE_COLUMN_DTYPES) - {"flags", "thread", "used"}
     for df in (pd.read_parquet(tmp_path / "p" / "samples.parquet"), read_samples(tmp_path / "p"),
                read_samples(tmp_path / "c")):
         assert list(df.columns) == list(SAMPLE_COLUMN_DTYPES)

@@ -17,7 +17,7 @@ many (Lancet, ATC'19, §4: a coordinator drives throughput, latency and symmetri
   from). An agent's sample times count from its own
   time zero; the barrier makes those zeros one instant to within the spread. What each agent did
   stays known: its counters, its interval histograms (``MergedIntervals.member``) and which pooled
-  rows are its own (``owner``, beside the engine's 48-byte rows), so that the agents check
+  rows are its own (``owner``, beside the engine's 64-byte rows), so that the agents check
   (methodology/analysis.py) judges each one's rate and arrivals and names an overloaded machine.
 * An agent that fails (dies, hangs past its deadline, cannot be reached) ends the run: the others
   are stopped, what was collected is kept, and the result's error names the agent. A heartbeat
@@ -553,7 +553,7 @@ def _owned(rows: np.ndarray, member: int) -> np.ndarray:
 
 
 def _unowned(owned: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``OWNED_DTYPE`` rows split back into engine rows (``SAMPLE_DTYPE``, 48 bytes) and owners."""
+    """``OWNED_DTYPE`` rows split back into engine rows (``SAMPLE_DTYPE``, 64 bytes) and owners."""
     rows = np.zeros(len(owned), dtype=SAMPLE_DTYPE)
     for name in SAMPLE_DTYPE.names:
         rows[name] = owned[name]

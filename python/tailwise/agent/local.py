@@ -28,8 +28,12 @@ from tailwise.stats.subsample import Subsample
 #: are the user-space clock around the system calls, tx_ns the kernel's transmit stamp (0: none);
 #: latency_ns from the intended send time, to the kernel's receive stamp when flags has KERNEL_RX,
 #: else to rx_user_ns (for a censored sample, the time it had been outstanding: a lower bound);
-#: flags (``Flag``); for an ``INFLATED`` sample, inflation_ns: how much of its latency may be its
-#: engine thread's own stall.
+#: busy_from_ns, the latest instant at or before the intended time at which every engine thread was
+#: certified idle (nothing before it can have delayed this request at a FIFO target serving only this
+#: client: engine/busy.rs); flags (``Flag``); for an ``INFLATED`` sample, inflation_ns: how much of its
+#: latency may be its engine thread's own stall; thread, the engine thread that sent it; slot_wait_ns,
+#: how long it was due while every slot of its thread was held by the target (never more: the
+#: client's own lateness is sent_ns − intended_ns − slot_wait_ns; 0 in packet mode).
 SAMPLE_DTYPE = np.dtype({"names": [name for name, _, _ in _core.SAMPLE_FIELDS],
                          "offsets": [offset for _, offset, _ in _core.SAMPLE_FIELDS],
                          "formats": [code for _, _, code in _core.SAMPLE_FIELDS],
@@ -123,7 +127,7 @@ class AgentResult:
     #: ``samples`` is a bounded subsample (stats/subsample.py) of every row kept: its 1-in-m, the
     #: limit, the rows collected and kept (``Subsample.report``); None: every row is in ``samples``.
     subsample: dict | None = None
-    #: Every row the engine kept, as they came (48-byte rows, not sorted): what the results
+    #: Every row the engine kept, as they came (64-byte rows, not sorted): what the results
     #: directory's samples file is written from (results/summary.write_out); on agents, one file
     #: per agent (the journal's). None: not written.
     samples_file: Path | list[Path] | None = None

@@ -85,7 +85,7 @@ def release_freed_memory() -> None:
 SAMPLE_COLUMN_DTYPES = {
     "intended_ns": "int64", "sent_ns": "int64", "received_ns": "int64", "latency_ns": "int64",
     "flags": "uint32", "inflation_ns": "int64", "sent_user_ns": "int64", "received_user_ns": "int64",
-    "used": "uint8",
+    "busy_from_ns": "int64", "slot_wait_ns": "int64", "thread": "uint32", "used": "uint8",
 }
 
 

@@ -9,7 +9,7 @@ each snapshot's rows, each finished interval's histogram and each agent's counte
 
 * ``format.json``: what the files are — the run, its agents and their tags, the samples' row
   layout (numpy: ``np.fromfile(path, dtype=np.dtype(doc["sample_dtype"]))``);
-* ``samples-TAG.bin``: each agent's sampled rows, 48-byte little-endian records as the engine
+* ``samples-TAG.bin``: each agent's sampled rows, 64-byte little-endian records as the engine
   writes them (agent/local.SAMPLE_DTYPE), in the order they arrived;
 * ``latency-TAG.hlog``: each agent's every-request interval histograms, an HdrHistogram interval
   log tagged ``TAG`` (the same lines as the final tagged log), a line per finished 100 ms;

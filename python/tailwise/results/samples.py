@@ -25,7 +25,7 @@ import numpy as np
 
 from tailwise.stats.subsample import kept, source_of
 
-#: Rows per sorted run, and held at most while merging (48 bytes each as rows, ~180 with the
+#: Rows per sorted run, and held at most while merging (64 bytes each as rows, ~220 with the
 #: file's columns as they are built).
 RUN_ROWS = 1 << 19
 

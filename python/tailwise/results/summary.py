@@ -376,10 +376,12 @@ def sample_columns(samples: np.ndarray) -> dict[str, np.ndarray]:
     the kernel's transmit stamp when there is one, ``received_ns`` the reply time the latency counts
     to (the kernel's receive stamp when flags say KERNEL_RX; 0 without a reply) — and the user-space
     clock around the system calls beside them, so that send lag (sent − intended) and response time
-    (received − sent) can be derived per source. Times are int64 (``SIGNED_NS_COLUMNS``), ``flags``
-    uint32."""
+    (received − sent) can be derived per source; then the instant the whole client was last idle
+    (``busy_from_ns``), the wait for a slot the target held (``slot_wait_ns``) and the engine
+    thread. Times are int64 (``SIGNED_NS_COLUMNS``), ``flags`` and ``thread`` uint32."""
     ns = {name: samples[name].astype(np.int64) for name in ("intended_ns", "sent_ns", "tx_ns", "rx_user_ns",
-                                                            "latency_ns", "inflation_ns")}
+                                                            "latency_ns", "inflation_ns", "busy_from_ns",
+                                                            "slot_wait_ns")}
     answered = (samples["flags"] & int(Flag.CENSORED)) == 0
     return {
         "intended_ns": ns["intended_ns"],
@@ -390,6 +392,9 @@ def sample_columns(samples: np.ndarray) -> dict[str, np.ndarray]:
         "inflation_ns": ns["inflation_ns"],
         "sent_user_ns": ns["sent_ns"],
         "received_user_ns": ns["rx_user_ns"],
+        "busy_from_ns": ns["busy_from_ns"],
+        "slot_wait_ns": ns["slot_wait_ns"],
+        "thread": samples["thread"],
     }
 
 

@@ -182,7 +182,7 @@ mod tests {
     }
 
     fn flight(ghost: bool) -> Flight {
-        Flight { req: Req { intended: 0, op: Op::KEYLESS, flags: 0 }, id: 0, sent: 1, end: 0, tx: 0, ghost }
+        Flight { req: Req::new(0, 0, Op::KEYLESS, 0), id: 0, sent: 1, end: 0, tx: 0, ghost }
     }
 
     #[test]

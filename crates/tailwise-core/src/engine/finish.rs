@@ -24,6 +24,8 @@ pub(super) fn ms(ns: u64) -> String {
 pub(crate) struct Finish {
     /// `Role::Load`: requests are counted, not timed (a probe thread times its own).
     role: Role,
+    /// The engine thread's index, in every sample.
+    thread: u32,
     /// The schedule's time zero: samples and intervals count from it.
     t0: u64,
     timeout_ns: u64,
@@ -37,9 +39,10 @@ pub(crate) struct Finish {
 }
 
 impl Finish {
-    pub fn new(role: Role, t0: u64, timeout_ns: u64) -> Finish {
+    pub fn new(role: Role, thread: usize, t0: u64, timeout_ns: u64) -> Finish {
         Finish {
             role,
+            thread: thread as u32,
             t0,
             timeout_ns,
             c: Counters::default(),
@@ -80,8 +83,11 @@ impl Finish {
                 tx_ns: times.tx.saturating_sub(self.t0),
                 rx_user_ns: times.rx_user.saturating_sub(self.t0),
                 latency_ns: latency,
+                busy_from_ns: r.busy_from.saturating_sub(self.t0),
                 flags,
                 inflation_ns: inflation.min(u32::MAX as u64) as u32,
+                thread: self.thread,
+                slot_wait_ns: r.slot_wait,
             });
         }
     }
@@ -174,7 +180,7 @@ mod tests {
     const T0: u64 = 1_000_000_000;
 
     fn req(at: u64, flags: u32) -> Req {
-        Req { intended: T0 + at, op: Op::KEYLESS, flags }
+        Req::new(T0 + at, T0 + at / 2, Op::KEYLESS, flags)
     }
 
     fn one(fin: &Finish) -> Sample {
@@ -185,13 +191,14 @@ mod tests {
 
     #[test]
     fn an_answer_is_recorded_once_with_its_times_and_inflation() {
-        let mut fin = Finish::new(Role::Measure, T0, 1_000);
+        let mut fin = Finish::new(Role::Measure, 3, T0, 1_000);
         let times = Times { sent: T0 + 150, tx: T0 + 160, rx_user: T0 + 900 };
-        fin.record(req(100, SAMPLED | F::ENGINE_STALL), times, 700, F::KERNEL_RX, 40);
+        let r = Req { slot_wait: 30, ..req(100, SAMPLED | F::ENGINE_STALL) };
+        fin.record(r, times, 700, F::KERNEL_RX, 40);
         let s = one(&fin);
         assert_eq!((s.intended_ns, s.sent_ns, s.tx_ns, s.rx_user_ns, s.latency_ns), (100, 150, 160, 900, 700));
         assert_eq!(s.flags, F::KERNEL_RX | F::ENGINE_STALL | F::INFLATED, "SAMPLED is internal");
-        assert_eq!(s.inflation_ns, 40);
+        assert_eq!((s.inflation_ns, s.busy_from_ns, s.thread, s.slot_wait_ns), (40, 50, 3, 30));
         // Not chosen: in the histogram only.
         fin.record(req(200, 0), times, 700, 0, 0);
         assert_eq!((fin.hist.latency.len(), fin.samples.len()), (2, 1));
@@ -199,13 +206,13 @@ mod tests {
 
     #[test]
     fn the_packet_histogram_holds_answers_only() {
-        let mut fin = Finish::new(Role::Measure, T0, 1_000).with_packet_histogram();
+        let mut fin = Finish::new(Role::Measure, 0, T0, 1_000).with_packet_histogram();
         fin.record(req(100, 0), Times::default(), 1_234, 0, 0);
         fin.record(req(200, 0), Times::default(), 1_000, F::CENSORED | F::TIMEOUT, 0);
         let packets = fin.hist.packets.as_ref().unwrap();
         assert_eq!((packets.counts[12], packets.total()), (1, 1), "a lost packet is not an answer");
         assert_eq!(fin.hist.latency.len(), 2);
-        assert!(Finish::new(Role::Measure, T0, 1_000).hist.packets.is_none());
+        assert!(Finish::new(Role::Measure, 0, T0, 1_000).hist.packets.is_none());
     }
 
     #[test]
@@ -218,7 +225,7 @@ mod tests {
             (SAMPLED, false, F::NEVER_SENT),
         ];
         for (flags, timed_out, why) in cases {
-            let mut fin = Finish::new(Role::Measure, T0, 1_000);
+            let mut fin = Finish::new(Role::Measure, 0, T0, 1_000);
             fin.censor_waiting(req(1_000, flags), now, timed_out);
             let s = one(&fin);
             assert_eq!(s.flags, F::CENSORED | why | (flags & F::RESENT));
@@ -231,22 +238,22 @@ mod tests {
     #[test]
     fn a_flight_at_the_end_is_a_timeout_past_the_timeout_else_unfinished() {
         let flight = |at| Flight { req: req(at, SAMPLED), id: 0, sent: T0 + at + 1, end: 0, tx: 0, ghost: false };
-        let mut fin = Finish::new(Role::Measure, T0, 1_000);
+        let mut fin = Finish::new(Role::Measure, 0, T0, 1_000);
         fin.censor_flight(flight(3_000), T0 + 5_000);
         assert_eq!(one(&fin).flags, F::CENSORED | F::TIMEOUT);
         assert_eq!((fin.c.timeouts, fin.c.unfinished), (1, 0));
-        let mut fin = Finish::new(Role::Measure, T0, 1_000);
+        let mut fin = Finish::new(Role::Measure, 0, T0, 1_000);
         fin.censor_flight(flight(4_500), T0 + 5_000);
         assert_eq!(one(&fin).flags, F::CENSORED | F::PENDING);
         assert_eq!((fin.c.timeouts, fin.c.unfinished), (0, 1));
-        let mut fin = Finish::new(Role::Measure, T0, 1_000);
+        let mut fin = Finish::new(Role::Measure, 0, T0, 1_000);
         fin.fail(&flight(4_500), T0 + 5_000);
         assert_eq!((one(&fin).flags, fin.c.errors), (F::CENSORED | F::FAILED, 1));
     }
 
     #[test]
     fn a_send_counts_once_with_its_lag_and_a_resend_only_as_resent() {
-        let mut fin = Finish::new(Role::Measure, T0, 1_000);
+        let mut fin = Finish::new(Role::Measure, 0, T0, 1_000);
         fin.sent(&req(0, 0), T0 + 100, 50, 0);
         fin.sent(&req(10, 0), T0 + 20, 50, T0 + 15); // intended before the last stall's end
         fin.sent(&req(20, F::RESENT), T0 + 500, 50, 0);
@@ -258,14 +265,14 @@ mod tests {
 
     #[test]
     fn a_load_thread_counts_but_records_nothing() {
-        let mut fin = Finish::new(Role::Load, T0, 1_000);
+        let mut fin = Finish::new(Role::Load, 0, T0, 1_000);
         fin.censor_waiting(req(0, SAMPLED), T0 + 10, false);
         assert_eq!((fin.c.never_sent, fin.hist.latency.len(), fin.samples.len()), (1, 0, 0));
     }
 
     #[test]
     fn reasons_are_counted_and_bounded() {
-        let mut fin = Finish::new(Role::Measure, T0, 1_000);
+        let mut fin = Finish::new(Role::Measure, 0, T0, 1_000);
         for i in 0..40 {
             fin.note(format!("reason {}", i % 35));
         }

@@ -86,8 +86,11 @@ impl Handover {
             tx_ns: times.tx.saturating_sub(self.t0),
             rx_user_ns: 0,
             latency_ns: now - r.intended,
+            busy_from_ns: r.busy_from.saturating_sub(self.t0),
             flags: F::CENSORED | F::PENDING | (r.flags & !SAMPLED),
             inflation_ns: 0,
+            thread: self.index as u32,
+            slot_wait_ns: r.slot_wait,
         }
     }
 }
@@ -135,7 +138,7 @@ mod tests {
     const T0: u64 = 1_000;
 
     fn req(at: u64, flags: u32) -> Req {
-        Req { intended: T0 + at, op: Op::KEYLESS, flags }
+        Req::new(T0 + at, T0 + at / 2, Op::KEYLESS, flags)
     }
 
     /// The coordinator's side of `Engine::take`: ask for snapshot `seq`.
@@ -147,8 +150,8 @@ mod tests {
 
     #[test]
     fn a_snapshot_hands_over_the_finished_and_censors_the_outstanding() {
-        let shared = Shared::new(1);
-        let mut fin = Finish::new(Role::Measure, T0, 1_000_000);
+        let shared = Shared::new(1, T0);
+        let mut fin = Finish::new(Role::Measure, 0, T0, 1_000_000);
         fin.record(req(10, SAMPLED), Times::default(), 50, 0, 0);
         fin.c.intended = 3;
         let mut h = Handover::new(0, Role::Measure, T0);
@@ -164,6 +167,7 @@ mod tests {
         assert_eq!(pending.len(), 1, "the sampled one of the two outstanding");
         assert_eq!((pending[0].intended_ns, pending[0].sent_ns, pending[0].latency_ns), (20, 25, 80));
         assert_eq!(pending[0].flags, F::CENSORED | F::PENDING | F::RESENT);
+        assert_eq!((pending[0].busy_from_ns, pending[0].thread), (10, 0), "kept from when it fell due");
         let p = &shared.progress[0];
         assert_eq!((p.snap_seq.load(SeqCst), p.snap_ns.load(SeqCst), p.intended.load(SeqCst)), (1, 100, 3));
         assert_eq!(p.at_snapshot.lock().unwrap().intended, 3);
@@ -174,8 +178,8 @@ mod tests {
 
     #[test]
     fn a_snapshot_served_late_adds_nothing_to_a_newer_one_and_the_end_publishes() {
-        let shared = Shared::new(1);
-        let mut fin = Finish::new(Role::Measure, T0, 1_000_000);
+        let shared = Shared::new(1, T0);
+        let mut fin = Finish::new(Role::Measure, 0, T0, 1_000_000);
         let mut h = Handover::new(0, Role::Measure, T0);
         ask(&shared, 2);
         // Serving snapshot 1 after the coordinator moved on to 2.
@@ -190,8 +194,8 @@ mod tests {
 
     #[test]
     fn a_load_thread_reports_nothing_outstanding() {
-        let shared = Shared::new(1);
-        let mut fin = Finish::new(Role::Load, T0, 1_000_000);
+        let shared = Shared::new(1, T0);
+        let mut fin = Finish::new(Role::Load, 0, T0, 1_000_000);
         let mut h = Handover::new(0, Role::Load, T0);
         ask(&shared, 1);
         h.hand_over(&shared, &mut fin, [(req(20, SAMPLED), Times::default())].into_iter(), Some(1), T0 + 100);

@@ -4,7 +4,7 @@
 
 use super::conn::{State, READ_CHUNK};
 use super::problem::{Abort, Failure, Killed, Lost};
-use super::req::{Flight, Times};
+use super::req::{Flight, Req, Times};
 use super::thread::Worker;
 use super::Role;
 use crate::io::poll::{EPOLLERR, EPOLLHUP, EPOLLIN, EPOLLOUT};
@@ -91,6 +91,39 @@ impl Worker {
         self.conns.iter().any(|c| c.up() && c.inflight.len() < self.cfg.outstanding)
     }
 
+    /// Nothing on the connections (ghosts included) and nothing in the backlog: the thread is idle
+    /// until `next`, its next intended time (busy.rs).
+    #[inline]
+    pub(super) fn idle_check(&mut self, next: u64) {
+        debug_assert_eq!(self.flights, self.conns.iter().map(|c| c.inflight.len()).sum::<usize>());
+        if self.busy.is_busy() && self.flights == 0 && self.backlog.is_empty() {
+            let watch = &mut self.watch;
+            self.busy.idle(&self.shared.busy, next, || watch.now());
+        }
+    }
+
+    /// A slot freed at `t` (a reply, a timeout, a reconnect) ends the wait of a blocked backlog.
+    /// `t` is the kernel's receive stamp (`exact`), or a clock read of this thread's: then a
+    /// stall of the thread since it last polled before the backlog blocked may have hidden the
+    /// slot's freeing, which is taken at the stall's start — the stall is the client's, never a
+    /// wait for the target.
+    #[inline]
+    pub(super) fn slot_freed(&mut self, t: u64, exact: bool) {
+        if self.backlog.is_empty() {
+            return;
+        }
+        let since = self.slots.blocked_at;
+        let stalled = match self.watch.fresh() {
+            Some((a, b)) if b > since => Some(a.max(since)),
+            _ => None,
+        };
+        let t = match self.stalls.first_since(since).or(stalled) {
+            Some(a) if !exact => t.min(a),
+            _ => t,
+        };
+        self.slots.freed(t);
+    }
+
     /// Hand backlog entries to connections with a free slot, round-robin.
     pub(super) fn dispatch(&mut self) {
         let n = self.conns.len();
@@ -98,8 +131,11 @@ impl Worker {
         while let Some(&req) = self.backlog.front() {
             let Some(i) = (0..n).map(|step| (self.rr + step) % n).find(|&i| self.conns[i].up() && self.conns[i].inflight.len() < k)
             else {
+                // Every slot held or down: the backlog waits for the target.
+                self.slots.blocked(self.backlog.back().map_or(0, |r| r.intended), self.polled_at);
                 break;
             };
+            let req = Req { slot_wait: self.slots.of(req.intended), ..req };
             self.rr = (i + 1) % n;
             let id = self.next_id;
             self.next_id += 1;
@@ -118,6 +154,7 @@ impl Worker {
                 c.tx.end_key(false, c.wbuf.len())
             };
             c.inflight.push_back(Flight { req, id, sent: 0, end, tx: 0, ghost: false });
+            self.flights += 1;
             c.unsent += 1;
             if !c.dirty {
                 c.dirty = true;
@@ -129,7 +166,7 @@ impl Worker {
 
     /// The backlog's oldest request, counted out of `backlog_delayed`.
     #[inline]
-    pub(super) fn pop_backlog(&mut self) -> Option<super::req::Req> {
+    pub(super) fn pop_backlog(&mut self) -> Option<Req> {
         let r = self.backlog.pop_front()?;
         self.backlog_delayed -= (r.flags & F::ENGINE_STALL != 0) as usize;
         Some(r)
@@ -254,6 +291,7 @@ impl Worker {
             self.ep.wait_until(at)
         };
         let woke = self.watch.now();
+        self.polled_at = woke;
         match waited {
             Ok((evs, fired)) => {
                 // Woken by the timer, not by an event: how late it was (time/wake.rs). (An expiry
@@ -381,7 +419,10 @@ impl Worker {
                 let mask = c.id_mask;
                 let pos = id.and_then(|id| c.inflight.iter().position(|f| f.sent > 0 && f.id & mask == id));
                 match pos.and_then(|p| c.inflight.remove(p)) {
-                    Some(f) => self.complete(i, f, outcome, t, stamped),
+                    Some(f) => {
+                        self.flights -= 1;
+                        self.complete(i, f, outcome, t, stamped)
+                    }
                     // A reply to a request already timed out, or a duplicate.
                     None => self.fin.note("reply to no request in flight (after its timeout, or duplicated)".into()),
                 }
@@ -436,15 +477,17 @@ impl Worker {
                 Parsed::Incomplete => return,
                 Parsed::Reply { len, id, outcome } => {
                     c.rpos += len;
-                    let Some(f) = c.inflight.pop_front() else {
+                    let Some(f) = c.inflight.front() else {
                         return self.kill_conn(i, Killed::NoRequest);
                     };
                     let want = f.id & c.id_mask;
                     if let Some(got) = id.filter(|&got| got != want) {
-                        c.inflight.push_front(f);
                         return self.kill_conn(i, Killed::WrongId { got, want });
                     }
+                    let f = c.inflight.pop_front().expect("looked at above");
+                    self.flights -= 1;
                     if f.ghost {
+                        self.slot_freed(t_rx, stamped);
                         continue; // the late reply of a request already counted as a timeout
                     }
                     self.complete(i, f, outcome, (t_rx, t_user), stamped);
@@ -459,6 +502,7 @@ impl Worker {
     fn complete(&mut self, i: usize, f: Flight, outcome: Outcome, (t_rx, t_user): (u64, u64), stamped: bool) {
         // A kernel stamp converted from another clock may lie a few ns before the send.
         let t_rx = t_rx.max(f.tx).max(f.sent);
+        self.slot_freed(t_rx, stamped);
         let flags = self.count_reply(&f, outcome, t_rx, stamped);
         self.reach.replied(t_rx);
         self.conns[i].replied();

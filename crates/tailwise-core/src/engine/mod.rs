@@ -21,6 +21,7 @@
 //! arrives or until the next send less the thread's measured wake-up lateness (time/wake.rs),
 //! then spins (timer slack 1 ns).
 
+pub(crate) mod busy;
 mod config;
 mod conn;
 // The parts the packet path (crate::packet) shares with the request path.
@@ -201,10 +202,13 @@ pub(crate) struct Shared {
     pub stall_log: StallLog,
     /// Packet mode: packet counts by interval of intended time (empty for other protocols).
     pub packets: Arc<Mutex<PacketIntervals>>,
+    /// The instants at which no thread had anything outstanding (busy.rs).
+    pub busy: busy::Busy,
 }
 
 impl Shared {
-    pub fn new(threads: usize) -> Shared {
+    /// For `threads` threads whose schedule starts at `t0`.
+    pub fn new(threads: usize, t0: u64) -> Shared {
         Shared {
             stop: AtomicBool::new(false),
             paused: AtomicBool::new(false),
@@ -216,6 +220,7 @@ impl Shared {
             snap_seq: AtomicU64::new(0),
             stall_log: StallLog::default(),
             packets: Arc::new(Mutex::new(PacketIntervals::default())),
+            busy: busy::Busy::new(threads, t0),
         }
     }
 
@@ -447,8 +452,8 @@ impl Engine {
             // schedule starts, so that the first replies are stamped too (stamp/enable.rs).
             stamp::await_rx_stamping(100_000_000);
         }
-        let shared = Arc::new(Shared::new(per_thread.len()));
         let start_ns = (crate::time::clock::now_ns() + START_DELAY_NS).max(cfg.start_at_ns.unwrap_or(0));
+        let shared = Arc::new(Shared::new(per_thread.len(), start_ns));
         let cpus = cpu::allowed_cpus();
         let mut handles = Vec::new();
         for (t, streams) in per_thread.into_iter().enumerate() {

@@ -1,12 +1,13 @@
-//! Connections that time out, end or fail, as the thread handles them: timed-out requests kept as
-//! ghosts (or, for datagrams, dropped), a lost connection's requests sent again on a new one
-//! (non-blocking reconnect with back-off, conn.rs), a connection that does not speak the protocol
-//! closed for good; the failures the target caused go to its reachability (reach.rs).
+//! The tick (every millisecond), and connections that time out, end or fail, as the thread
+//! handles them: timed-out requests kept as ghosts (or, for datagrams, dropped), a lost
+//! connection's requests sent again on a new one (non-blocking reconnect with back-off, conn.rs),
+//! a connection that does not speak the protocol closed for good; the failures the target caused
+//! go to its reachability (reach.rs).
 
 use super::conn::State;
 use super::finish::ms;
 use super::problem::{Abort, Failure, Killed, Lost};
-use super::thread::Worker;
+use super::thread::{Worker, TICK_NS};
 use crate::io::poll::{EPOLLIN, EPOLLOUT};
 use crate::io::socket;
 use crate::record::flags as F;
@@ -14,15 +15,55 @@ use crate::stamp;
 use crate::time::clock::now_ns;
 
 impl Worker {
+    /// Every millisecond: timeouts (from the intended time), reconnections, the target's
+    /// reachability, and old stall windows.
+    pub(super) fn tick(&mut self, now: u64) {
+        let timeout = self.cfg.timeout_ns;
+        // Requests still waiting for a slot past their timeout were never sent.
+        let mut expired = 0;
+        while let Some(&r) = self.backlog.front() {
+            if now - r.intended <= timeout {
+                break;
+            }
+            self.pop_backlog();
+            self.fin.censor_waiting(r, now, true);
+            expired += 1;
+        }
+        if expired > 0 {
+            let why = format!("not sent within {}: every connection busy or down", ms(timeout));
+            self.fin.note_n(why, expired);
+        }
+        for i in 0..self.conns.len() {
+            match self.conns[i].state {
+                State::Up => self.time_out_flights(i, now),
+                State::Waiting(at) if now >= at => self.start_connect(i, now),
+                State::Connecting(since) if now - since > self.cfg.connect_timeout_ns => self.reconnect_silent(i, now),
+                _ => {}
+            }
+        }
+        if let Some(abort) = self.reach.verdict(now, self.cfg.unreachable_ns) {
+            self.shared.abort(abort);
+        }
+        // A stall window matters while a request outstanding across it can still end.
+        self.stalls.prune(now.saturating_sub(timeout + 10 * TICK_NS));
+    }
+
     pub(super) fn time_out_flights(&mut self, i: usize, now: u64) {
         let timeout = self.cfg.timeout_ns;
         let mut lost = 0;
         if self.datagram {
             // A lost datagram costs its request only; the socket goes on.
+            let mut freed = now;
             while self.conns[i].inflight.front().is_some_and(|f| now - f.req.intended > timeout) {
                 let f = self.conns[i].inflight.pop_front().unwrap();
+                self.flights -= 1;
+                // Its slot was the target's until the timeout, however late the tick saw it.
+                freed = freed.min(f.req.intended + timeout);
                 self.fin.time_out(f.req, f.times(), now);
                 lost += 1;
+            }
+            if lost > 0 {
+                self.slot_freed(freed, true);
             }
             if lost > 0 {
                 self.fin.note_n(format!("no reply within {} (datagram lost)", ms(timeout)), lost);
@@ -63,14 +104,22 @@ impl Worker {
         }
         let by_target = !matches!(why, Lost::Silent(_));
         let Some((flights, no_reply)) = self.conns[i].lose(&self.ep, by_target, now) else { return };
+        self.flights -= flights.len();
+        let mut last = None;
         for f in flights.into_iter().filter(|f| !f.ghost) {
             let mut r = f.req;
             if f.sent > 0 {
                 r.flags |= F::RESENT;
             }
+            last = last.max(Some(r.intended));
             let at = self.backlog.partition_point(|b| b.intended <= r.intended);
             self.backlog_delayed += (r.flags & F::ENGINE_STALL != 0) as usize;
             self.backlog.insert(at, r);
+        }
+        // Held by the target until now: they wait for a slot from here, as a blocked backlog.
+        if let Some(last) = last {
+            self.slots.requeued(last);
+            self.slot_freed(now, false);
         }
         if by_target {
             if why.closed_by_target() {
@@ -115,6 +164,7 @@ impl Worker {
             }
         }
         self.conns[i].connected();
+        self.slot_freed(now_ns(), false);
         if self.ep.modify(fd, EPOLLIN, i as u64).is_err() {
             return self.connect_failed(i, Failure::Watch(addr), now_ns());
         }
@@ -137,7 +187,9 @@ impl Worker {
     /// others, and stops when a thread has none left.
     pub(super) fn kill_conn(&mut self, i: usize, why: Killed) {
         let now = now_ns();
+        let held = self.conns[i].inflight.len();
         let Some(flights) = self.conns[i].kill(&self.ep) else { return };
+        self.flights -= held;
         for f in &flights {
             self.fin.fail(f, now);
         }

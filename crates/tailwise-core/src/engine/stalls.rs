@@ -143,6 +143,18 @@ impl Stalls {
         sum + cur.map_or(0, |(a, b)| b - a)
     }
 
+    /// The start of the earliest stall that ended after `since` (not before `since`), if any.
+    pub fn first_since(&self, since: u64) -> Option<u64> {
+        let mut first = None;
+        for w in self.windows.iter().rev() {
+            if w.end <= since {
+                break;
+            }
+            first = Some(w.start.max(since));
+        }
+        first
+    }
+
     /// Forget the windows whose guard ended before `horizon` (no request outstanding across them
     /// can still end), but never one an enqueue can still fall in.
     pub fn prune(&mut self, horizon: u64) {
@@ -229,6 +241,15 @@ mod tests {
         s.prune(u64::MAX);
         assert_eq!(s.windows.len(), 1);
         assert_eq!(s.inflation(0, 500_000), 100_000);
+    }
+
+    #[test]
+    fn the_first_stall_since_an_instant() {
+        let s = stalls(&[(100_000, 200_000), (300_000, 400_000)]);
+        assert_eq!(s.first_since(50_000), Some(100_000));
+        assert_eq!(s.first_since(150_000), Some(150_000), "under way then: from then");
+        assert_eq!(s.first_since(250_000), Some(300_000));
+        assert_eq!(s.first_since(400_000), None);
     }
 
     #[test]

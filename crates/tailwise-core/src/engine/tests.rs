@@ -646,3 +646,95 @@ fn the_schedule_starts_at_the_instant_asked() {
     assert!(past.start_mono_ns() > at);
     past.join();
 }
+
+#[test]
+fn busy_from_is_an_instant_the_whole_client_was_idle() {
+    // Two threads at a light load: most requests find the client idle, none is said to start
+    // from an instant when another request (of either thread) was still outstanding.
+    let s = server("fixed:20us");
+    let mut cfg = config(s.addr(), 4_000.0, 600);
+    cfg.threads = 2;
+    let r = Engine::start(cfg).unwrap().join();
+    assert!(r.error.is_none(), "{:?}", r.error);
+    assert_eq!(r.counters.received, r.counters.sent, "{:?}", r.counters);
+    assert_eq!(r.samples.len() as u64, r.counters.intended);
+    let idle = busy::assert_busy_from_sound(r.samples.iter());
+    assert!(idle * 4 > r.samples.len(), "{idle} of {} found the client idle", r.samples.len());
+    for t in 0..2 {
+        assert!(r.samples.iter().any(|x| x.thread == t), "no sample of thread {t}");
+    }
+    assert!(r.samples.iter().all(|x| x.thread < 2 && x.slot_wait_ns as u64 <= x.sent_ns - x.intended_ns));
+}
+
+#[test]
+fn a_stall_leaves_the_client_busy_from_before_it() {
+    // The thread stops with a request in flight: what falls due in the stop, and while its
+    // backlog is served (50 requests at 20 µs each: ≥ 1 ms), is busy from before the stop.
+    let s = server("fixed:20us");
+    let mut cfg = config(s.addr(), 10_000.0, 600);
+    cfg.conns = 8;
+    cfg.test_stall = Some(TestStall::once(300_000_000, 5_000_000));
+    let r = Engine::start(cfg).unwrap().join();
+    assert!(r.error.is_none(), "{:?}", r.error);
+    let (a, b) = test_stop(&r);
+    busy::assert_busy_from_sound(r.samples.iter());
+    let after: Vec<_> = r.samples.iter().filter(|x| x.intended_ns >= a && x.intended_ns < b + 500_000).collect();
+    assert!(after.len() >= 20, "{}", after.len());
+    for x in after {
+        assert!(x.busy_from_ns <= a, "{x:?} due in or right after the stop [{a}, {b})");
+    }
+}
+
+#[test]
+fn a_request_that_waits_for_a_held_slot_says_how_long() {
+    // One slot, a reply every 1.5 ms, a request every 1 ms: the backlog grows and each request
+    // waits for the reply before it. With that wait taken out, the send lag is the client's own.
+    let s = server("fixed:1500us");
+    let mut cfg = config(s.addr(), 1_000.0, 200);
+    cfg.conns = 1;
+    cfg.outstanding = 1;
+    cfg.arrival = Arrival::Fixed;
+    let r = Engine::start(cfg).unwrap().join();
+    assert!(r.error.is_none(), "{:?}", r.error);
+    let sent: Vec<_> = r.samples.iter().filter(|x| x.sent_ns > 0).collect();
+    assert!(sent.len() > 150, "{}", sent.len());
+    for x in &sent {
+        assert!(x.slot_wait_ns as u64 <= x.sent_ns - x.intended_ns, "{x:?}");
+    }
+    let late: Vec<_> = sent.iter().filter(|x| x.intended_ns > 50_000_000).collect();
+    assert!(late.iter().all(|x| x.slot_wait_ns > 0), "{late:?}");
+    // The host may delay the thread now and then; most sends go within 1 ms of the slot.
+    let own = late.iter().filter(|x| x.sent_ns - x.intended_ns - (x.slot_wait_ns as u64) < 1_000_000).count();
+    assert!(own * 10 >= late.len() * 9, "{own} of {}", late.len());
+    // Slots to spare: nothing waits.
+    let s = server("fixed:0");
+    let mut cfg = config(s.addr(), 1_000.0, 200);
+    cfg.outstanding = 64;
+    let r = Engine::start(cfg).unwrap().join();
+    assert!(r.samples.len() > 100 && r.samples.iter().all(|x| x.slot_wait_ns == 0));
+}
+
+#[test]
+fn an_engine_stall_is_never_a_wait_for_a_slot() {
+    // One slot held by a slow target, and the thread stopped for 5 ms (the host may stop it
+    // too). With user-space receive times, a reply read after a stall may have come at any time
+    // in it: the slot counts as freed at the stall's start, never inside or at the end of it.
+    let s = server("fixed:1500us");
+    let mut cfg = config(s.addr(), 1_000.0, 400);
+    cfg.conns = 1;
+    cfg.outstanding = 1;
+    cfg.arrival = Arrival::Fixed;
+    cfg.test_stall = Some(TestStall::once(300_000_000, 5_000_000));
+    let r = Engine::start(cfg).unwrap().join();
+    assert!(r.error.is_none(), "{:?}", r.error);
+    let stops: Vec<(u64, u64)> = r.stall_intervals.iter().map(|&(a, b)| (a - r.start_mono_ns, b - r.start_mono_ns)).collect();
+    let (a, b) = test_stop(&r);
+    let mut at_stop = 0;
+    for x in r.samples.iter().filter(|x| x.slot_wait_ns > 0) {
+        let freed = x.intended_ns + x.slot_wait_ns as u64;
+        assert!(!stops.iter().any(|&(s, e)| s < freed && freed <= e), "{x:?} freed in a stall: {stops:?}");
+        at_stop += (freed == a) as u32;
+    }
+    // The request the reply that came in the stop let go waited until the stop began.
+    assert!(at_stop >= 1, "stop [{a}, {b})");
+}

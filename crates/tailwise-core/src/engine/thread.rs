@@ -24,10 +24,11 @@
 //! Nothing is shared while the loop runs; the coordinator asks for a snapshot, checked every
 //! iteration (handover.rs). The reads and writes are in io.rs.
 
+use super::busy::ThreadBusy;
 use super::handover::{self, Handover};
 use super::stalls::{preemptions, thread_cpu_ns, Stalls};
 use super::{conn::Conn, conn::State, finish::Finish, io::RxClock, reach::Reach};
-use super::{req::Req, req::Times, req::SAMPLED, Counters, EngineConfig, Role, Shared, Sock};
+use super::{req::Req, req::SlotWait, req::Times, req::SAMPLED, Counters, EngineConfig, Role, Shared, Sock};
 use crate::io::{cpu, poll::Epoll, poll::EPOLLIN};
 use crate::load::{schedule::Schedule, workload::Op, workload::OpGen};
 use crate::record::{flags as F, histogram::Histograms, sampler::Sampler};
@@ -38,7 +39,7 @@ use std::sync::atomic::Ordering::{Relaxed, SeqCst};
 use std::sync::Arc;
 
 /// Timeouts, reconnections and the reachability of the target are looked at this often.
-const TICK_NS: u64 = 1_000_000;
+pub(super) const TICK_NS: u64 = 1_000_000;
 /// Longest single wait, so that stop requests, snapshots and timeouts are noticed promptly.
 const MAX_WAIT_NS: u64 = 1_000_000;
 /// When the caller stops the run (the coordinator has concluded, or Ctrl-C), replies still in
@@ -93,6 +94,12 @@ pub(super) struct Worker {
     pub backlog: VecDeque<Req>,
     /// Requests in `backlog` flagged `ENGINE_STALL`: one due while any waits there is delayed by it.
     pub backlog_delayed: usize,
+    /// Requests on the connections (ghosts too), so that idleness needs no scan.
+    pub flights: usize,
+    /// Counted busy or idle in the engine's `Shared::busy`.
+    pub busy: ThreadBusy,
+    /// When the backlog waited for the target to free a slot.
+    pub slots: SlotWait,
     pub dirty: Vec<usize>,
     pub ready: Vec<(usize, u32)>,
     pub sampler: Sampler,
@@ -101,8 +108,9 @@ pub(super) struct Worker {
     pub reach: Reach,
     pub handover: Handover,
     pub rx: RxClock,
-    /// The wait asked of epoll in the current iteration (blocking mode).
+    /// The wait asked of epoll in the current iteration (blocking mode), and when it returned.
     pub planned_wait: u64,
+    pub polled_at: u64,
     /// Blocking mode: how late this thread's timed waits wake (time/wake.rs), so how early to ask.
     pub wake: WakeLateness,
     /// Every clock read of the timing loop goes through it: a gap of ≥ 200 µs between two reads
@@ -167,15 +175,19 @@ impl Worker {
             next_id: 0,
             backlog: VecDeque::new(),
             backlog_delayed: 0,
+            flights: 0,
+            busy: ThreadBusy::new(ctx.index),
+            slots: SlotWait::default(),
             dirty: Vec::with_capacity(n),
             ready: Vec::with_capacity(n.max(1) * 2),
             sampler: Sampler::new(cfg.sample_every, seed ^ 0x5A5A),
-            fin: Finish::new(ctx.role, ctx.start_ns, cfg.timeout_ns),
+            fin: Finish::new(ctx.role, ctx.index, ctx.start_ns, cfg.timeout_ns),
             stalls: Stalls::new(),
             reach: Reach::new(ctx.start_ns),
             handover: Handover::new(ctx.index, ctx.role, ctx.start_ns),
             rx: RxClock::new(cfg.timestamps.clock(), ctx.nic, ctx.start_ns),
             planned_wait: 0,
+            polled_at: 0,
             wake: WakeLateness::default(),
             watch: StallWatch::new(ctx.shared.stall_log.clone()),
             #[cfg(any(test, feature = "test-hooks"))]
@@ -213,13 +225,16 @@ impl Worker {
                 self.dispatch();
                 self.flush_dirty();
             }
-            let next = if paused_at.is_some() { now + MAX_WAIT_NS } else { next };
-            let wait = self.wait_ns(paused_at.is_some(), next);
+            let wake = if paused_at.is_some() { now + MAX_WAIT_NS } else { next };
+            let wait = self.wait_ns(paused_at.is_some(), wake);
             self.planned_wait = wait;
-            self.poll(wait, next);
+            self.poll(wait, wake);
             if now >= next_tick {
                 self.tick(now);
                 next_tick = now + TICK_NS;
+            }
+            if next > now {
+                self.idle_check(next);
             }
             self.serve_snapshot();
         }
@@ -232,8 +247,9 @@ impl Worker {
                 next = sched.next_ns();
             }
         }
-        // From here on a reply comes after the window (`received_in_window`).
+        // From here on a reply comes after the window (`received_in_window`), and nothing is due.
         self.end = stopped;
+        self.busy.schedule_over(&self.shared.busy, || self.watch.now());
         stopped.saturating_sub(self.t0)
     }
 
@@ -284,6 +300,7 @@ impl Worker {
         let mut next_tick = start;
         loop {
             let now = self.watch.now();
+            self.idle_check(u64::MAX);
             let outstanding =
                 self.conns.iter().any(|c| c.inflight.iter().any(|f| !f.ghost)) || !self.backlog.is_empty();
             if !outstanding || now >= deadline || self.aborted() || !self.conns.iter().any(|c| c.state != State::Dead) {
@@ -301,12 +318,14 @@ impl Worker {
             self.serve_snapshot();
         }
         let now = now_ns();
+        // What is left stays outstanding for good (the thread stays busy): the target may hold it.
         for c in self.conns.iter_mut() {
             c.unsent = 0;
             for f in c.inflight.drain(..).filter(|f| !f.ghost) {
                 self.fin.censor_flight(f, now);
             }
         }
+        self.flights = 0;
         while let Some(r) = self.pop_backlog() {
             self.fin.censor_waiting(r, now, false);
         }
@@ -348,13 +367,14 @@ impl Worker {
 
     fn enqueue(&mut self, intended: u64, now: u64) {
         self.fin.c.intended += 1;
+        let busy_from = self.busy.due(&self.shared.busy, intended);
         let mut flags = if self.role != Role::Load && self.sampler.take() { SAMPLED } else { 0 };
         // Due in a stall (or its guard), or behind a request that was: the client delays it.
         if self.stalls.in_window(intended) || self.backlog_delayed > 0 {
             flags |= F::ENGINE_STALL;
         }
         let op = if self.keyed { self.gen.next_op() } else { Op::KEYLESS };
-        let req = Req { intended, op, flags };
+        let req = Req::new(intended, busy_from, op, flags);
         if self.backlog.len() < MAX_BACKLOG {
             self.backlog_delayed += (flags & F::ENGINE_STALL != 0) as usize;
             self.backlog.push_back(req);
@@ -362,38 +382,5 @@ impl Worker {
             self.fin.c.never_sent += 1;
             self.fin.record(req, Times::default(), now - intended, F::CENSORED | F::NEVER_SENT, 0);
         }
-    }
-
-    /// Every millisecond: timeouts (from the intended time), reconnections, the target's
-    /// reachability, and old stall windows.
-    fn tick(&mut self, now: u64) {
-        let timeout = self.cfg.timeout_ns;
-        // Requests still waiting for a slot past their timeout were never sent.
-        let mut expired = 0;
-        while let Some(&r) = self.backlog.front() {
-            if now - r.intended <= timeout {
-                break;
-            }
-            self.pop_backlog();
-            self.fin.censor_waiting(r, now, true);
-            expired += 1;
-        }
-        if expired > 0 {
-            let why = format!("not sent within {}: every connection busy or down", super::finish::ms(timeout));
-            self.fin.note_n(why, expired);
-        }
-        for i in 0..self.conns.len() {
-            match self.conns[i].state {
-                State::Up => self.time_out_flights(i, now),
-                State::Waiting(at) if now >= at => self.start_connect(i, now),
-                State::Connecting(since) if now - since > self.cfg.connect_timeout_ns => self.reconnect_silent(i, now),
-                _ => {}
-            }
-        }
-        if let Some(abort) = self.reach.verdict(now, self.cfg.unreachable_ns) {
-            self.shared.abort(abort);
-        }
-        // A stall window matters while a request outstanding across it can still end.
-        self.stalls.prune(now.saturating_sub(timeout + 10 * TICK_NS));
     }
 }

@@ -74,7 +74,7 @@ mod tests {
     use crate::load::workload::Op;
 
     fn flight(end: u64, sent: u64) -> Flight {
-        Flight { req: Req { intended: 0, op: Op::KEYLESS, flags: 0 }, id: 0, sent, end, tx: 0, ghost: false }
+        Flight { req: Req::new(0, 0, Op::KEYLESS, 0), id: 0, sent, end, tx: 0, ghost: false }
     }
 
     #[test]

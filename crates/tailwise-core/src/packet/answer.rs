@@ -68,7 +68,10 @@ impl PacketWorker {
             }
             Seen::TooOld => self.fin.note("answer after its packet's timeout".into()),
             seen => match f.answer(seq) {
-                Some(slot) => self.answered(slot, seen, (t_rx, t_user), stamped),
+                Some(slot) => {
+                    self.outstanding -= 1;
+                    self.answered(slot, seen, (t_rx, t_user), stamped)
+                }
                 None => self.fin.note("answer after its packet's timeout".into()),
             },
         }
@@ -96,7 +99,7 @@ impl PacketWorker {
         let exact = stamped || self.role == Role::Load;
         let inflation = if exact { 0 } else { self.stalls.inflation(s.intended, t_rx) };
         let flags = if stamped { F::KERNEL_RX } else { 0 };
-        let req = Req { intended: s.intended, op: Op::KEYLESS, flags: s.flags };
+        let req = Req::new(s.intended, s.busy_from, Op::KEYLESS, s.flags);
         let times = Times { sent: s.sent, tx: 0, rx_user: t_user };
         self.fin.record(req, times, t_rx - s.intended, flags, inflation);
     }

@@ -20,6 +20,8 @@ pub(crate) enum State {
 pub(crate) struct Slot {
     pub seq: u64,
     pub intended: u64,
+    /// The client's latest certified idle instant when it fell due (engine/busy.rs).
+    pub busy_from: u64,
     /// Stamp before the send that carried it (0: not sent).
     pub sent: u64,
     /// `SAMPLED`, `ENGINE_STALL`.
@@ -75,12 +77,12 @@ impl Flow {
     /// Queue a packet due at `intended`; its seq, or `None` when the ring is full (the flow has
     /// as many packets outstanding as it can track: it is never sent).
     #[inline]
-    pub fn push(&mut self, intended: u64, flags: u32) -> Option<u64> {
+    pub fn push(&mut self, intended: u64, busy_from: u64, flags: u32) -> Option<u64> {
         if self.next_seq - self.oldest > self.mask {
             return None;
         }
         let seq = self.next_seq;
-        *self.slot(seq) = Slot { seq, intended, sent: 0, flags, state: State::Queued };
+        *self.slot(seq) = Slot { seq, intended, busy_from, sent: 0, flags, state: State::Queued };
         self.next_seq += 1;
         Some(seq)
     }
@@ -165,7 +167,7 @@ mod tests {
     fn packets_end_once_answered_or_expired_in_seq_order() {
         let mut f = flow(64);
         for t in 0..4 {
-            f.push(100 + t, 0).unwrap();
+            f.push(100 + t, 0, 0).unwrap();
         }
         // Sent: the first three.
         for s in 0..3 {
@@ -190,10 +192,10 @@ mod tests {
     fn a_full_ring_refuses_a_packet() {
         let mut f = flow(64);
         for t in 0..64 {
-            assert_eq!(f.push(t, 0), Some(t));
+            assert_eq!(f.push(t, 0, 0), Some(t));
         }
-        assert_eq!(f.push(64, 0), None);
+        assert_eq!(f.push(64, 0, 0), None);
         f.expire(1, |_| {});
-        assert_eq!(f.push(64, 0), Some(64));
+        assert_eq!(f.push(64, 0, 0), Some(64));
     }
 }

@@ -57,7 +57,7 @@ impl PacketWorker {
             let s = f.slot(seq);
             s.sent = t;
             s.state = State::Out;
-            let req = Req { intended: s.intended, op: Op::KEYLESS, flags: s.flags };
+            let req = Req::new(s.intended, s.busy_from, Op::KEYLESS, s.flags);
             self.fin.sent(&req, t, late_ns, last_stall_end);
             self.counts.note(req.intended - self.t0, SENT);
             f.next_send += 1;

@@ -186,3 +186,15 @@ fn kernel_stamps_time_every_answer() {
     assert_eq!(c.rx_kernel, c.received, "{c:?}");
     assert!(r.samples.iter().all(|s| s.flags & F::KERNEL_RX != 0 && s.rx_user_ns >= s.sent_ns));
 }
+
+#[test]
+fn packets_carry_their_thread_and_the_client_idle_instant() {
+    let (r, _, rows) = run(Impair::default(), |a| EngineConfig { threads: 2, ..config(a, 4_000.0, 300, 2) });
+    check(&r.counters, &rows);
+    let idle = crate::engine::busy::assert_busy_from_sound(r.samples.iter());
+    assert!(idle > 0 && r.samples.iter().any(|s| s.busy_from_ns > 0), "{idle}");
+    for t in 0..2 {
+        assert!(r.samples.iter().any(|s| s.thread == t), "no packet of thread {t}");
+    }
+    assert!(r.samples.iter().all(|s| s.thread < 2 && s.slot_wait_ns == 0));
+}

@@ -13,6 +13,7 @@
 use super::batch::{Batch, BATCH};
 use super::flows::{ring_len, Flow, Slot, State};
 use super::{wire, PacketCounts, LOST};
+use crate::engine::busy::ThreadBusy;
 use crate::engine::finish::Finish;
 use crate::engine::handover::{self, Handover};
 use crate::engine::io::RxClock;
@@ -59,6 +60,10 @@ pub(crate) struct PacketWorker {
     pub counts: PacketCounts,
     /// Packets never sent because their flow's ring was full, not yet in the error reasons.
     ring_full: u64,
+    /// Packets queued or out on the flows, so that idleness needs no scan.
+    pub outstanding: u64,
+    /// Counted busy or idle in the engine's `Shared::busy`.
+    busy: ThreadBusy,
     pub watch: StallWatch,
     planned_wait: u64,
     pub t0: u64,
@@ -134,13 +139,15 @@ impl PacketWorker {
             // Room for a longer answer than asked: only its header is read.
             inb: Batch::new(payload.max(64)),
             sampler: Sampler::new(cfg.sample_every, seed ^ 0x5A5A),
-            fin: Finish::new(ctx.role, ctx.start_ns, cfg.timeout_ns).with_packet_histogram(),
+            fin: Finish::new(ctx.role, ctx.index, ctx.start_ns, cfg.timeout_ns).with_packet_histogram(),
             stalls: Stalls::new(),
             reach: Reach::new(ctx.start_ns),
             handover: Handover::new(ctx.index, ctx.role, ctx.start_ns),
             rx: RxClock::new(cfg.timestamps.clock(), ctx.nic, ctx.start_ns),
             counts: PacketCounts::new(cfg.duration_ns, cfg.timeout_ns),
             ring_full: 0,
+            outstanding: 0,
+            busy: ThreadBusy::new(ctx.index),
             watch: StallWatch::new(ctx.shared.stall_log.clone()),
             planned_wait: 0,
             t0: ctx.start_ns,
@@ -169,6 +176,7 @@ impl PacketWorker {
             prev = now;
             self.fall_due(sched, &mut next, &mut paused_at, now);
             self.send_queued();
+            let sched_next = next;
             let next = if paused_at.is_some() { now + MAX_WAIT_NS } else { next };
             let wait = if self.cfg.busy_poll || paused_at.is_none() && self.queued() {
                 0
@@ -181,6 +189,9 @@ impl PacketWorker {
                 self.tick(now);
                 next_tick = now + TICK_NS;
             }
+            if sched_next > now {
+                self.idle_check(sched_next);
+            }
             self.serve_snapshot();
         }
         let stopped = now_ns().min(self.end);
@@ -191,6 +202,7 @@ impl PacketWorker {
             }
         }
         self.end = stopped;
+        self.busy.schedule_over(&self.shared.busy, || self.watch.now());
         stopped.saturating_sub(self.t0)
     }
 
@@ -219,19 +231,32 @@ impl PacketWorker {
         self.flows.iter().any(|f| f.queued() > 0)
     }
 
+    /// No packet queued or out: the thread is idle until `next`, its next intended time (busy.rs).
+    #[inline]
+    fn idle_check(&mut self, next: u64) {
+        debug_assert_eq!(self.outstanding == 0, self.flows.iter().all(Flow::idle));
+        if self.busy.is_busy() && self.outstanding == 0 {
+            let watch = &mut self.watch;
+            self.busy.idle(&self.shared.busy, next, || watch.now());
+        }
+    }
+
     /// A packet due at `intended`, queued on the next flow in turn (never sent if its ring is full).
     #[inline]
     fn enqueue(&mut self, intended: u64, now: u64) {
         self.fin.c.intended += 1;
+        let busy_from = self.busy.due(&self.shared.busy, intended);
         let mut flags = if self.role != Role::Load && self.sampler.take() { SAMPLED } else { 0 };
         if self.stalls.in_window(intended) {
             flags |= F::ENGINE_STALL;
         }
         let f = self.rr;
         self.rr = (self.rr + 1) % self.flows.len();
-        if self.flows[f].push(intended, flags).is_none() {
+        if self.flows[f].push(intended, busy_from, flags).is_some() {
+            self.outstanding += 1;
+        } else {
             self.fin.c.never_sent += 1;
-            let req = Req { intended, op: Op::KEYLESS, flags };
+            let req = Req::new(intended, busy_from, Op::KEYLESS, flags);
             self.fin.record(req, Times::default(), now - intended, F::CENSORED | F::NEVER_SENT, 0);
             self.ring_full += 1; // in the error reasons at the next tick: no text per packet here
         }
@@ -281,10 +306,11 @@ impl PacketWorker {
     /// End every packet intended before `before`, censored at `now`: one sent is lost (a timeout
     /// when past its timeout, else unfinished: the run ends), one queued is never sent.
     fn end_flows(&mut self, before: u64, now: u64) {
-        let (fin, counts, t0) = (&mut self.fin, &mut self.counts, self.t0);
+        let (fin, counts, t0, outstanding) = (&mut self.fin, &mut self.counts, self.t0, &mut self.outstanding);
         for f in self.flows.iter_mut() {
             f.expire(before, |s: Slot| {
-                let req = Req { intended: s.intended, op: Op::KEYLESS, flags: s.flags };
+                *outstanding -= 1;
+                let req = Req::new(s.intended, s.busy_from, Op::KEYLESS, s.flags);
                 if s.state == State::Out {
                     fin.c.lost += 1;
                     counts.note(s.intended - t0, LOST);
@@ -305,6 +331,7 @@ impl PacketWorker {
         let deadline = start + if stopped { DRAIN_ON_STOP_NS } else { self.cfg.timeout_ns + TICK_NS };
         let (mut next_tick, mut idle_since) = (start, None);
         loop {
+            self.idle_check(u64::MAX);
             let now = self.watch.now();
             let aborted = self.shared.stop.load(Relaxed) && self.shared.abort.lock().unwrap().is_some();
             if self.flows.iter().all(Flow::idle) {
@@ -324,6 +351,7 @@ impl PacketWorker {
             self.serve_snapshot();
         }
         let now = now_ns();
+        // What is still out is lost, and stays outstanding for good (the thread stays busy).
         self.end_flows(u64::MAX, now);
         self.note_ring_full();
         let first_reason = self.fin.reasons.first().map(|(r, _)| r.as_str());
@@ -348,7 +376,7 @@ impl PacketWorker {
         let now = now_ns();
         self.counts.hand_over(&mut self.shared.packets.lock().unwrap());
         let outstanding = self.flows.iter().flat_map(|f| f.outstanding()).map(|s| {
-            (Req { intended: s.intended, op: Op::KEYLESS, flags: s.flags }, Times { sent: s.sent, tx: 0, rx_user: 0 })
+            (Req::new(s.intended, s.busy_from, Op::KEYLESS, s.flags), Times { sent: s.sent, tx: 0, rx_user: 0 })
         });
         self.handover.hand_over(&self.shared, &mut self.fin, outstanding, seq, now);
     }

@@ -1,7 +1,7 @@
-//! The requests kept raw: one 48-byte [`Sample`] each, in a chunked [`SampleStore`], written out
+//! The requests kept raw: one 64-byte [`Sample`] each, in a chunked [`SampleStore`], written out
 //! as little-endian rows whose layout ([`SAMPLE_FIELDS`]) Python reads through `_core`.
 
-/// One kept request: 48 bytes. Times are ns since the engine's start.
+/// One kept request: 64 bytes. Times are ns since the engine's start.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 #[repr(C)]
 pub struct Sample {
@@ -15,17 +15,26 @@ pub struct Sample {
     pub rx_user_ns: u64,
     /// Reply time − intended send time; for a censored sample, the time outstanding so far.
     pub latency_ns: u64,
+    /// The latest instant at or before the intended time at which the whole client (every thread
+    /// of its engine) was certified idle: nothing before it can have delayed this request at a
+    /// FIFO target serving only this client (engine/busy.rs).
+    pub busy_from_ns: u64,
     pub flags: u32,
     /// For `INFLATED`: how much of the latency may be the engine's own stall (saturating).
     pub inflation_ns: u32,
+    /// The engine thread that sent it.
+    pub thread: u32,
+    /// How long it was due but every slot of its thread was held (or down): the target's part of
+    /// its send lag, never more (saturating; 0 in packet mode).
+    pub slot_wait_ns: u32,
 }
 
-/// 1024 samples (48 KiB) a chunk: small enough to come from malloc's free lists, not fresh pages,
+/// 1024 samples (64 KiB) a chunk: small enough to come from malloc's free lists, not fresh pages,
 /// when a thread starts a new store after handing one over.
 const CHUNK: usize = 1024;
 
 /// Append-only store of samples in fixed chunks: no doubling, so memory stays at
-/// `size_of::<Sample>()` (48 bytes) per sample plus one partly filled chunk.
+/// `size_of::<Sample>()` (64 bytes) per sample plus one partly filled chunk.
 #[derive(Default)]
 pub struct SampleStore {
     chunks: Vec<Vec<Sample>>,
@@ -59,8 +68,8 @@ impl SampleStore {
         self.chunks.iter().map(|c| c.capacity() * std::mem::size_of::<Sample>()).sum::<usize>()
             + self.chunks.capacity() * std::mem::size_of::<Vec<Sample>>()
     }
-    /// Little-endian rows of 48 bytes: intended_ns, sent_ns, tx_ns, rx_user_ns, latency_ns (u64),
-    /// flags, inflation_ns (u32).
+    /// Little-endian rows of 64 bytes: intended_ns, sent_ns, tx_ns, rx_user_ns, latency_ns,
+    /// busy_from_ns (u64), flags, inflation_ns, thread, slot_wait_ns (u32).
     pub fn to_le_bytes(&self) -> Vec<u8> {
         samples_to_le_bytes(self.iter())
     }
@@ -69,18 +78,21 @@ impl SampleStore {
 /// The row [`samples_to_le_bytes`] writes, field by field: (name, byte offset, NumPy type code).
 /// `tailwise._core.SAMPLE_FIELDS` exports it and Python's `SAMPLE_DTYPE` is built from it; the
 /// tests hold the struct and the writer to it.
-pub const SAMPLE_FIELDS: [(&str, usize, &str); 7] = [
+pub const SAMPLE_FIELDS: [(&str, usize, &str); 10] = [
     ("intended_ns", std::mem::offset_of!(Sample, intended_ns), "<u8"),
     ("sent_ns", std::mem::offset_of!(Sample, sent_ns), "<u8"),
     ("tx_ns", std::mem::offset_of!(Sample, tx_ns), "<u8"),
     ("rx_user_ns", std::mem::offset_of!(Sample, rx_user_ns), "<u8"),
     ("latency_ns", std::mem::offset_of!(Sample, latency_ns), "<u8"),
+    ("busy_from_ns", std::mem::offset_of!(Sample, busy_from_ns), "<u8"),
     ("flags", std::mem::offset_of!(Sample, flags), "<u4"),
     ("inflation_ns", std::mem::offset_of!(Sample, inflation_ns), "<u4"),
+    ("thread", std::mem::offset_of!(Sample, thread), "<u4"),
+    ("slot_wait_ns", std::mem::offset_of!(Sample, slot_wait_ns), "<u4"),
 ];
 /// Bytes per row.
 pub const SAMPLE_BYTES: usize = std::mem::size_of::<Sample>();
-const _: () = assert!(SAMPLE_BYTES == 48, "one kept request is 48 bytes, without padding");
+const _: () = assert!(SAMPLE_BYTES == 64, "one kept request is 64 bytes, without padding");
 
 /// Rows as [`SampleStore::to_le_bytes`] writes them ([`SAMPLE_FIELDS`]).
 pub fn samples_to_le_bytes<'a>(samples: impl Iterator<Item = &'a Sample>) -> Vec<u8> {
@@ -91,8 +103,11 @@ pub fn samples_to_le_bytes<'a>(samples: impl Iterator<Item = &'a Sample>) -> Vec
         out.extend_from_slice(&s.tx_ns.to_le_bytes());
         out.extend_from_slice(&s.rx_user_ns.to_le_bytes());
         out.extend_from_slice(&s.latency_ns.to_le_bytes());
+        out.extend_from_slice(&s.busy_from_ns.to_le_bytes());
         out.extend_from_slice(&s.flags.to_le_bytes());
         out.extend_from_slice(&s.inflation_ns.to_le_bytes());
+        out.extend_from_slice(&s.thread.to_le_bytes());
+        out.extend_from_slice(&s.slot_wait_ns.to_le_bytes());
     }
     out
 }
@@ -119,8 +134,11 @@ mod tests {
             tx_ns: 0x2122_2324_2526_2728,
             rx_user_ns: 0x3132_3334_3536_3738,
             latency_ns: 0x4142_4344_4546_4748,
-            flags: 0x5152_5354,
-            inflation_ns: 0x6162_6364,
+            busy_from_ns: 0x5152_5354_5556_5758,
+            flags: 0x6162_6364,
+            inflation_ns: 0x7172_7374,
+            thread: 0x8182_8384,
+            slot_wait_ns: 0x9192_9394,
         };
         let row = samples_to_le_bytes([s, s].iter());
         assert_eq!(row.len(), 2 * SAMPLE_BYTES);
@@ -133,8 +151,11 @@ mod tests {
                 "tx_ns" => s.tx_ns,
                 "rx_user_ns" => s.rx_user_ns,
                 "latency_ns" => s.latency_ns,
+                "busy_from_ns" => s.busy_from_ns,
                 "flags" => s.flags as u64,
                 "inflation_ns" => s.inflation_ns as u64,
+                "thread" => s.thread as u64,
+                "slot_wait_ns" => s.slot_wait_ns as u64,
                 other => panic!("field {other} not in Sample"),
             };
             assert_eq!(u64::from_le_bytes(le), want, "{name}");
@@ -142,7 +163,7 @@ mod tests {
     }
 
     #[test]
-    fn store_costs_48_bytes_a_sample() {
+    fn store_costs_64_bytes_a_sample() {
         let mut st = SampleStore::default();
         let n = 100 * CHUNK;
         for i in 0..n as u64 {
@@ -152,20 +173,24 @@ mod tests {
                 tx_ns: i + 2,
                 rx_user_ns: i + 3,
                 latency_ns: 2 * i,
+                busy_from_ns: i / 2,
                 flags: 5,
                 inflation_ns: 7,
+                thread: 3,
+                slot_wait_ns: 9,
             });
         }
         assert_eq!(st.len(), n);
         let per = st.allocated_bytes() as f64 / n as f64;
-        assert!(per <= 49.0, "{per} bytes per sample");
+        assert!(per <= 65.0, "{per} bytes per sample");
         let bytes = st.to_le_bytes();
-        assert_eq!(bytes.len(), n * 48);
-        // Row 1: intended 1, sent 2, tx 3, rx_user 4, latency 2, flags 5, inflation 7.
-        let row = &bytes[48..96];
+        assert_eq!(bytes.len(), n * 64);
+        // Row 3: intended 3, sent 4, tx 5, rx_user 6, latency 6, busy_from 1; flags 5,
+        // inflation 7, thread 3, slot wait 9.
+        let row = &bytes[3 * 64..4 * 64];
         let u64_at = |o: usize| u64::from_le_bytes(row[o..o + 8].try_into().unwrap());
-        assert_eq!([u64_at(0), u64_at(8), u64_at(16), u64_at(24), u64_at(32)], [1, 2, 3, 4, 2]);
-        assert_eq!(u32::from_le_bytes(row[40..44].try_into().unwrap()), 5);
-        assert_eq!(u32::from_le_bytes(row[44..48].try_into().unwrap()), 7);
+        let u32_at = |o: usize| u32::from_le_bytes(row[o..o + 4].try_into().unwrap());
+        assert_eq!([u64_at(0), u64_at(8), u64_at(16), u64_at(24), u64_at(32), u64_at(40)], [3, 4, 5, 6, 6, 1]);
+        assert_eq!([u32_at(48), u32_at(52), u32_at(56), u32_at(60)], [5, 7, 3, 9]);
     }
 }

@@ -80,6 +80,12 @@ impl StallWatch {
         t
     }
 
+    /// The stall detected and not yet taken, if any.
+    #[inline]
+    pub fn fresh(&self) -> Option<(u64, u64)> {
+        self.fresh
+    }
+
     /// The stall detected since the last call, as (start, end) on CLOCK_MONOTONIC.
     #[inline]
     pub fn take_fresh(&mut self) -> Option<(u64, u64)> {
