@@ -1,15 +1,24 @@
-"""bench/methodology/ok_rate: how often a user gets verdict ok on this machine, before and after a change.
+"""bench/methodology/ok_rate: how often a user gets an answer on this machine, before and after a change.
 
 Runs two installations of tailwise ("before" and "after") alternately — before, after, before,
 after… (run i of each version back to back), so that the machine's noise falls on both alike — in
-three scenarios, N runs each:
+these scenarios, N runs each (issue 32's benchmark: the first four):
 
+* default: `run --json`, the README's first command (the built-in server, 10k req/s, p99 ± 10 %,
+  adaptive, at most 60 s);
 * memcached: a memcached started here (`-U 0 -t 1 -m 64`, on a free port of 127.0.0.1, stopped at
   the end, also on Ctrl-C), measured with `run memcached://… --rate 10k --conns 16 --outstanding 1
   --duration 15 --json` (fixed length);
+* memcached-20k: the same memcached at `--rate 20k --duration 3` (the arrivals check on a Poisson
+  schedule at 20k req/s);
 * builtin: `run --service fixed:10us --rate 20k --percentile 99 --ci 10us --json` against the
   built-in server (adaptive; it ends by itself within ~70 s);
 * poll-block: the same with `--poll block`.
+
+Before each pair the host's noise is measured: a pinned spinner on every CPU at once for 1 s, its
+stalls > 5 µs (count, time lost, longest). Verdicts: ok, imprecise (issue 32: valid, wider than
+asked) and not-measurable; a not-measurable run of a scenario where no freeze was made and the
+target kept up (its rate check passed) is a false alarm, named with its check and figure.
 
 Per run it records the exit status, the wall time, the verdict, the failed checks with their
 details, the p99 with its interval (and the every-request p99 of the window), whether the rate
@@ -46,22 +55,26 @@ from pathlib import Path
 from tailwise import _core
 from tailwise.agent.host import host_info
 
-SCENARIOS = ("memcached", "builtin", "poll-block")
+SCENARIOS = ("default", "memcached", "memcached-20k", "builtin", "poll-block")
 #: Added to a run's --duration or --max-time before it is killed and recorded as `timeout`.
 GRACE_S = 120
 #: The coordinator's --max-time when none is given (cli.py).
 DEFAULT_MAX_TIME_S = 60
 #: memcached refuses to run as root without -u: it then runs as root (nothing else changes).
 MEMCACHED = ["memcached", "-l", "127.0.0.1", "-U", "0", "-t", "1", "-m", "64"] + (["-u", "root"] if os.geteuid() == 0 else [])
-EXIT_NAMES = {0: "ok", 1: "not-measurable", 2: "error", 3: "threshold"}
+EXIT_NAMES = {0: "ok", 1: "not-measurable", 2: "error", 3: "threshold", 4: "imprecise"}
 
 
 def scenario_args(name: str, quick: bool, port: int | None) -> tuple[list[str], float]:
     """The arguments after the CLI for one scenario, and how long it may take before it is killed."""
+    if name == "default":
+        return (["run", "--json"] + (["--max-time", "6"] if quick else []), (6 if quick else DEFAULT_MAX_TIME_S) + GRACE_S)
     if name == "memcached":
         duration = 3 if quick else 15
         return (["run", f"memcached://127.0.0.1:{port}", "--rate", "10k", "--conns", "16", "--outstanding", "1",
                  "--duration", str(duration), "--json"], duration + GRACE_S)
+    if name == "memcached-20k":
+        return (["run", f"memcached://127.0.0.1:{port}", "--rate", "20k", "--duration", "3", "--json"], 3 + GRACE_S)
     args = ["run", "--service", "fixed:10us", "--rate", "20k", "--percentile", "99", "--ci", "10us", "--json"]
     if name == "poll-block":
         args += ["--poll", "block"]
@@ -125,12 +138,14 @@ def stop(proc: subprocess.Popen) -> None:
 
 
 def machine_stalls() -> list[dict]:
-    """Each CPU's stalls > 5 µs over 1 s (tests/support/noise.py): count, time lost, longest."""
-    rows = []
-    for cpu in sorted(os.sched_getaffinity(0)):
-        st = _core.measure_stalls(1_000_000_000, 5_000, cpu)
-        rows.append({"cpu": cpu, **st, "lost_share": st["lost_ns"] / st["duration_ns"]})
-    return rows
+    """Each CPU's stalls > 5 µs over the same 1 s, a pinned spinner on every CPU at once
+    (tests/support/noise.py's measure): count, time lost, longest."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    cpus = sorted(os.sched_getaffinity(0))
+    with ThreadPoolExecutor(len(cpus)) as pool:
+        got = list(pool.map(lambda cpu: _core.measure_stalls(1_000_000_000, 5_000, cpu), cpus))
+    return [{"cpu": cpu, **st, "lost_share": st["lost_ns"] / st["duration_ns"]} for cpu, st in zip(cpus, got)]
 
 
 def print_stalls(when: str, rows: list[dict]) -> None:
@@ -169,7 +184,8 @@ def run_once(version: str, cmd: list[str], scenario: str, args: list[str], timeo
         rec["error"] = lines[-1] if lines else s.get("error")
     checks = s.get("checks") or []
     lat = s.get("latency") or {}
-    p99 = next((dict(p) for p in lat.get("percentiles") or [] if p.get("p") == 99), None)
+    pcts = {p.get("p"): dict(p) for p in lat.get("percentiles") or []}
+    p99 = pcts.get(99.0)
     window = lat.get("window") or {}
     m = s.get("methodology") or {}
     rate = next((c for c in checks if c.get("name") == "rate"), None)
@@ -188,6 +204,10 @@ def run_once(version: str, cmd: list[str], scenario: str, args: list[str], timeo
         excluded_share=(s.get("exclusions") or {}).get("share"),
         host_steal_s=(s.get("engine") or {}).get("host_steal_s"),
         stopped=m.get("stopped"),
+        p50_ns=(pcts.get(50.0) or {}).get("value_ns"),
+        p90_ns=(pcts.get(90.0) or {}).get("value_ns"),
+        precision=s.get("precision"),
+        late=(s.get("counters") or {}).get("late"),
     )
     if "delayed" in s:
         rec["delayed"] = s["delayed"]
@@ -211,6 +231,22 @@ def describe(r: dict) -> str:
             f"{r.get('target_stalls')}")
 
 
+def spread(values: list) -> float | None:
+    """Largest over smallest, less one: how far the runs' figures lie apart."""
+    v = [x for x in values if x]
+    return max(v) / min(v) - 1.0 if len(v) > 1 else None
+
+
+def false_alarms(runs: list[dict]) -> list[str]:
+    """Not-measurable runs whose target kept up (rate check passed): each check and its figure."""
+    out = []
+    for r in runs:
+        if r.get("verdict") == "not-measurable" and r.get("rate_ok"):
+            detail = r.get("failed_detail") or {}
+            out.append("; ".join(f"{n}: {detail.get(n, '')[:160]}" for n in r.get("failed") or []))
+    return out
+
+
 def summarise(runs: list[dict]) -> dict:
     """The table's figures for one scenario and version."""
     rate_ok = [r for r in runs if r.get("rate_ok")]
@@ -219,7 +255,15 @@ def summarise(runs: list[dict]) -> dict:
     longest = [r["stalls_longest_ns"] for r in runs if r.get("stalls_longest_ns") is not None]
     failed = collections.Counter(n for r in runs for n in r.get("failed") or [])
     failed.update(r["verdict"] for r in runs if r["verdict"] in ("timeout", "error"))
-    return {"runs": len(runs), "ok": sum(r["verdict"] == "ok" for r in runs), "rate_ok_runs": len(rate_ok),
+    widen = [((r.get("precision") or {}).get("width") or {}).get("widening_ns") for r in runs]
+    return {"runs": len(runs), "ok": sum(r["verdict"] == "ok" for r in runs),
+            "imprecise": sum(r["verdict"] == "imprecise" for r in runs),
+            "not_measurable": sum(r["verdict"] == "not-measurable" for r in runs),
+            "answered": sum(r["verdict"] in ("ok", "imprecise") for r in runs),
+            "false_alarms": false_alarms(runs),
+            "p50_spread": spread([r.get("p50_ns") for r in runs]), "p90_spread": spread([r.get("p90_ns") for r in runs]),
+            "p99_widening_ns": [w for w in widen if w is not None],
+            "rate_ok_runs": len(rate_ok),
             "ok_among_rate_ok": sum(r["verdict"] == "ok" for r in rate_ok),
             "median_wall_s": statistics.median(walls) if walls else None,
             "median_stalls": statistics.median(stalls) if stalls else None,
@@ -227,11 +271,18 @@ def summarise(runs: list[dict]) -> dict:
 
 
 def print_table(table: dict) -> None:
-    head = ("scenario", "version", "runs", "ok", "ok|rate", "wall s", "stalls", "longest", "failed checks")
+    head = ("scenario", "version", "runs", "ok", "impr", "n-m", "ok|rate", "p50±", "p90±", "wall s", "stalls", "longest",
+            "failed checks")
     rows = [head]
+
+    def pct(v: float | None) -> str:
+        return "-" if v is None else f"{v:.0%}"
+
     for scenario, versions in table.items():
         for version, f in versions.items():
-            rows.append((scenario, version, str(f["runs"]), str(f["ok"]), f"{f['ok_among_rate_ok']}/{f['rate_ok_runs']}",
+            rows.append((scenario, version, str(f["runs"]), str(f["ok"]), str(f.get("imprecise", 0)),
+                         str(f.get("not_measurable", 0)), f"{f['ok_among_rate_ok']}/{f['rate_ok_runs']}",
+                         pct(f.get("p50_spread")), pct(f.get("p90_spread")),
                          "-" if f["median_wall_s"] is None else f"{f['median_wall_s']:.1f}",
                          "-" if f["median_stalls"] is None else f"{f['median_stalls']:g}",
                          "-" if f["longest_stall_ns"] is None else f"{f['longest_stall_ns'] / 1e6:.2f} ms",
@@ -239,8 +290,13 @@ def print_table(table: dict) -> None:
     widths = [max(len(r[i]) for r in rows) for i in range(len(head) - 1)]
     for r in rows:
         print("  ".join(c.ljust(w) for c, w in zip(r, widths)) + "  " + r[-1])
-    print("ok|rate: ok among the runs whose rate check passed; stalls: median engine stalls per run; "
-          "longest: the longest engine stall of any run")
+    print("impr: imprecise; n-m: not-measurable; ok|rate: ok among the runs whose rate check passed; p50±, p90±: "
+          "largest over smallest of the runs' values, less one; stalls: median engine stalls per run; longest: the "
+          "longest engine stall of any run")
+    for scenario, versions in table.items():
+        for version, f in versions.items():
+            for alarm in f.get("false_alarms") or []:
+                print(f"false alarm ({scenario}, {version}): {alarm}")
 
 
 def main() -> int:
@@ -282,16 +338,20 @@ def main() -> int:
             memcached = None
             try:
                 port = None
-                if scenario == "memcached":
+                if scenario.startswith("memcached"):
                     port = free_port()
                     memcached = start_memcached(port)
                     res["commands"]["memcached_server"] = MEMCACHED + ["-p", str(port)]
                 sargs, timeout_s = scenario_args(scenario, args.quick, port)
                 res["commands"][scenario] = {n: c + sargs for n, c in versions.items()}
                 for i in range(reps):
+                    noise = machine_stalls()
+                    res.setdefault("noise", []).append({"scenario": scenario, "rep": i, "cpus": noise})
+                    print_stalls(f"before pair {i + 1} of {scenario}", noise)
                     for name, cmd in versions.items():
                         r = run_once(name, cmd, scenario, sargs, timeout_s)
                         r["rep"] = i
+                        r["noise_lost_share"] = max(c["lost_share"] for c in noise)
                         res["runs"].append(r)
                         print(f"{scenario} {i + 1}/{reps} {name}: {describe(r)}", flush=True)
             finally:

@@ -97,7 +97,7 @@ def test_the_interval_logs_of_several_agents_add_up_interval_by_interval(tmp_pat
 def test_the_pooled_rows_are_a_bounded_subsample_and_each_keeps_its_agent():
     from tailwise.agent.group import OWNED_DTYPE, _owned, _unowned
     from tailwise.agent.local import SAMPLE_DTYPE
-    from tailwise.stats.subsample import Subsample, kept
+    from tailwise.stats.subsample import Subsample, kept, source_of
 
     rng = np.random.default_rng(9)
     pool = Subsample(OWNED_DTYPE, limit=4_000)
@@ -114,7 +114,7 @@ def test_the_pooled_rows_are_a_bounded_subsample_and_each_keeps_its_agent():
     assert np.array_equal(owner, got["latency_ns"] // 1_000_000), "each row keeps its own agent"
     # The same rows a subsample of one agent's would keep: a function of the row alone.
     every = np.concatenate(list(rows.values()))
-    assert len(got) == int(kept(every["intended_ns"], pool.level).sum())
+    assert len(got) == int(kept(every["intended_ns"], pool.level, source_of(every)).sum())
 
 
 def test_counters_add_and_times_take_the_latest():

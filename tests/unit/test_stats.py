@@ -43,8 +43,36 @@ def ar1(n: int, phi: float, rng: np.random.Generator) -> np.ndarray:
 def test_iid_has_tau_one_and_keeps_every_sample(rng):
     ind = independence(rng.exponential(size=50_000), 99)
     assert ind.ok and abs(ind.tau - 1) < 0.1 and ind.step == max(1, math.ceil(ind.tau))
-    assert ind.n == 50_000 and ind.n_effective == pytest.approx(50_000 / ind.tau)
+    # n_eff is taken at τ's 99 % upper bound: a few per cent below n for i.i.d. samples.
+    assert ind.n == 50_000 and ind.n_effective == pytest.approx(50_000 / ind.tau_upper)
+    assert 0.95 * 50_000 < ind.n_effective < 50_000
     assert "τ =" in ind.detail and "n_eff ≈" in ind.detail and "of 50,000" in ind.detail
+    assert "99% upper bound" in ind.detail
+
+
+def test_tau_upper_bound_is_the_chi2_bound_of_the_estimate(rng):
+    """τ̂ ~ τ·χ²_ν/ν: the bound is τ̂·ν/χ²_ν(0.01), ν = n/(2M + 1) for Geyer's sum over M lags
+    (Madras–Sokal) and b − 1 = 19 for batch means."""
+    from scipy.stats import chi2
+
+    from tailwise.stats.independence import TAU_CONFIDENCE, geyer_dof, tau_upper
+
+    assert TAU_CONFIDENCE == 0.99
+    assert geyer_dof(200_000, 135) == pytest.approx(200_000 / 271)
+    assert tau_upper(30.0, 19.0) == pytest.approx(30.0 * 19 / chi2.ppf(0.01, 19))
+    assert tau_upper(30.0, 19.0) == pytest.approx(74.68, abs=0.01)  # 2.49 τ̂: 20 batches say little
+    assert tau_upper(30.0, 750.0) == pytest.approx(33.94, abs=0.01)  # 1.13 τ̂ at ν = 750
+    assert math.isnan(tau_upper(float("nan"), 10.0)) and tau_upper(2.0, float("nan")) == 2.0
+    x = ar1(200_000, 0.9, rng)
+    ind = independence(x, 50)
+    assert ind.tau_dof == pytest.approx(geyer_dof(200_000, ind.lags))
+    assert ind.tau_upper == pytest.approx(tau_upper(ind.tau, ind.tau_dof))
+    assert 1.0 < ind.tau_upper / ind.tau < 1.2 and ind.n_effective == pytest.approx(200_000 / ind.tau_upper)
+    # Batch means: ν = 19.
+    drift = np.repeat(rng.normal(size=30) * 0.1, 10_000) + rng.normal(size=300_000)
+    bm = independence(drift, 90)
+    assert "from the means of 20 batches" in bm.detail and bm.tau_dof == 19
+    assert bm.tau_upper == pytest.approx(bm.tau * 19 / chi2.ppf(0.01, 19))
 
 
 @pytest.mark.parametrize("phi", [0.5, 0.9])
@@ -481,6 +509,8 @@ def test_a_100ms_freeze_is_a_transient():
     st = stationarity(t.astype(np.int64), lat)
     assert not st.ok and st.transient and st.concentration >= 5 and st.transient_p < 1e-3
     assert "a transient holds the tail" in st.detail
+    # The several-window test sees it too, and names its 100 ms window.
+    assert st.transient_windows == ((3_000_000_000, 3_100_000_000),) and "at 3.00–3.10 s" in st.detail
 
 
 def test_a_20ms_freeze_in_a_short_run_is_a_transient():
@@ -496,6 +526,10 @@ def test_a_20ms_freeze_in_a_short_run_is_a_transient():
                                             (20_000, 10, 4), (50_000, 5, 5)])
 def test_host_noise_is_not_a_transient(rate, secs, seed):
     # 1–4 ms stalls about once a second at random times: each delays every request intended within it.
+    # Over 100 seeds a case (issue 32) the several-window test fires on 0–1 % of such runs at 20k–35k
+    # req/s; at 50k req/s (50 % load, where each stall's drain doubles its share) the stalls carry
+    # ≈ 50 % of p99's exceedances, up to 90 %, and it fires on 14–18 % — there they carry the tail
+    # (stats/stationarity.py, "Several shorter transients"). These seeds are not among those.
     t, lat, rho = run(rate, secs, 100 + seed)
     r = np.random.default_rng(seed)
     k = r.poisson(secs)
@@ -548,3 +582,99 @@ def test_too_few_clustered_exceedances_say_what_the_test_would_need():
     tr = tail_concentration(_times(4_000), lat, 99.0)
     assert not tr.applied and tr.ratio is None and tr.needed > tr.exceedances == 40, tr
     assert "even all of them in one window would not be significant" in tr.detail
+
+
+# --- stationarity: several shorter transients (issue 32) ----------------------------------------
+
+def model_run(service: str, load: float, secs: float, seed: int):
+    """A model sequence as the analysis sees it: Poisson intended times at the model's rate
+    (load / E[S]), every other request kept (the engine's sampler)."""
+    mean_ns = {"exp:10us": 10e3, "bimodal:10us": 10e3, "exp:80us": 80e3}[service]
+    r = np.random.default_rng([seed, 5])
+    n = int(load / mean_ns * 1e9 * secs)
+    t = np.cumsum(r.exponential(mean_ns / load, n))
+    lat = sojourn_sequence(service, load, n=n, seed=seed, warmup=50_000)
+    keep = r.random(n) < 0.5
+    return t[keep].astype(np.int64), lat[keep]
+
+
+FOUR_FREEZES = ((1.23e9, 30e6), (3.47e9, 25e6), (6.02e9, 40e6), (8.55e9, 35e6))
+
+
+def test_several_short_freezes_are_a_transient_and_are_named():
+    """Issue 32: four freezes of 25–40 ms in a 10 s run at 10k req/s hold every sample above p99
+    between them; none holds enough for the one-window test, whose reference they cluster (τ ≈ 280:
+    not even applied). The several-window test names the four 100 ms windows."""
+    t, lat, rho = run(10_000, 10, 7)
+    for start, length in FOUR_FREEZES:
+        freeze(t, lat, start, length, rho)
+    tr = tail_concentration(t.astype(np.int64), lat, 99.0)
+    assert tr.fired and tr.spread and tr.ratio is None, tr.detail  # the one-window test did not apply
+    st = stationarity(t.astype(np.int64), lat)
+    assert not st.ok and st.transient and st.detail.startswith("a transient holds the tail")
+    assert st.transient_p < 1e-3 and st.concentration is None  # its p-value; no one window's ratio
+    assert st.transient_windows == ((1_200_000_000, 1_300_000_000), (3_400_000_000, 3_500_000_000),
+                                    (6_000_000_000, 6_100_000_000), (8_500_000_000, 8_600_000_000))
+    assert "4 windows of 100 ms, at 1.20–1.30 s, 3.40–3.50 s, 6.00–6.10 s, 8.50–8.60 s" in st.detail
+    for start, length in FOUR_FREEZES:  # every freeze lies in a named window
+        assert any(a <= start and start + length <= b for a, b in st.transient_windows)
+
+
+def test_three_20ms_freezes_carrying_p99_are_a_transient():
+    # The weakest case of the issue: 600 frozen requests of the 1,000 above p99 (64 % with their
+    # windows' own share), each window holding ~22 times its share; the one-window test sees 2.9×.
+    t, lat, rho = run(10_000, 10, 8)
+    for start in (2.31e9, 5.12e9, 7.77e9):
+        freeze(t, lat, start, 20e6, rho)
+    st = stationarity(t.astype(np.int64), lat)
+    assert not st.ok and st.transient and st.concentration < 5, st.detail
+    assert st.transient_windows == ((2_300_000_000, 2_400_000_000), (5_100_000_000, 5_200_000_000),
+                                    (7_700_000_000, 7_800_000_000))
+
+
+def test_two_short_freezes_do_not_carry_the_tail():
+    # Two 20 ms freezes hold ≈ 45 % of the samples above p99: below the 60 % that carries it.
+    t, lat, rho = run(10_000, 10, 9)
+    for start in (3.33e9, 6.66e9):
+        freeze(t, lat, start, 20e6, rho)
+    tr = tail_concentration(t.astype(np.int64), lat, 99.0)
+    assert not tr.spread and tr.windows == () and "hold 60% of the samples above p99" in tr.detail, tr.detail
+
+
+@pytest.mark.parametrize("service,load", [("exp:10us", 0.5), ("exp:10us", 0.8), ("bimodal:10us", 0.5),
+                                          ("bimodal:10us", 0.8)])
+def test_steady_model_queues_are_no_transient(service, load):
+    """The queue's own busy periods, 100 ms windows of 2,500–4,000 kept samples: over 100 seeds of
+    3 s and 10 s each the several-window test fired on none (module doc); three seeds here."""
+    for seed in range(3):
+        t, lat = model_run(service, load, 10, 1_000 + seed)
+        st = stationarity(t, lat)
+        assert not st.transient and st.transient_windows == (), st.detail
+        assert "windows of 100 ms" in st.detail
+
+
+def test_a_slow_loaded_queue_s_busy_periods_are_no_several_window_transient():
+    # E[S] = 80 µs at 80 % load (10k req/s): a 100 ms window holds ~5 of the samples above p99 and
+    # a long busy period may hold half of them; the reference keeps the other busy periods.
+    for seed in range(5):
+        t, lat = model_run("exp:80us", 0.8, 10, 1_000 + seed)
+        tr = tail_concentration(t, lat, 99.0)
+        assert not tr.spread, tr.detail
+
+
+def test_cluster_tail_bound():
+    """Chernoff's bound on a compound Poisson count with geometric clusters: Poisson's at τ = 1,
+    above the simulated tail, and not far above it."""
+    from tailwise.stats.stationarity import _ln_cluster_tail
+
+    assert _ln_cluster_tail(5.0, 10.0, 30.0) == 0.0  # at or below the mean: no evidence
+    assert _ln_cluster_tail(30.0, 10.0, 1.0) == pytest.approx(-(30 * math.log(3) - 30 + 10))
+    r = np.random.default_rng(4)
+    for mean, tau in ((40.0, 40.0), (10.0, 5.0), (200.0, 20.0)):
+        c = (tau + 1) / 2
+        counts = np.array([r.geometric(1 / c, k).sum() for k in r.poisson(mean / c, 200_000)])
+        assert counts.mean() == pytest.approx(mean, rel=0.02) and counts.var() / mean == pytest.approx(tau, rel=0.05)
+        for s in np.quantile(counts, [0.99, 0.999]):
+            sim = float(np.mean(counts >= s))
+            bound = math.exp(_ln_cluster_tail(float(s), mean, tau))
+            assert sim <= bound <= 50 * sim, (mean, tau, s, sim, bound)

@@ -450,12 +450,17 @@ class Facts:
 
     @cached_property
     def stationarity(self) -> Stationarity:
-        # Steady state is judged on the measured values: a request the backlog rule marks delayed may
-        # be the target's (an engine stall inside a freeze of the target marks the freeze's backlog),
-        # and at its lower bound the freeze would vanish from the test. A client's own transient fails
-        # it too, and the remedy names both.
+        # Under the busy-period rule steady state is judged on the lower bounds: what the client's
+        # stalls may have added is taken off each request (the intervals carry it: judged once), and
+        # a freeze of the target stays whole (a request waiting 200 ms in it with a 3 ms stall of the
+        # client inside keeps ≥ 197 ms). Host pauses that stall the engine then fail no stationarity
+        # test for the backlog they left. Under the floor rule, whose lower bound of a flagged
+        # request is the floor (an engine stall inside a freeze would make the freeze vanish), and
+        # with --keep-stalls, it is judged on the measured values.
         used = self.cut.used
-        return stationarity(self.t[used], self.lat[used], self.plan.precision.percentile)
+        d = self.delays
+        values = d.lower_used if d.rule == "busy" and d.lower_used is not None else self.lat[used]
+        return stationarity(self.t[used], values, self.plan.precision.percentile)
 
     @cached_property
     def confidence(self) -> tuple[Check, int | None]:

@@ -132,16 +132,17 @@ def precision_report(percentiles: list[Percentile], target: Percentile | None, p
     doc["width"] = width
     met_ps = [r["p"] for r in rows if r["met"]]
     missed = [r["p"] for r in rows if r["met"] is False]
-    which = (f"{_ps(met_ps)} met it" if met_ps else "none met it") + (f", {_ps(missed)} did not" if missed else "")
+    which = (f"{_ps(met_ps)} met it" + (f", {_ps(missed)} did not" if missed else "") if met_ps else
+             f"none of {_ps(missed)} met it")
     if reached:
-        doc["detail"] = f"p{target.p:g} reached {_asked_words(precision)}; of the reported percentiles {which}"
+        doc["detail"] = f"p{target.p:g} reached {_asked_words(precision)}; {which}"
         return doc
     remedy = _remedy(target, width, rows, precision, ctx)
     doc["remedy"] = remedy
     span = (f"[{_fmt(target.low)}, {_fmt(target.high)}]" if target.supported else
             f"≥ {_fmt(target.lower_bound)} (no upper bound)" if target.lower_bound is not None else "unbounded")
-    doc["detail"] = (f"p{target.p:g} {span} is wider than {_asked_words(precision)}; of the reported percentiles "
-                     f"{which}; the width: {width['words']}; what helps most: {remedy['words']}")
+    doc["detail"] = (f"p{target.p:g} {span} is wider than {_asked_words(precision)}; {which}; the width: "
+                     f"{width['words']}; what helps most: {remedy['words']}")
     return doc
 
 

@@ -32,10 +32,12 @@ Autocorrelated samples: effective sample size
 Latencies of queued requests are correlated, and so is the indicator ``1{xᵢ <= ξ}`` whose sum is
 ``B``: its variance is ``n p(1 − p) τ`` rather than ``n p(1 − p)``, ``τ`` the integrated
 autocorrelation time of the indicator (independence.py). Every sample is kept and the count is
-taken on the scale of ``n_eff = n/τ`` samples: the ranks ``j, k`` come from Binomial(m, p),
-``m = round(n_eff)``, and are carried to the full sample at the same quantile level — rank
-``j`` of ``m`` is the empirical ``j/m``-quantile, which in ``n`` samples is ``x(⌈j·n/m⌉)`` — the
-usual effective-sample-size adjustment (Thiébaux & Zwiers, J. Clim. Appl. Meteor. 23, 1984;
+taken on the scale of ``n_eff = n/τ`` samples — ``τ`` at its one-sided 99 % upper confidence
+bound, so that τ's own estimation error does not narrow the interval (independence.py, "Carrying
+τ's own error"; ``estimate_percentile`` passes that ``n_eff``): the ranks ``j, k`` come from
+Binomial(m, p), ``m = round(n_eff)``, and are carried to the full sample at the same quantile
+level — rank ``j`` of ``m`` is the empirical ``j/m``-quantile, which in ``n`` samples is
+``x(⌈j·n/m⌉)`` — the usual effective-sample-size adjustment (Thiébaux & Zwiers, J. Clim. Appl. Meteor. 23, 1984;
 Geyer, Stat. Sci. 7, 1992). With ``n_eff >= n`` it is exactly the i.i.d. interval. A bound that
 ``m`` samples cannot give is missing; then the percentile is *unsupported*: value and bounds are
 None and ``samples_needed`` says how many effective samples would bound it — an unsupported
@@ -43,6 +45,15 @@ percentile is never reported as a number. What the samples do give is kept apart
 ``lower_bound``: the lower rank ``x(j)`` needs only ``(1 − q)**m <= α/2`` (a handful of samples for
 a high percentile), and alone it is a one-sided bound at ``1 − α/2`` (97.5 % for a 95 % interval)
 — "p99.99 is at least this", the bound a run too short or too clustered for the percentile has.
+
+Family-wise level: each such bound holds at its own ``1 − α/2``, and so does each interval; the
+bounds of several percentiles reported together — the six ``DEFAULT_PERCENTILES`` (p50 … p99.99),
+any of which may be "≥ x" — carry no joint level. Bonferroni's inequality gives only that all six
+hold at once with probability ≥ ``1 − 6·α/2`` (85 % for 95 % intervals); nothing more is claimed.
+A Bonferroni-adjusted family, each bound at ``1 − α/12`` so that all six hold at ≥ 97.5 %, would
+put each lower rank z = 2.64 instead of 1.96 binomial standard deviations below ``m·q`` (35 %
+farther from the point estimate), at the cost of no more than one or two effective samples for
+the bound to exist (``(1 − q)**m <= α/12``).
 
 What may be left out, and censored values
 -----------------------------------------

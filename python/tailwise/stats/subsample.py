@@ -62,7 +62,9 @@ def keys(intended_ns: np.ndarray, source: np.ndarray | None = None) -> np.ndarra
     z = _mix(np.asarray(intended_ns).astype(np.uint64))
     if source is None:
         return z
-    return _mix(z ^ np.asarray(source).astype(np.uint64))
+    # Source 0 (a run's first thread, on one machine) keeps the time's own key.
+    src = np.asarray(source).astype(np.uint64)
+    return np.where(src == 0, z, _mix(z ^ src))
 
 
 def source_of(rows: np.ndarray) -> np.ndarray | None:
