@@ -208,6 +208,9 @@ def run_once(version: str, cmd: list[str], scenario: str, args: list[str], timeo
         p90_ns=(pcts.get(90.0) or {}).get("value_ns"),
         precision=s.get("precision"),
         late=(s.get("counters") or {}).get("late"),
+        # Each round's failed checks: a validity check that failed in a round and passed at the
+        # stop is the optional stopping that issue 32 closes.
+        rounds_failed=[h.get("failed") for h in m.get("history") or []],
     )
     if "delayed" in s:
         rec["delayed"] = s["delayed"]
@@ -237,6 +240,16 @@ def spread(values: list) -> float | None:
     return max(v) / min(v) - 1.0 if len(v) > 1 else None
 
 
+#: The checks whose failure means an assumption broke (methodology/verdict.py's VALIDITY).
+VALIDITY = ("rate", "agents", "errors", "loss", "arrivals", "stationarity", "independence", "consistency")
+
+
+def flipped(r: dict) -> bool:
+    """An ok run in which a validity check failed in an earlier round (after the first)."""
+    earlier = (r.get("rounds_failed") or [])[1:-1]
+    return r.get("verdict") == "ok" and any(set(f or ()) & set(VALIDITY) for f in earlier)
+
+
 def false_alarms(runs: list[dict]) -> list[str]:
     """Not-measurable runs whose target kept up (rate check passed): each check and its figure."""
     out = []
@@ -260,6 +273,7 @@ def summarise(runs: list[dict]) -> dict:
             "imprecise": sum(r["verdict"] == "imprecise" for r in runs),
             "not_measurable": sum(r["verdict"] == "not-measurable" for r in runs),
             "answered": sum(r["verdict"] in ("ok", "imprecise") for r in runs),
+            "ok_after_a_validity_failure": sum(flipped(r) for r in runs),
             "false_alarms": false_alarms(runs),
             "p50_spread": spread([r.get("p50_ns") for r in runs]), "p90_spread": spread([r.get("p90_ns") for r in runs]),
             "p99_widening_ns": [w for w in widen if w is not None],

@@ -172,4 +172,4 @@ def test_every_readme_command_runs_as_written(readme_servers, cmd):
         assert float(hit.group(1)) >= 99.0, f"the README's load stored other keys than this run asks for: {shown}"
     if cmd[1] == "run" and "--out" in cmd:
         out = work / cmd[cmd.index("--out") + 1]
-        assert json.loads((out / "summary.json").read_text())["verdict"] in ("ok", "not-measurable")
+        assert json.loads((out / "summary.json").read_text())["verdict"] in ("ok", "imprecise", "not-measurable")

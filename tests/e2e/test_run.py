@@ -9,7 +9,7 @@ from support.cli import MEASURED, run_cli
 
 def _check_summary_shape(s: dict) -> None:
     assert s["schema"] == "tailwise.summary/1"
-    assert s["verdict"] in ("ok", "not-measurable")
+    assert s["verdict"] in ("ok", "imprecise", "not-measurable")
     for key in ("target", "rate", "latency", "send_lag", "counters", "checks", "config", "host"):
         assert key in s, key
     assert set(s["rate"]) >= {"target_rps", "achieved_rps"}
@@ -70,12 +70,17 @@ def test_builtin_server_fixed_10us_at_5000():
     unsupported = [p for p in (90, 99) if pcts[p]["value_ns"] is None]
     for p in unsupported:
         assert pcts[p]["samples_needed"] > pcts[p]["n_effective"], pcts[p]
-    if 99 in unsupported:  # the run's percentile (--percentile 99): no answer, and it says so
-        assert s["verdict"] == "not-measurable"
+    if 99 in unsupported:  # the run's percentile (--percentile 99): no interval, and it says so —
+        # no precision was asked (--duration without --ci), so the verdict does not fail on it.
+        conf = next(ch for ch in s["checks"] if ch["name"] == "confidence")
+        assert conf["ok"] and conf["detail"].startswith("no precision asked (no --ci): ") and "cannot bound p99" in conf["detail"]
     assert pcts[99.99]["value_ns"] is None and pcts[99.99]["samples_needed"] == 36_887  # 15k samples
     assert s["config"]["builtin_server"]["service"] == "fixed:10us"
     assert s["config"]["rate_rps"] == 5000
-    assert s["verdict"] == ("ok" if all(ch["ok"] for ch in s["checks"]) else "not-measurable")
+    failed = {ch["name"] for ch in s["checks"] if not ch["ok"]}
+    assert s["verdict"] == ("ok" if not failed else "imprecise" if failed <= {"confidence", "stalls"} else
+                            "not-measurable")
+    assert s["precision"]["reached"] is None and "no precision was asked" in s["precision"]["detail"]
 
 
 def test_out_dir_holds_summary_samples_and_histograms(tmp_path, serve):

@@ -151,13 +151,14 @@ def _pct(p: float, ci_us: tuple[float, float, float] | None) -> dict:
 
 
 def _fake_point(rate: float, p90_us: tuple[float, float, float] | None, *, conns: int = 8, outstanding: int = 4,
-                completed: float | None = None, late: int = 0, response_us: float = 30.0) -> dict:
+                completed: float | None = None, late: int = 0, response_us: float = 30.0,
+                verdict: str | None = None) -> dict:
     """A point's summary with what the sweep reads of it."""
     completed = rate if completed is None else completed
     ok = completed >= 0.95 * rate
     every90 = int((p90_us[1] if p90_us else 900.0) * 1e3)
     return {
-        "verdict": "ok" if ok else "not-measurable", "error": None,
+        "verdict": verdict or ("ok" if ok else "not-measurable"), "error": None,
         "rate": {"target_rps": rate, "achieved_rps": rate, "completed_rps": completed, "duration_s": 1.0,
                  "paused_s": 0.0},
         "checks": [{"name": "rate", "ok": ok, "detail": f"completed {completed:,.0f} of {rate:,.0f}",
@@ -423,3 +424,15 @@ def test_the_sweep_summary_declares_every_field_it_writes(fake_sweep):
     _, doc = fake_sweep({10 * k: [INCONCLUSIVE, MET], 50 * k: [MISSED], 30 * k: [MET], 40 * k: [MISSED],
                          35 * k: [MET]})
     assert SweepSummary.model_validate(doc, context=STRICT).to_json() == doc
+
+
+def test_imprecise_points_are_measured_points_with_their_intervals(fake_sweep):
+    """Issue 32: a point whose interval is wider than --ci (verdict imprecise) is an answer: the
+    SLO judges its interval as any other, and the search finds its load."""
+    k = 1e3
+    seq = {r: [_fake_point(r, ci, verdict="imprecise")] for r, ci in
+           ((10 * k, MET), (50 * k, MISSED), (30 * k, MET), (40 * k, MISSED), (35 * k, MET))}
+    job, doc = fake_sweep(seq)
+    assert {p["verdict"] for p in doc["points"]} == {"imprecise"}
+    assert doc["slo"]["outcome"] == "met" and doc["slo"]["rate_rps"] == 35 * k
+    assert_valid(doc, "sweep")

@@ -469,8 +469,9 @@ class Facts:
         paused_ns = sum(max(0, min(b, c.end_ns) - max(a, c.start_ns)) for a, b in self.inp.pauses)
         span_s = (c.end_ns - c.start_ns - paused_ns) / 1e9
         rate_used = c.used.sum() / span_s if span_s > 0 else None
-        return confidence_check(self.target, c.window_samples, self.plan.precision.confidence,
-                                self.est.width_target_ns, rate_used)
+        pr = self.plan.precision
+        return confidence_check(self.target, c.window_samples, pr.confidence, self.est.width_target_ns, rate_used,
+                                asked=pr.ci_ns is not None or pr.ci_rel is not None)
 
     @cached_property
     def every(self) -> Buckets | None:

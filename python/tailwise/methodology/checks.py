@@ -383,9 +383,19 @@ def _time_more(samples: float, samples_per_s: float) -> str:
 
 
 def confidence_check(pc: Percentile, n: int, confidence: float, width_target_ns: float | None,
-                     samples_per_s: float | None = None) -> tuple[Check, int | None]:
+                     samples_per_s: float | None = None, asked: bool = True) -> tuple[Check, int | None]:
     """Does the CI of the target percentile meet the width asked? Returns the check and the sample
-    count estimated to meet it (an order-statistic interval narrows as 1/√n)."""
+    count estimated to meet it (an order-statistic interval narrows as 1/√n). ``asked`` False (a
+    --duration run without --ci): no precision was asked, so nothing can fall short of it — the
+    check says what the samples give and passes (methodology/verdict.py)."""
+    check, need = _confidence(pc, n, confidence, width_target_ns, samples_per_s)
+    if not asked and not check.ok:
+        return Check("confidence", True, f"no precision asked (no --ci): {check.detail}", None, check.statistic), None
+    return check, need
+
+
+def _confidence(pc: Percentile, n: int, confidence: float, width_target_ns: float | None,
+                samples_per_s: float | None) -> tuple[Check, int | None]:
     n_eff = pc.n_effective if pc.n_effective is not None else float(n)
     scale = n / n_eff if n_eff else 1.0  # samples per effective sample
     if pc.value is not None and pc.low is None and pc.high is None and pc.n_effective is None:

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from tailwise.methodology.checks import Check
+from tailwise.methodology.verdict import verdict_of
 from tailwise.stats.arrivals import ArrivalFit
 from tailwise.stats.independence import Independence
 from tailwise.stats.quantiles import Percentile
@@ -123,8 +124,6 @@ class Analysis:
 
     def verdict(self, *, error: str | None = None, interrupted: bool = False) -> str:
         """ok, imprecise or not-measurable (methodology/verdict.py)."""
-        from tailwise.methodology.verdict import verdict_of
-
         return verdict_of(self.checks, error=error, interrupted=interrupted).value
 
     def failed(self) -> list[Check]:

@@ -56,7 +56,7 @@ class Verdict(str, Enum):
 def verdict_of(checks: list[Check], *, error: str | None = None, interrupted: bool = False) -> Verdict:
     """The verdict from the failed checks (module doc). A check unknown here counts as validity:
     a new check must be placed, never silently ignored."""
-    failed = {c.name for c in checks if not c.ok}
+    failed = {c.name for c in checks if not c.ok} - set(INFORMATION)
     if error or interrupted or failed - set(PRECISION):
         return Verdict.NOT_MEASURABLE
     return Verdict.IMPRECISE if failed else Verdict.OK
