@@ -100,11 +100,15 @@ def test_periodic_client_stalls_reach_down_to_an_undisturbed_run(serve):
     ref, p99 = pct(calm, 99.0), pct(s, 99.0)
     print(f"undisturbed p99 {ref}\nstopped 12 ms every 400 ms: p99 {p99}\ndelayed {s['delayed']}")
     assert s["delayed"]["samples"] > 0 and s["delayed"]["rule"] == "busy"
-    assert p99["low_ns"] is not None and ref["value_ns"] is not None
+    assert p99["low_ns"] is not None
     # The stops' own requests and those queued behind them are bounded by their latency less the
-    # stall time in their busy period: the interval reaches what the target gives undisturbed
-    # (its sampling interval's top: two runs of the same workload differ by sampling too).
-    assert p99["low_ns"] <= ref["high_ns"], (p99, ref)
+    # stall time in their busy period: the interval reaches what the target gives undisturbed —
+    # that run's every-request p99, or its interval's top when it has one (two runs of the same
+    # workload differ by sampling and by the host's own pauses too).
+    every = {x["p"]: x["value_ns"] for x in calm["latency"]["window"]["percentiles"]}[99.0]
+    reach = max(every, ref["high_ns"] or 0)
+    print(f"undisturbed every-request p99 {every}")
+    assert p99["low_ns"] <= reach, (p99, ref, every)
     # ... and no lower than the run's floor: what was measured stays the upper end.
     assert p99["low_ns"] >= s["delayed"]["floor_ns"] and p99["high_ns"] >= p99["value_ns"]
 

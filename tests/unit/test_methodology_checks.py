@@ -77,6 +77,18 @@ def test_closed_loop_shortfall_names_connections_needed():
     assert rate_check(50_000, 50_000, 50_000, 5.0, conns=16, outstanding=4, response_ns=40_000).ok
 
 
+def test_a_send_shortfall_the_requests_never_sent_explain_is_the_targets():
+    """A target that held every slot past --timeout: the requests due meanwhile were never sent
+    (they wait in the backlog only for a free slot). The rate check names the target, never the
+    client (issue 32)."""
+    from tailwise.methodology.remedies import Advice
+
+    held = rate_check(10_000, 9_000, 9_000, 5.0, conns=16, outstanding=4, response_ns=30_000, never_sent=5_000)
+    assert not held.ok and held.remedy is Advice.SERVER_BEHIND and "every slot" in held.detail
+    behind = rate_check(10_000, 9_000, 9_000, 5.0, conns=16, outstanding=4, response_ns=30_000, never_sent=100)
+    assert not behind.ok and behind.remedy is Advice.CLIENT_COULD_NOT_SEND
+
+
 def test_analysis_names_the_first_failing_step(rng):
     n = 30_000
     s = np.zeros(n, dtype=SAMPLE_DTYPE)

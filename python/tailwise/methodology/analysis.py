@@ -519,6 +519,7 @@ def _rate(f: Facts) -> Check:
     achieved = inp.counters["sent"] / inp.elapsed_s if inp.elapsed_s > 0 else None
     completed = inp.received_in_window / inp.elapsed_s if inp.elapsed_s > 0 else None
     return rate_check(f.plan.rate_rps, achieved, completed, inp.elapsed_s, conns=f.plan.conns,
+                      never_sent=inp.counters.get("never_sent", 0),
                       outstanding=f.plan.outstanding, response_ns=f.response_ns)
 
 

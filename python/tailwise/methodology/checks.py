@@ -70,7 +70,10 @@ def rate_figures(target_rps: float, achieved_rps: float, completed_rps: float, d
 
 
 def rate_check(target_rps: float, achieved_rps: float | None, completed_rps: float | None, duration_s: float, *,
-               conns: int, outstanding: int, response_ns: float | None) -> Check:
+               conns: int, outstanding: int, response_ns: float | None, never_sent: int = 0) -> Check:
+    """The load offered and carried, within ``rate_tolerance``. A shortfall in what was sent that the
+    requests never sent explain is the target's (a request waits in the client's backlog only for a
+    free slot: every slot was held by requests it had not answered), never the client's (issue 32)."""
     if not achieved_rps or completed_rps is None:
         return Check("rate", False, "no request was sent", Advice.NOTHING_SENT)
     tol = rate_tolerance(target_rps, duration_s)
@@ -92,6 +95,11 @@ def rate_check(target_rps: float, achieved_rps: float | None, completed_rps: flo
             )
     if abs(sent_dev) > tol:
         remedy = Advice.CLIENT_COULD_NOT_SEND if sent_dev < 0 else Advice.REPORT_OVERSHOOT
+        missing = (target_rps - achieved_rps) * duration_s
+        if sent_dev < 0 and never_sent >= 0.5 * missing:
+            remedy = Advice.SERVER_BEHIND
+            detail += (f"; {never_sent:,} requests never sent: every slot (--conns × --outstanding) was held by "
+                       "requests the target had not answered")
         return Check("rate", False, detail, remedy, sent_dev)
     if abs(done_dev) > tol:
         return Check("rate", False, detail, Advice.SERVER_BEHIND, done_dev)
