@@ -171,7 +171,7 @@ def _width(pc: Percentile, ind, allowed: float | None, ctx: Context) -> dict:
     else:
         dominated = "sampling"
         what = f"sampling ({_fmt(sampling)} from n_eff ≈ {n_eff:,.0f})" if n_eff is not None else "sampling"
-        if widening:
+        if widening and sampling and widening >= 0.01 * sampling:  # a widening of a few ns says nothing
             what += f", plus {_fmt(widening)} from the client's own stalls"
     clustered = tau is not None and tau >= 2.0
     cause = None
