@@ -572,10 +572,17 @@ def _exceedances_needed(rate: float, tau: float, windows: int) -> int:
     return hi
 
 
-def stationarity(intended_ns: np.ndarray, latency_ns: np.ndarray, p: float = 99.0) -> Stationarity:
+def stationarity(intended_ns: np.ndarray, latency_ns: np.ndarray, p: float = 99.0,
+                 tail_ns: np.ndarray | None = None) -> Stationarity:
     """Test the samples given (after the caller's clock-fixed warm-up cut) for a steady level and
-    for a transient holding the p-th percentile's tail. Never raises on data: what cannot be
-    computed gives ``ok=False`` with the reason in ``detail``."""
+    for a transient holding the p-th percentile's tail — on ``tail_ns`` when given (the same
+    requests' lower bounds: methodology/analysis.py), else on ``latency_ns``. Never raises on
+    data: what cannot be computed gives ``ok=False`` with the reason in ``detail``."""
+    if tail_ns is not None:
+        t = np.asarray(intended_ns, dtype=np.int64)
+        tail_ns = np.asarray(tail_ns, dtype=float)
+        if len(t) > 1 and not np.all(t[1:] >= t[:-1]):
+            tail_ns = tail_ns[np.argsort(t, kind="stable")]
     intended, lat = in_time_order(np.asarray(intended_ns, dtype=np.int64), np.asarray(latency_ns, dtype=float))
     n = len(lat)
     start = int(intended[0]) if n else 0
@@ -609,7 +616,7 @@ def stationarity(intended_ns: np.ndarray, latency_ns: np.ndarray, p: float = 99.
         level_txt = (f"{notes}window means not stationary ({k_txt}, {a_txt} on {len(means)} window means; "
                      f"the level moves by {drift:.1%} between fifths of the run, > {LEVEL_DRIFT_MAX:.0%}): "
                      f"the level shifts or drifts")
-    tr = tail_concentration(intended, lat, p)
+    tr = tail_concentration(intended, lat if tail_ns is None else tail_ns, p)
     ok = level_ok and not tr.fired
     detail = f"{tr.detail}; {level_txt}" if tr.fired else f"{level_txt}; {tr.detail}"
     return Stationarity(ok, 0, start, len(means), lv.kpss_stat, lv.kpss_p, lv.adf_stat, lv.adf_p,
