@@ -12,11 +12,14 @@ intervals, at most ``--warmup`` and at most ``WARMUP_MAX_SHARE`` of the run, dec
 and reported with its own p99. The coordinator's rounds take nothing away: without a CPU of its
 own it pauses the schedule while it computes (controller.py), so no request is due then.
 
-Every other request is in the statistics. Those that tailwise itself delayed — flagged by the
-engine per request, never from a latency: sent late (due in a stall of its thread or the guard
+Every other request is in the statistics. Those that tailwise itself may have delayed are
+*interval-censored*: the target's own latency lies between a lower bound and the measured value
+(stats/bounds.py). By default (``--bounds busy``) that is every request whose busy period — since
+the client last had nothing outstanding (the engine's ``busy_from_ns``) — held a stall of an engine
+thread, bounded by its latency less that stall time; with ``--bounds floor``, those the engine
+flagged per request, never from a latency: sent late (due in a stall of its thread or the guard
 after it, or behind such a request in its backlog: ``ENGINE_STALL``) or outstanding across a stall
-with their reply possibly read late (``INFLATED``) — are *interval-censored*: the target's own
-latency lies between a lower bound and the measured value (stats/bounds.py). Each percentile is
+with their reply possibly read late (``INFLATED``). Each percentile is
 reported with the interval that covers both ends and sampling (the value as measured, the low end
 from the lower bounds); the ``stalls`` check reports the share delayed and the widening, and fails
 only when the widening alone makes the asked percentile's interval miss ``--ci``. Requests without
