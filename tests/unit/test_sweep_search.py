@@ -15,7 +15,7 @@ from tailwise.errors import InputError
 from tailwise.render.sweep import capacity_text, knee_text
 from tailwise.sweep.events import PointDone, Resuming
 from tailwise.sweep.search import (Outcome, capacity_of, conclude, host_shortfall, host_stall_share, kneedle, next_index,
-                                   parse_rates, point_row, saturation)
+                                   parse_rates, point_row, rising, saturation)
 
 
 NO, SAT = Outcome(False, False), Outcome(True, False)
@@ -328,6 +328,26 @@ def test_resume_keeps_the_first_command_adds_a_history_and_has_nothing_to_do_whe
     r = run_cli("sweep", "--resume", str(tmp_path / "sweep"))
     assert r.returncode == 0 and "nothing to do" in r.stderr and "met up to 35,000 req/s" in r.stdout, r.stderr
     assert len(json.loads((tmp_path / "sweep/config.json").read_text())["history"]) == 3
+
+
+def test_one_point_the_host_raised_is_not_the_knee():
+    """A CI run: a host stall owned p99 at 20k req/s (172 µs in [71 µs, 1.4 ms]) while 30k and
+    40k measured 80 and 100 µs, and Kneedle put the knee at 20k, 40 % of capacity. The curve it
+    reads is the closest rising one, each point weighed by its interval: the knee is 40k."""
+    def row(i, rate, us, low, high, saturated=False):
+        return {"index": i, "rate_rps": rate, "saturated": saturated, "saturation_reason": "x" if saturated else None,
+                "client_limited": None, "completed_rps": rate, "host_stall_share": 0.002, "meets_slo": None,
+                "slo": None, "every_ns": us * 1e3,
+                "target": {"p": 99.0, "value_ns": us * 1e3, "low_ns": low * 1e3, "high_ns": high * 1e3}}
+
+    rows = [row(0, 10e3, 60, 55, 65), row(1, 20e3, 172, 71, 1404), row(2, 30e3, 80, 75, 90),
+            row(3, 40e3, 100, 90, 120), row(4, 50e3, 5000, 5000, 5000, saturated=True)]
+    knee = conclude(rows, [r["rate_rps"] for r in rows], None, 99.0)["knee"]
+    assert knee["rate_rps"] == 40e3 and 20e3 not in knee["candidates_rps"], knee
+    # The point keeps its measured percentile; only the curve Kneedle reads is fitted.
+    assert knee["percentile"]["value_ns"] == 100e3
+    assert rising([3.0, 1.0, 2.0], [1.0, 1.0, 1.0]) == pytest.approx([2.0, 2.0, 2.0])
+    assert rising([5.0, 1.0], [100.0, 1.0]) == pytest.approx([1.0004, 1.0004], rel=1e-3)
 
 
 def test_the_knee_is_never_at_a_point_without_an_interval_and_states_its_range():

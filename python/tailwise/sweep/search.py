@@ -47,6 +47,7 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
+from scipy.optimize import isotonic_regression
 
 from tailwise.errors import InputError
 from tailwise.spec.threshold import FAIL, PASS, Threshold
@@ -302,6 +303,19 @@ def _every(point: dict, p: float) -> float | None:
     return near["value_ns"] if near else None
 
 
+def rising(ys: list[float], widths: list[float]) -> list[float]:
+    """The curve Kneedle reads: the closest non-decreasing one (isotonic regression, each point
+    weighted by 1/width² of its interval). Latency does not fall as an open loop's load rises
+    (a queue's sojourn time grows with ρ), so a point above the loads after it is noise — a host
+    stall that owns one point's p99 — and a wide interval says how little it weighs; without
+    this, one such point at 40 % load became the knee (Kneedle, Satopää et al. 2011, smooths
+    the curve first for the same reason)."""
+    if len(ys) < 2:
+        return list(ys)
+    fit = isotonic_regression(np.asarray(ys, float), weights=1.0 / np.square(np.asarray(widths, float)))
+    return [float(v) for v in fit.x]
+
+
 def kneedle(x: list[float], y: list[float]) -> int | None:
     """Index of the knee of a rising convex curve (Kneedle): the largest x̂ − ŷ, both scaled to
     [0, 1]; None with fewer than three points or a flat curve."""
@@ -489,8 +503,11 @@ def conclude(rows: list[dict], grid: list[float], slo: Threshold | None, percent
     # may not support one; never the knee itself), so that the knee is where latency leaves the
     # low-load level for the blow-up; the endpoints are never the knee (Kneedle's difference is 0 there).
     xs, ys = [r["rate_rps"] for r in ok], [r["target"]["value_ns"] for r in ok]
+    widths = [max(r["target"]["high_ns"] - r["target"]["low_ns"], 1.0) for r in ok]
     if sat is not None and sat["every_ns"] is not None and not sat["client_limited"]:
         xs, ys = xs + [sat["rate_rps"]], ys + [sat["every_ns"]]
+        widths.append(min(widths, default=1.0))
+    ys = rising(ys, widths)
     k = kneedle(xs, ys)
     if k is not None and k < len(ok):
         cands = knee_candidates(xs, ys, [r["target"]["low_ns"] for r in ok], [r["target"]["high_ns"] for r in ok], k)

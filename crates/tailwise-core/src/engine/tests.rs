@@ -729,12 +729,15 @@ fn an_engine_stall_is_never_a_wait_for_a_slot() {
     assert!(r.error.is_none(), "{:?}", r.error);
     let stops: Vec<(u64, u64)> = r.stall_intervals.iter().map(|&(a, b)| (a - r.start_mono_ns, b - r.start_mono_ns)).collect();
     let (a, b) = test_stop(&r);
-    let mut at_stop = 0;
+    let (mut at_stop, mut free_across) = (0, false);
     for x in r.samples.iter().filter(|x| x.slot_wait_ns > 0) {
         let freed = x.intended_ns + x.slot_wait_ns as u64;
         assert!(!stops.iter().any(|&(s, e)| s < freed && freed <= e), "{x:?} freed in a stall: {stops:?}");
         at_stop += (freed == a) as u32;
+        free_across |= freed < a && x.sent_ns >= b;
     }
-    // The request the reply that came in the stop let go waited until the stop began.
-    assert!(at_stop >= 1, "stop [{a}, {b})");
+    // The request the reply that came in the stop let go waited until the stop began — unless
+    // the stop fell between a reply read and the next send (the slot free across it: nothing in
+    // flight for a reply to come in the stop).
+    assert!(at_stop >= 1 || free_across, "stop [{a}, {b})");
 }

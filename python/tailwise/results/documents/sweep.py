@@ -68,7 +68,7 @@ class Disturbed(Doc):
 
 
 class Knee(Doc):
-    """The knee of the curve of the percentile against load (Kneedle on the unsaturated points whose percentile has a CI, up to the first saturated point's every-request figure, which is never the knee), or the last such load before saturation when Kneedle finds none. Its uncertainty: candidates_rps, low_rps, high_rps."""
+    """The knee of the curve of the percentile against load (Kneedle on the unsaturated points whose percentile has a CI, read as the closest non-decreasing curve with each point weighted by 1/width² of its CI, up to the first saturated point's every-request figure, which is never the knee), or the last such load before saturation when Kneedle finds none. Its uncertainty: candidates_rps, low_rps, high_rps."""
 
     rate_rps: Num
     index: Int = F(minimum=0)
