@@ -47,7 +47,7 @@ from tailwise.agent.events import Dropped, LeaseExpired
 from tailwise.agent.local import SAMPLE_DTYPE
 from tailwise.agent.proto import agent_pb2 as pb
 from tailwise.agent.proto import agent_pb2_grpc
-from tailwise.agent.server import AgentServer, Limits, serve
+from tailwise.agent.server import AgentServer, Allowed, Limits, serve
 from tailwise.measure.server import builtin_server
 from tailwise.spec.load import LoadSpec, Probe
 
@@ -306,12 +306,52 @@ def test_a_target_outside_allow_targets_is_refused():
         t = trailers(e)
         assert t[wire.KIND_KEY] == "input" and "--allow-targets 10.1.2.0/24" in t[wire.REMEDY_KEY]
         assert a.health().state == "idle"
-    nets = (ipaddress.ip_network("10.1.2.0/24"),)
+    nets = (Allowed(ipaddress.ip_network("10.1.2.0/24")),)
     with agent_service(Limits(allow_targets=nets)) as a:
         assert a.configure("in", spec_for("10.1.2.3:11211"))["targets"] == ["10.1.2.3:11211"]
         with pytest.raises(grpc.RpcError) as e:
             a.configure("lo", spec_for("127.0.0.1:11211"))
         assert code_of(e) == grpc.StatusCode.INVALID_ARGUMENT, "given networks replace loopback"
+
+
+def test_a_port_outside_allow_targets_is_refused_and_a_cidr_without_one_allows_any():
+    """Issue 33: --allow-targets takes ports; 127.0.0.1:22 is refused by an agent that allows
+    memcached's port only, with the figure and the flag that would allow it."""
+    memcached_only = (Allowed.parse("127.0.0.0/8:11211"), Allowed.parse("[::1/128]:11000-11299"))
+    with agent_service(Limits(allow_targets=memcached_only)) as a:
+        assert list(a.health().limits.allow_targets) == ["127.0.0.0/8:11211", "[::1/128]:11000-11299"]
+        assert a.configure("ok", spec_for("127.0.0.1:11211"))["targets"] == ["127.0.0.1:11211"]
+    for target, port in (("127.0.0.1:22", 22), ("[::1]:6379", 6379)):
+        with agent_service(Limits(allow_targets=memcached_only)) as a:
+            with pytest.raises(grpc.RpcError) as e:
+                a.configure("ssh", spec_for(target))
+            assert code_of(e) == grpc.StatusCode.INVALID_ARGUMENT
+            assert f"port {port} is outside this agent's --allow-targets" in e.value.details(), e.value.details()
+            assert "--allow-targets" in trailers(e)[wire.REMEDY_KEY] and str(port) in trailers(e)[wire.REMEDY_KEY]
+            assert a.health().state == "idle"
+    # The default, loopback: any port.
+    with agent_service() as a:
+        assert a.configure("any", spec_for("127.0.0.1:22"))["targets"] == ["127.0.0.1:22"]
+
+
+@pytest.mark.parametrize("field,value,said", [
+    ("host", "x\r\nX-Injected: 1\r\n\r\nSET pwned 1\r\nFLUSHALL\r\n", "host has a control character (0x0d) at position 1"),
+    ("path", "/x\r\nX-Injected: 1", "path has a control character (0x0d) at position 2"),
+    ("path", "/a b", "path has a space at position 2"),
+    ("host", "h" * 300, "host is 300 bytes long, over 261"),
+])
+def test_an_injected_http_host_or_path_is_refused_by_an_agent(field, value, said):
+    """Issue 33: a token holder's configuration with CR LF in an http target's host or path is
+    refused before anything is sent (the engine's own check, protocol/http.rs), in one line."""
+    config = json.loads(spec_for("127.0.0.1:8080").to_json())
+    config["protocol"] = {"scheme": "http", "host": "127.0.0.1:8080", "path": "/"} | {field: value}
+    with agent_service() as a:
+        with pytest.raises(grpc.RpcError) as e:
+            a.configure("inject", config)
+        assert code_of(e) == grpc.StatusCode.INVALID_ARGUMENT
+        assert said in e.value.details() and "\n" not in e.value.details(), e.value.details()
+        assert "percent-encode" in trailers(e)[wire.REMEDY_KEY]
+        assert a.health().state == "idle"
 
 
 LIMITS = Limits(max_rate_rps=10_000.0, max_conns=8, max_duration_ns=2 * SEC)

@@ -47,8 +47,54 @@ from tailwise.spec.units import fmt_ns
 
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 
-#: Where an agent may send when not told otherwise: this host only.
-LOOPBACK: tuple[IPNetwork, ...] = (ipaddress.ip_network("127.0.0.0/8"), ipaddress.ip_network("::1/128"))
+
+@dataclass(frozen=True)
+class Allowed:
+    """One entry of --allow-targets: a network and the ports on it (all of them by default)."""
+
+    net: IPNetwork
+    low_port: int = 1
+    high_port: int = 65535
+
+    def admits(self, ip, port: int) -> bool:
+        return ip in self.net and self.low_port <= port <= self.high_port
+
+    def __str__(self) -> str:
+        if (self.low_port, self.high_port) == (1, 65535):
+            return str(self.net)
+        net = f"[{self.net}]" if self.net.version == 6 else str(self.net)
+        ports = str(self.low_port) if self.low_port == self.high_port else f"{self.low_port}-{self.high_port}"
+        return f"{net}:{ports}"
+
+    @classmethod
+    def parse(cls, text: str) -> Allowed:
+        """``CIDR[:PORT|:LOW-HIGH]``; an IPv6 network with ports in brackets (``[fd00::/64]:11211``).
+        A ValueError names what is wrong."""
+        text = text.strip()
+        ports = None
+        if text.startswith("["):
+            net, close, rest = text[1:].partition("]")
+            if not close or (rest and not rest.startswith(":")):
+                raise ValueError("an IPv6 network with ports is written [NETWORK]:PORT")
+            ports = rest[1:] or None
+        elif text.count(":") == 1:  # an IPv4 network and its ports
+            net, _, ports = text.partition(":")
+        else:
+            net = text
+        network = ipaddress.ip_network(net, strict=False)
+        if ports is None:
+            return cls(network)
+        low, dash, high = ports.partition("-")
+        if not low.isdigit() or (dash and not high.isdigit()):
+            raise ValueError(f"'{ports}' is not a port or a LOW-HIGH range")
+        lo, hi = int(low), int(high) if dash else int(low)
+        if not 1 <= lo <= hi <= 65535:
+            raise ValueError(f"ports {ports} are not within 1–65535, low to high")
+        return cls(network, lo, hi)
+
+
+#: Where an agent may send when not told otherwise: this host only, any port.
+LOOPBACK: tuple[Allowed, ...] = (Allowed(ipaddress.ip_network("127.0.0.0/8")), Allowed(ipaddress.ip_network("::1/128")))
 DEFAULT_LEASE_NS = 5_000_000_000
 ROLES = ("symmetric", "load", "probe")
 #: Finish waits for the schedule, the drain (the run's timeout) and this much more; then it stops
@@ -68,7 +114,7 @@ BINARY_FIELDS = frozenset({"latency_hist", "send_lag_hist", "send_lag_unstalled_
 class Limits:
     """What this agent may be asked to do (0: no limit), and its lease."""
 
-    allow_targets: tuple[IPNetwork, ...] = LOOPBACK
+    allow_targets: tuple[Allowed, ...] = LOOPBACK
     max_rate_rps: float = 0.0
     max_conns: int = 0
     max_duration_ns: int = 0
@@ -100,14 +146,27 @@ class Limits:
                              "--max-duration")
 
     def _check_target(self, target: str) -> None:
-        ip = target_ip(target)
-        if any(ip in net for net in self.allow_targets):
+        ip, port = target_ip(target), target_port(target)
+        if any(a.admits(ip, port) for a in self.allow_targets):
             return
-        allowed = ",".join(str(n) for n in self.allow_targets)
+        allowed = ",".join(str(a) for a in self.allow_targets)
+        if any(ip in a.net for a in self.allow_targets):
+            where = str(Allowed(ipaddress.ip_network(ip), port, port))
+            raise InputError(f"target {target}: port {port} is outside this agent's --allow-targets {allowed}",
+                             f"start the agent with --allow-targets {where} (that port of that host) added, or aim at "
+                             f"a port it allows")
         net = ipaddress.ip_network(f"{ip}/{24 if ip.version == 4 else 64}", strict=False)
         raise InputError(f"target {target} is outside this agent's --allow-targets {allowed}",
                          f"start the agent with --allow-targets {net} (the target's network), or aim at a "
                          f"network it allows")
+
+
+def target_port(target: str) -> int:
+    """A configuration's target ("IP:PORT", "[IPv6]:PORT") as its port."""
+    port = target.rsplit(":", 1)[-1]
+    if not port.isdigit() or not 1 <= int(port) <= 65535:
+        raise InputError(f"target {target} is not IP:PORT", "the coordinator sends each target as IP:PORT")
+    return int(port)
 
 
 def target_ip(target: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address:

@@ -36,17 +36,18 @@ def _listen(text: str) -> str:
 
 
 def _networks(text: str | None):
-    from tailwise.agent.server import LOOPBACK
+    from tailwise.agent.server import LOOPBACK, Allowed
 
     if text is None:
         return LOOPBACK
     nets = []
     for part in (p.strip() for p in text.split(",")):
         try:
-            nets.append(ipaddress.ip_network(part, strict=False))
-        except ValueError:
-            raise InputError(f"--allow-targets: {part!r} is not a network",
-                             "give CIDRs separated by commas, e.g. --allow-targets 10.0.0.0/24,192.168.1.7/32") from None
+            nets.append(Allowed.parse(part))
+        except ValueError as e:
+            raise InputError(f"--allow-targets: {part!r} is not a network with its ports ({e})",
+                             "give CIDR[:PORT|:LOW-HIGH] separated by commas, e.g. --allow-targets "
+                             "10.0.0.0/24:11211,192.168.1.7/32:8000-8099 (without a port: any)") from None
     return tuple(nets)
 
 
@@ -125,9 +126,10 @@ def agent(
     tls_key: Annotated[Optional[str], typer.Option(
         "--tls-key", metavar="FILE", help="TLS private key (PEM), with --tls-cert [default: none, no TLS]")] = None,
     allow_targets: Annotated[Optional[str], typer.Option(
-        "--allow-targets", metavar="CIDR,...",
-        help="the only networks this agent sends to; any other target is refused [default: loopback only, "
-             f"{LOOPBACK_TEXT}]")] = None,
+        "--allow-targets", metavar="CIDR[:PORT|:LOW-HIGH],...",
+        help="the only networks (and ports: all when none is given; an IPv6 network's in brackets, "
+             "[fd00::/64]:11211) this agent sends to; any other target is refused [default: loopback only, any "
+             f"port, {LOOPBACK_TEXT}]")] = None,
     max_rate: Annotated[Optional[str], typer.Option(
         "--max-rate", metavar="RATE", help="refuse runs above this rate, load and probe together [default: no limit]")] = None,
     max_conns: Annotated[Optional[int], typer.Option(

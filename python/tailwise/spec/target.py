@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 import socket
+import string
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
@@ -69,8 +70,58 @@ class Target:
         return f"[{addr[0]}]:{addr[1]}" if family == socket.AF_INET6 else f"{addr[0]}:{addr[1]}"
 
 
+#: The longest host (with its port) and request target accepted: the engine's own limits
+#: (protocol/http.rs: ``MAX_HOST``, ``MAX_PATH``), checked again there for what an agent receives.
+MAX_HOST, MAX_PATH = 261, 8_000
+_HOST_CHARS = frozenset(string.ascii_letters + string.digits + "-._~!$&'()*+,;=:[]%")
+#: RFC 3986's path and query characters (pchar, "/" and "?"), "%" only before two hex digits.
+_PATH_CHARS = frozenset(string.ascii_letters + string.digits + "-._~!$&'()*+,;=:@/?%")
+
+
+def shown(text: str) -> str:
+    """A target as an error may print it: control characters escaped (\\r, \\n, \\x07), never sent
+    to the terminal as they are."""
+    return "".join(c if " " <= c < "\x7f" else c.encode("unicode_escape").decode("ascii") for c in text)
+
+
+def unsafe_char(text: str, allowed: frozenset[str] | None = None) -> str | None:
+    """What makes ``text`` unfit to go into a request as written — a control character, a space,
+    a non-ASCII character, or (with ``allowed``) one RFC 3986 does not allow there — named with its
+    position; None when it is fit."""
+    for i, c in enumerate(text):
+        if c < " " or c == "\x7f":
+            return f"a control character ({shown(c)}) at position {i}"
+        if c == " ":
+            return f"a space at position {i}"
+        if c > "\x7f":
+            return f"a non-ASCII character ({shown(c)}) at position {i}"
+        if allowed is not None and c not in allowed:
+            return f"'{c}' at position {i}"
+    return None
+
+
+def check_http(text: str, host: str, path: str) -> None:
+    """An http:// target's host and request target, as the engine checks them (protocol/http.rs:
+    ``check_host``, ``check_path``): they go into every request as written."""
+    fix = "percent-encode what the server should receive (%20, %0D), and nothing else"
+    for what, value, allowed, longest in (("host", host, _HOST_CHARS, MAX_HOST), ("path", path, _PATH_CHARS, MAX_PATH)):
+        if len(value) > longest:
+            raise InputError(f"target '{shown(text)[:80]}…': its {what} is {len(value):,} characters, over {longest:,}",
+                             f"give a {what} of at most {longest:,}")
+        if (bad := unsafe_char(value, allowed)) is not None:
+            raise InputError(f"target '{shown(text)}': its {what} has {bad}", fix)
+    for i in (k for k, c in enumerate(path) if c == "%"):
+        if not all(c in string.hexdigits for c in path[i + 1:i + 3]) or len(path) < i + 3:
+            raise InputError(f"target '{shown(text)}': its path has a '%' not followed by two hex digits at position {i}",
+                             "write a percent sign as %25")
+
+
 def parse_target(text: str) -> Target:
     example = "synthetic://127.0.0.1:7000"
+    # Before any parsing: urlsplit drops a CR, an LF or a tab silently (and would send what is left).
+    if (bad := unsafe_char(text)) is not None:
+        raise InputError(f"target '{shown(text)}' has {bad}",
+                         "remove it (a URL holds none); percent-encode what an HTTP server should receive (%20, %0D)")
     if "://" not in text:
         raise InputError(f"target '{text}' has no scheme", f"write it as a URL, e.g. {example}")
     try:
@@ -104,7 +155,10 @@ def parse_target(text: str) -> Target:
         udp_size = int(value)
     elif u.query and scheme != "http":
         raise InputError(f"target '{text}' has a query '{u.query}' that {scheme}:// does not use", f"write {scheme}://{u.netloc}")
-    return Target(scheme, u.hostname, port, path, udp_size)
+    target = Target(scheme, u.hostname, port, path, udp_size)
+    if scheme == "http":
+        check_http(text, target.netloc, path)
+    return target
 
 
 def parse_targets(texts: list[str]) -> list[Target]:

@@ -107,10 +107,15 @@ impl Default for EngineConfig {
     }
 }
 
-/// A configuration that does not parse.
+/// A configuration that does not parse: its JSON, or the protocol it names (whose own remedy —
+/// an HTTP path to percent-encode, a parameter out of range — is worth more than the generic one).
 #[derive(Debug, thiserror::Error)]
-#[error("engine configuration: {0}")]
-pub struct ConfigError(#[from] serde_json::Error);
+pub enum ConfigError {
+    #[error("engine configuration: {0}")]
+    Json(#[from] serde_json::Error),
+    #[error("engine configuration: {0}")]
+    Protocol(#[from] crate::protocol::UnknownScheme),
+}
 
 impl Problem for ConfigError {
     fn kind(&self) -> Kind {
@@ -118,14 +123,27 @@ impl Problem for ConfigError {
     }
 
     fn remedy(&self) -> String {
-        "give the fields of tailwise._core.ENGINE_DEFAULTS only (coordinator and agent must run the same tailwise version)"
-            .into()
+        match self {
+            ConfigError::Json(_) => "give the fields of tailwise._core.ENGINE_DEFAULTS only (coordinator and agent \
+                                     must run the same tailwise version)"
+                .into(),
+            ConfigError::Protocol(e) => e.remedy(),
+        }
     }
 }
 
 impl EngineConfig {
     pub fn from_json(text: &str) -> Result<EngineConfig, ConfigError> {
-        Ok(serde_json::from_str(text)?)
+        serde_json::from_str(text).map_err(|e| {
+            // serde keeps only the protocol error's words: build the protocol again to keep its type.
+            let spec = serde_json::from_str::<serde_json::Value>(text)
+                .ok()
+                .and_then(|v| serde_json::from_value::<crate::protocol::ProtocolSpec>(v.get("protocol")?.clone()).ok());
+            match spec.map(Protocol::try_from) {
+                Some(Err(p)) => ConfigError::Protocol(p),
+                _ => ConfigError::Json(e),
+            }
+        })
     }
 
     pub fn to_json(&self) -> String {
@@ -274,6 +292,17 @@ mod tests {
         let http = r#"{"protocol": {"scheme": "http", "host": "x"}}"#;
         let want = Protocol::Http { host: "x".into(), path: "/".into() };
         assert_eq!(EngineConfig::from_json(http).unwrap().protocol, want);
+    }
+
+    #[test]
+    fn a_protocol_refused_keeps_its_own_remedy() {
+        let bad = r#"{"protocol": {"scheme": "http", "host": "x", "path": "/a\r\nX: 1"}}"#;
+        let e = EngineConfig::from_json(bad).unwrap_err();
+        assert!(matches!(e, ConfigError::Protocol(_)), "{e:?}");
+        assert!(e.to_string().contains("path has a control character (0x0d) at position 2"), "{e}");
+        assert!(e.remedy().contains("percent-encode"), "{}", e.remedy());
+        let e = EngineConfig::from_json(r#"{"rate_rps": "fast"}"#).unwrap_err();
+        assert!(matches!(e, ConfigError::Json(_)) && e.remedy().contains("ENGINE_DEFAULTS"));
     }
 
     #[test]

@@ -67,8 +67,11 @@ enum Framing {
 }
 
 impl Client {
+    /// `host` and `path` as checked by [`check_host`] and [`check_path`] (a `Protocol::Http` is
+    /// built only from checked ones): nothing but the request's own CR LFs is a control byte.
     pub fn new(host: &str, path: &str) -> Client {
         let path = if path.is_empty() { "/" } else { path };
+        debug_assert!(check_host(host).is_ok() && check_path(path).is_ok(), "{host:?} {path:?}");
         let request = format!("GET {path} HTTP/1.1\r\nHost: {host}\r\n\r\n").into_bytes();
         Client { request, st: State::default() }
     }
@@ -376,6 +379,74 @@ impl Codec for Client {
     }
 }
 
+/// Longest `Host` value accepted: a DNS name (253) or a bracketed IPv6 literal with a zone, and
+/// `:port`.
+pub const MAX_HOST: usize = 261;
+/// Longest request target accepted: nginx's default `large_client_header_buffers` holds a request
+/// line of 8 KiB; this leaves room for the method and version.
+pub const MAX_PATH: usize = 8_000;
+
+/// Why a host or path cannot go into a request as written (its words follow the field's name:
+/// "path has a space at position 2").
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BadText {
+    #[error("is empty")]
+    Empty,
+    #[error("is {len} bytes long, over {max}")]
+    TooLong { len: usize, max: usize },
+    #[error("has a control character (0x{byte:02x}) at position {at}")]
+    Control { byte: u8, at: usize },
+    #[error("has a space at position {at}")]
+    Space { at: usize },
+    #[error("has a non-ASCII byte (0x{byte:02x}) at position {at}")]
+    NonAscii { byte: u8, at: usize },
+    #[error("has '{}' at position {at}, which it may not hold", *.byte as char)]
+    Disallowed { byte: u8, at: usize },
+    #[error("has a '%' not followed by two hex digits at position {at}")]
+    Percent { at: usize },
+    #[error("does not start with '/'")]
+    NoSlash,
+}
+
+/// A host (`name:port` or `[v6]:port`) that can go into a `Host` header as written: RFC 3986's
+/// reg-name characters, an IP literal's, and the port's — no control byte, no space, no `/?#@`.
+pub fn check_host(host: &str) -> Result<(), BadText> {
+    check_text(host, MAX_HOST, |b| b.is_ascii_alphanumeric() || b"-._~!$&'()*+,;=:[]%".contains(&b))
+}
+
+/// A request target that can go into the request line as written: RFC 3986's path and query
+/// characters (pchar, `/`, `?`) and `%` followed by two hex digits — no control byte, no space.
+pub fn check_path(path: &str) -> Result<(), BadText> {
+    check_text(path, MAX_PATH, |b| b.is_ascii_alphanumeric() || b"-._~!$&'()*+,;=:@/?%".contains(&b))?;
+    if !path.starts_with('/') {
+        return Err(BadText::NoSlash);
+    }
+    let bytes = path.as_bytes();
+    for (at, _) in bytes.iter().enumerate().filter(|(_, &b)| b == b'%') {
+        let hex = |k: usize| bytes.get(k).is_some_and(u8::is_ascii_hexdigit);
+        if !(hex(at + 1) && hex(at + 2)) {
+            return Err(BadText::Percent { at });
+        }
+    }
+    Ok(())
+}
+
+fn check_text(text: &str, max: usize, allowed: impl Fn(u8) -> bool) -> Result<(), BadText> {
+    if text.is_empty() {
+        return Err(BadText::Empty);
+    }
+    if text.len() > max {
+        return Err(BadText::TooLong { len: text.len(), max });
+    }
+    match text.bytes().enumerate().find(|&(_, b)| !allowed(b)) {
+        Some((at, byte)) if byte < 0x20 || byte == 0x7f => Err(BadText::Control { byte, at }),
+        Some((at, b' ')) => Err(BadText::Space { at }),
+        Some((at, byte)) if byte >= 0x80 => Err(BadText::NonAscii { byte, at }),
+        Some((at, byte)) => Err(BadText::Disallowed { byte, at }),
+        None => Ok(()),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -385,6 +456,50 @@ mod tests {
 
     fn make() -> Box<dyn Codec> {
         Box::new(Client::new("h", "/"))
+    }
+
+    #[test]
+    fn a_host_or_path_with_what_rfc_3986_does_not_allow_is_refused_by_name_and_position() {
+        assert!(check_host("127.0.0.1:8080").is_ok() && check_host("[::1]:80").is_ok());
+        assert!(check_path("/index.html?q=a%20b&x=1").is_ok() && check_path("/").is_ok());
+        let host = check_host("x\r\nX-Injected: 1").unwrap_err().to_string();
+        assert_eq!(host, "has a control character (0x0d) at position 1");
+        assert_eq!(check_path("/x\nX").unwrap_err().to_string(), "has a control character (0x0a) at position 2");
+        assert_eq!(check_path("/a b").unwrap_err().to_string(), "has a space at position 2");
+        assert_eq!(check_path("/é").unwrap_err().to_string(), "has a non-ASCII byte (0xc3) at position 1");
+        assert_eq!(check_path("/a#b").unwrap_err().to_string(), "has '#' at position 2, which it may not hold");
+        assert_eq!(check_path("/%zz").unwrap_err().to_string(), "has a '%' not followed by two hex digits at position 1");
+        assert_eq!(check_path("x").unwrap_err().to_string(), "does not start with '/'");
+        assert_eq!(check_host("a/b").unwrap_err().to_string(), "has '/' at position 1, which it may not hold");
+        assert!(check_host(&"h".repeat(MAX_HOST + 1)).unwrap_err().to_string().contains("over 261"));
+        assert!(check_path(&format!("/{}", "p".repeat(MAX_PATH))).unwrap_err().to_string().contains("over 8000"));
+        // The engine's configuration refuses it, as an agent receives it.
+        let spec = |host: &str, path: &str| crate::protocol::ProtocolSpec {
+            scheme: "http".into(), host: Some(host.into()), path: Some(path.into()), ..Default::default()
+        };
+        let e = crate::protocol::Protocol::try_from(spec("h", "/x\r\nX: 1")).unwrap_err();
+        assert_eq!(e.to_string(), "protocol 'http': path has a control character (0x0d) at position 2");
+        assert!(crate::protocol::Protocol::try_from(spec("h:80", "/ok")).is_ok());
+    }
+
+    proptest! {
+        #[test]
+        fn nothing_a_check_lets_through_puts_a_control_byte_in_a_request(host in "\\PC{0,40}", path in "\\PC{0,40}",
+                                                                         raw in proptest::collection::vec(any::<u8>(), 0..40)) {
+            let raw = String::from_utf8_lossy(&raw).into_owned();
+            for (h, p) in [(host.as_str(), path.as_str()), (raw.as_str(), raw.as_str()), ("h", raw.as_str())] {
+                let p = format!("/{p}");
+                if check_host(h).is_ok() && check_path(&p).is_ok() {
+                    let mut c = Client::new(h, &p);
+                    let mut out = Vec::new();
+                    c.encode(&Request { id: 0, kind: OpKind::Get, key: b"", value: b"" }, &mut out);
+                    // The request's own three CR LFs, and no other byte below 0x21 but its two spaces.
+                    prop_assert_eq!(out.iter().filter(|&&b| b == b'\r' || b == b'\n').count(), 6);
+                    prop_assert_eq!(out.iter().filter(|&&b| b < 0x20 || b == 0x7f).count(), 6);
+                    prop_assert_eq!(out.iter().filter(|&&b| b == b' ').count(), 3);
+                }
+            }
+        }
     }
 
     fn parse(buf: &[u8]) -> Parsed {

@@ -177,7 +177,11 @@ impl TryFrom<ProtocolSpec> for Protocol {
                 Protocol::Synthetic { service_ns: s.service_ns, reply_pad: s.reply_pad.unwrap_or(0) }
             }
             Protocol::Http { .. } => {
-                Protocol::Http { host: s.host.clone().unwrap_or_default(), path: s.path.clone().unwrap_or_else(|| "/".into()) }
+                let (host, path) = (s.host.clone().unwrap_or_else(|| "localhost".into()), s.path.clone().unwrap_or_else(|| "/".into()));
+                let refuse = |field, what| UnknownScheme::Text { scheme: s.scheme.clone(), field, what };
+                http::check_host(&host).map_err(|w| refuse("host", w))?;
+                http::check_path(&path).map_err(|w| refuse("path", w))?;
+                Protocol::Http { host, path }
             }
             Protocol::UdpEcho { .. } => Protocol::UdpEcho { size: s.size.unwrap_or(UDP_SIZE) },
             Protocol::UdpFlow { .. } => flow_protocol(&s)?,
@@ -226,6 +230,10 @@ pub enum UnknownScheme {
     Parameter { scheme: String, field: &'static str },
     #[error("protocol '{scheme}': {field} {value} is out of range")]
     Range { scheme: String, field: &'static str, value: usize, min: usize, max: usize },
+    /// An HTTP target's host or path holds a byte that RFC 3986 does not allow there, or is too
+    /// long: it would go into every request as written (a CR LF would add headers or requests).
+    #[error("protocol '{scheme}': {field} {what}")]
+    Text { scheme: String, field: &'static str, what: http::BadText },
 }
 
 impl crate::error::Problem for UnknownScheme {
@@ -244,6 +252,11 @@ impl crate::error::Problem for UnknownScheme {
                     .into()
             }
             UnknownScheme::Range { field, min, max, .. } => format!("give {field} from {min} to {max}"),
+            UnknownScheme::Text { field, .. } => format!(
+                "give a {field} of at most {} bytes without control characters, spaces or characters RFC 3986 does \
+                 not allow there; percent-encode what the server should receive (%20, %0D)",
+                if *field == "host" { http::MAX_HOST } else { http::MAX_PATH }
+            ),
         }
     }
 }
@@ -274,7 +287,7 @@ impl Protocol {
             Protocol::MemcachedBinary,
             Protocol::MemcachedUdp,
             Protocol::Redis,
-            Protocol::Http { host: String::new(), path: "/".into() },
+            Protocol::Http { host: "localhost".into(), path: "/".into() },
             Protocol::UdpEcho { size: UDP_SIZE },
             Protocol::UdpFlow { size: crate::packet::wire::FRAME_DEFAULT, flows: crate::packet::wire::DEFAULT_FLOWS },
         ]
