@@ -43,12 +43,14 @@ from support.cli import CLI, run_cli
 from support.servers import free_port
 from tailwise import _core
 from tailwise.agent import wire
-from tailwise.agent.events import Dropped, LeaseExpired
+from tailwise.agent.events import Dropped, LeaseExpired, Refused
 from tailwise.agent.local import SAMPLE_DTYPE
 from tailwise.agent.proto import agent_pb2 as pb
 from tailwise.agent.proto import agent_pb2_grpc
-from tailwise.agent.server import AgentServer, Allowed, Limits, serve
+from tailwise.agent.remote import RemoteAgent
+from tailwise.agent.server import MAX_CALLS_PER_PEER, AgentServer, Allowed, Limits, serve
 from tailwise.measure.server import builtin_server
+from tailwise.render.agent import event_line
 from tailwise.spec.load import LoadSpec, Probe
 
 CALL_S = 10.0
@@ -67,22 +69,27 @@ class Agent:
     port: int
     channel: grpc.Channel
     events: list = field(default_factory=list)
+    #: Each run's lease key from Configure: calls naming the run carry it unless told not to.
+    keys: dict = field(default_factory=dict)
 
     @property
     def stub(self) -> agent_pb2_grpc.AgentStub:
         return agent_pb2_grpc.AgentStub(self.channel)
 
-    def call(self, name: str, request, token: str | None = TOKEN):
+    def call(self, name: str, request, token: str | None = TOKEN, keyed: bool = True):
         metadata = wire.bearer(token) if token is not None else None
+        if keyed and isinstance(request, (pb.RunRef, pb.StartRequest)) and not request.lease_key:
+            request.lease_key = self.keys.get(request.run_id, "")
         return getattr(self.stub, name)(request, metadata=metadata, timeout=CALL_S)
 
     def chunks(self, name: str, run_id: str, timeout: float = CALL_S) -> tuple[dict, dict[str, bytes]]:
-        return wire.unchunk(getattr(self.stub, name)(pb.RunRef(run_id=run_id), metadata=wire.bearer(TOKEN),
-                                                     timeout=timeout))
+        ref = pb.RunRef(run_id=run_id, lease_key=self.keys.get(run_id, ""))
+        return wire.unchunk(getattr(self.stub, name)(ref, metadata=wire.bearer(TOKEN), timeout=timeout))
 
     def configure(self, run_id: str, spec: LoadSpec | dict, role: str = "symmetric") -> dict:
         config = spec.to_json() if isinstance(spec, LoadSpec) else json.dumps(spec)
         reply = self.call("Configure", pb.ConfigureRequest(run_id=run_id, role=role, engine_config=config))
+        self.keys[run_id] = reply.lease_key
         return json.loads(reply.engine_config)
 
     def health(self) -> pb.HealthReply:
@@ -354,12 +361,31 @@ def test_an_injected_http_host_or_path_is_refused_by_an_agent(field, value, said
         assert a.health().state == "idle"
 
 
+@pytest.mark.parametrize("target,said", [
+    ("http://127.0.0.1:9/x\r\nX-Injected: 1", "has a control character (\\r) at position 20"),
+    ("http://127.0.0.1:9/a b", "has a space at position 20"),
+])
+def test_tailwise_run_refuses_an_injected_target_in_one_line(target, said):
+    """Issue 33: `tailwise run` itself, before anything is sent: exit 2, one line naming the character."""
+    r = run_cli("run", target, "--duration", "1")
+    assert r.returncode == 2 and said in r.stderr, r.stderr
+    assert "Traceback" not in r.stderr and "\r" not in r.stderr.replace("\\r", "")
+
+
 LIMITS = Limits(max_rate_rps=10_000.0, max_conns=8, max_duration_ns=2 * SEC)
 OVER = {
     "rate": ({"rate_rps": 20_000.0}, ["20,000 req/s", "--max-rate 10,000 req/s"]),
     "rate with the probe": ({"rate_rps": 9_000.0, "probe": Probe(1, 2_000.0)}, ["11,000 req/s (load + probe)"]),
     "conns": ({"conns": 16}, ["16 connections", "--max-conns 8"]),
+    "probe connections": ({"conns": 6, "probe": Probe(4, 1_000.0)},
+                          ["6 connections and 4 probe connections (10 sockets)", "--max-conns 8"]),
+    "flows": ({"protocol": {"scheme": "udp+flow", "size": 64, "flows": 64}}, ["64 flows (64 sockets)", "--max-conns 8"]),
     "duration": ({"duration_ns": 5 * SEC}, ["5.00 s", "--max-duration 2.00 s"]),
+    "threads": ({"threads": len(os.sched_getaffinity(0)) + 1, "conns": 8},
+                [f"{len(os.sched_getaffinity(0)) + 1} threads are over this agent's", "CPUs (--cpus)"]),
+    "outstanding": ({"outstanding": 1_000_000}, ["outstanding 1,000,000 is over the 1,024 an agent holds"]),
+    "timeout": ({"timeout_ns": 2**64 - 1}, ["timeout", "is over the 300.00 s an agent holds"]),
+    "connect timeout": ({"connect_timeout_ns": 3600 * SEC}, ["connect timeout", "is over the 60.00 s an agent holds"]),
 }
 
 
@@ -404,6 +430,121 @@ def test_a_silent_coordinator_loses_its_load_then_its_run(target):
         a.configure("next", spec_for(target.addr))
 
 
+def test_only_the_runs_own_successful_calls_renew_its_lease(target):
+    """Issue 33: a call that fails (a run that is not there) or that does not carry the run's
+    lease key (another token holder, who can read the run id from Health) keeps nothing alive;
+    the coordinator's own calls, with the key Configure gave it, do."""
+    lease_s = 1.5
+    with agent_service(Limits(lease_ns=int(lease_s * SEC))) as a:
+        a.configure("orphan", spec_for(target.addr, duration_ns=60 * SEC))
+        a.call("Start", pb.StartRequest(run_id="orphan"))
+        assert a.health().run_id == "orphan"  # anyone with the token sees the id, never the key
+        t0 = time.monotonic()
+        while not any(isinstance(e, LeaseExpired) for e in list(a.events)) and time.monotonic() - t0 < lease_s + 3:
+            with pytest.raises(grpc.RpcError):
+                a.call("Progress", pb.RunRef(run_id="bogus"))
+            a.call("Progress", pb.RunRef(run_id="orphan"), keyed=False)
+            a.call("Progress", pb.RunRef(run_id="orphan", lease_key="0" * 32), keyed=False)
+            time.sleep(0.2)
+        expired = a.wait_for(LeaseExpired, 0.1)
+        assert expired.run_id == "orphan" and expired.silent_ns >= lease_s * SEC
+    # The run's own calls keep it: 3 s of keyed Progress under a 1.5 s lease, and it runs on.
+    with agent_service(Limits(lease_ns=int(lease_s * SEC))) as a:
+        a.configure("kept", spec_for(target.addr, duration_ns=60 * SEC))
+        a.call("Start", pb.StartRequest(run_id="kept"))
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < 2 * lease_s:
+            a.call("Progress", pb.RunRef(run_id="kept"))
+            time.sleep(0.2)
+        assert a.health().state == "running" and not any(isinstance(e, LeaseExpired) for e in a.events), a.events
+        a.call("Stop", pb.RunRef(run_id="kept"))
+
+
+def _half_open(port: int, n: int, token: str | None) -> tuple[list, threading.Event, list[grpc.Channel]]:
+    """``n`` calls of Progress whose headers are sent and whose body never comes, spread over
+    connections of their own (8 a connection: the agent's streams per connection); returns their
+    futures, the event that lets their bodies go, and the channels."""
+    release = threading.Event()
+
+    def body():
+        release.wait(30)
+        yield pb.RunRef(run_id="x").SerializeToString()
+
+    channels, futures = [], []
+    metadata = wire.bearer(token) if token is not None else None
+    for i in range(0, n, 8):
+        ch = grpc.insecure_channel(f"127.0.0.1:{port}", options=[("grpc.use_local_subchannel_pool", 1)])
+        channels.append(ch)
+        call = ch.stream_unary("/tailwise.agent.v1.Agent/Progress", request_serializer=lambda b: b,
+                               response_deserializer=pb.ProgressReply.FromString)
+        futures += [call.future(body(), metadata=metadata, timeout=30) for _ in range(min(8, n - i))]
+    return futures, release, channels
+
+
+def test_half_open_calls_from_a_stranger_leave_health_answering():
+    """Issue 33: 64 unauthenticated calls that send their headers and never their body are
+    refused at once (before the body is read: no pool thread held), the coordinator's Health
+    answers within 1 s meanwhile, and the refusals are said once a second at most, naming the
+    address."""
+    with agent_service() as a:
+        futures, release, channels = _half_open(a.port, 64, token=None)
+        try:
+            for f in futures:
+                with pytest.raises(grpc.RpcError) as e:
+                    f.result(timeout=10)
+                assert e.value.code() == grpc.StatusCode.UNAUTHENTICATED
+            coordinator = RemoteAgent(f"127.0.0.1:{a.port}", TOKEN, call_s=1.0)
+            t0 = time.monotonic()
+            assert coordinator.health().state == "idle"
+            assert time.monotonic() - t0 < 1.0
+            coordinator.close()
+        finally:
+            release.set()
+            for ch in channels:
+                ch.close()
+        refused = [e for e in a.events if isinstance(e, Refused)]
+        assert 1 <= len(refused) <= 3, refused
+        assert all(e.peer.startswith("ipv4:127.0.0.1:") for e in refused)
+        # The next refusal a second later carries the count of those not said.
+        time.sleep(1.1)
+        with pytest.raises(grpc.RpcError):
+            a.call("Health", pb.HealthRequest(), token="wrong")
+        last = [e for e in a.events if isinstance(e, Refused)][-1]
+        assert last.unsaid == 64 - len(refused), last
+        assert "from ipv4:127.0.0.1:" in event_line(last) and "more from there" in event_line(last)
+
+
+def test_one_address_may_hold_only_so_many_calls(target):
+    """Issue 33: a token holder's calls that wait (Finish on a running load) are bounded per
+    address: past ``MAX_CALLS_PER_PEER`` the next is RESOURCE_EXHAUSTED, and Health still answers."""
+    with agent_service() as a:
+        a.configure("long", spec_for(target.addr, duration_ns=20 * SEC))
+        a.call("Start", pb.StartRequest(run_id="long"))
+        ref = pb.RunRef(run_id="long", lease_key=a.keys["long"])
+        channels = [grpc.insecure_channel(f"127.0.0.1:{a.port}", options=[("grpc.use_local_subchannel_pool", 1)])
+                    for _ in range(2)]
+        waits = []
+        try:
+            waits = [agent_pb2_grpc.AgentStub(channels[i % 2]).Finish(ref, metadata=wire.bearer(TOKEN), timeout=30)
+                     for i in range(MAX_CALLS_PER_PEER)]
+            deadline = time.monotonic() + 5
+            while sum(a.servicer._calls.values()) < MAX_CALLS_PER_PEER and time.monotonic() < deadline:
+                time.sleep(0.05)
+            with pytest.raises(grpc.RpcError) as e:
+                a.chunks("Finish", "long")
+            assert code_of(e) == grpc.StatusCode.RESOURCE_EXHAUSTED and "the most one address may have" in e.value.details()
+            assert a.health().state == "running"
+        finally:
+            for w in waits:
+                w.cancel()
+            deadline = time.monotonic() + 5
+            while a.servicer._calls and time.monotonic() < deadline:  # the cancelled Finishes let go
+                time.sleep(0.05)
+            a.call("Stop", pb.RunRef(run_id="long"))
+            for ch in channels:
+                ch.close()
+
+
 # --------------------------------------------------------------------------- `tailwise agent`
 
 def test_the_agent_command_serves_and_stops_on_sigterm(tmp_path):
@@ -426,8 +567,8 @@ def test_the_agent_command_serves_and_stops_on_sigterm(tmp_path):
         out, err = proc.communicate(timeout=30)
         assert proc.returncode == 0, err
     output = "".join(lines) + out + err
-    assert "refused Configure (run far): target 10.9.9.9:80 is outside" in output
-    assert "refused Health: missing or wrong token" in output
+    assert re.search(r"refused Configure from ipv4:127\.0\.0\.1:\d+ \(run far\): target 10\.9\.9\.9:80 is outside", output)
+    assert re.search(r"refused Health from ipv4:127\.0\.0\.1:\d+: missing or wrong token", output)
     assert "in the clear" in err and "--tls-cert" in err, "without TLS it says so, once"
     assert "SIGTERM" in output and "Traceback" not in output
     assert TOKEN not in output and TOKEN.encode() not in cmdline and str(path).encode() in cmdline

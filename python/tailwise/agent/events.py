@@ -75,6 +75,11 @@ class Refused:
     run_id: str
     #: The problem and its remedy, one line (never the token).
     line: str
+    #: The caller's address as gRPC names it (``ipv4:10.0.0.7:51234``), when known.
+    peer: str = ""
+    #: Refusals of a missing token from the same address not said since the last line (one line a
+    #: second an address at most: a stranger cannot flood the log).
+    unsaid: int = 0
 
 
 @dataclass(frozen=True)

@@ -44,6 +44,8 @@ class RemoteAgent:
         else:
             self._channel = grpc.insecure_channel(address, options)
         self._stub = AgentStub(self._channel)
+        #: Each run's lease key from Configure: the calls that keep its lease carry it.
+        self._keys: dict[str, str] = {}
 
     def close(self) -> None:
         self._channel.close()
@@ -77,19 +79,24 @@ class RemoteAgent:
 
     def configure(self, run_id: str, role: str, config: dict[str, Any]) -> dict[str, Any]:
         r = self._call("Configure", pb.ConfigureRequest(run_id=run_id, role=role, engine_config=json.dumps(config)))
+        self._keys[run_id] = r.lease_key
         return json.loads(r.engine_config)
+
+    def _ref(self, run_id: str) -> pb.RunRef:
+        return pb.RunRef(run_id=run_id, lease_key=self._keys.get(run_id, ""))
 
     def start(self, run_id: str, start_at_mono_ns: int) -> int:
         """Start at an instant of the agent's clock; returns the schedule's real time zero (its clock)."""
-        return self._call("Start", pb.StartRequest(run_id=run_id, start_at_mono_ns=start_at_mono_ns), 30.0).start_mono_ns
+        return self._call("Start", pb.StartRequest(run_id=run_id, start_at_mono_ns=start_at_mono_ns,
+                                                   lease_key=self._keys.get(run_id, "")), 30.0).start_mono_ns
 
     def progress(self, run_id: str, verb: str = "Progress") -> dict[str, Any]:
-        r = self._call(verb, pb.RunRef(run_id=run_id))
+        r = self._call(verb, self._ref(run_id))
         return {"counters": json.loads(r.counters or "{}"), "finished": r.finished, "in_flight": r.in_flight,
                 "elapsed_ns": r.elapsed_ns}
 
     def snapshot(self, run_id: str) -> tuple[dict[str, Any], dict[str, bytes]]:
-        return self._stream("Snapshot", pb.RunRef(run_id=run_id), 15.0)
+        return self._stream("Snapshot", self._ref(run_id), 15.0)
 
     def finish(self, run_id: str, timeout_s: float) -> tuple[dict[str, Any], dict[str, bytes]]:
-        return self._stream("Finish", pb.RunRef(run_id=run_id), timeout_s)
+        return self._stream("Finish", self._ref(run_id), timeout_s)

@@ -2,7 +2,12 @@
 ``LocalAgent`` session at a time, closed to strangers.
 
 * Every call carries the shared token (``TokenCheck``, a server interceptor: UNAUTHENTICATED
-  otherwise, with no hint of the token); a call about the run (not Health, Clock) renews its lease.
+  otherwise, with no hint of the token, before the call's body is read: a stranger's half-open
+  call holds no thread). Refusals are said at most once a second per address, naming it.
+* The lease is renewed only by a call that succeeds and carries the run's ``lease_key`` (drawn
+  by Configure, never shown by Health): no other token holder keeps an orphaned load going.
+* Calls a peer address may have in progress at once are bounded (``MAX_CALLS_PER_PEER``), and
+  the server's streams per connection, keep-alive, idle and age limits are set (``serve``).
 * A configuration is checked against the agent's ``Limits`` before anything connects: targets
   inside ``--allow-targets`` (loopback only by default), the rate, the connections and the
   duration at most the agent's maxima; each refusal an ``InputError`` naming the figure, the limit
@@ -20,10 +25,13 @@ interpreter. Nothing here prints: what happens is told to ``on_event`` (agent/ev
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import ipaddress
+import math
 import json
 import os
+import secrets
 import socket
 import threading
 import time
@@ -105,6 +113,31 @@ FINISH_MARGIN_NS = 10_000_000_000
 MAX_START_AHEAD_NS = 60_000_000_000
 #: How often Finish looks whether the engine ended, and the watchdog at most.
 POLL_S = 0.05
+#: What an agent holds, whatever its flags: requests in flight per connection (a slot each;
+#: mutilate's --depth and memtier's --pipeline go to a few hundred), how long a request may take
+#: (every flow's ring holds rate × timeout: packet/flows.rs), and a connect.
+MAX_OUTSTANDING = 1024
+MAX_TIMEOUT_NS = 300 * 1_000_000_000
+MAX_CONNECT_TIMEOUT_NS = 60 * 1_000_000_000
+#: Calls one peer address may have in progress at once: a coordinator makes one or two (a
+#: Finish that waits, a Progress); more is someone holding the pool's threads.
+MAX_CALLS_PER_PEER = 8
+#: A refused token is said at most once this often per address (the rest counted in the next line).
+REFUSED_SAY_S = 1.0
+MAX_PEERS_REMEMBERED = 1024
+#: gRPC server limits (grpc/include/grpc/impl/channel_arg_names.h): streams per connection; a
+#: connection with no call for 5 min is closed; one is pinged after 60 s without traffic and
+#: closed if silent 20 s more (a vanished peer); a connection is closed after 1 h, its calls given
+#: as long as a run may take to end (the coordinator reconnects on its next call).
+SERVER_OPTIONS = (
+    ("grpc.max_concurrent_streams", MAX_CALLS_PER_PEER),
+    ("grpc.max_connection_idle_ms", 300_000),
+    ("grpc.keepalive_time_ms", 60_000),
+    ("grpc.keepalive_timeout_ms", 20_000),
+    ("grpc.max_connection_age_ms", 3_600_000),
+    ("grpc.max_connection_age_grace_ms", 24 * 3_600_000),
+    ("grpc.http2.min_ping_interval_without_data_ms", 10_000),
+)
 #: The result's fields that travel as parts of their own (bytes), not in the meta JSON.
 BINARY_FIELDS = frozenset({"latency_hist", "send_lag_hist", "send_lag_unstalled_hist", "samples", "intervals",
                            "packet_hist"})
@@ -124,8 +157,10 @@ class Limits:
         return pb.Limits(allow_targets=[str(n) for n in self.allow_targets], max_rate_rps=self.max_rate_rps,
                          max_conns=self.max_conns, max_duration_ns=self.max_duration_ns, lease_ns=self.lease_ns)
 
-    def check(self, config: dict[str, Any]) -> None:
-        """Refuse (``InputError``) a canonical engine configuration beyond these limits."""
+    def check(self, config: dict[str, Any], cpus: int) -> None:
+        """Refuse (``InputError``) a canonical engine configuration beyond these limits, or beyond
+        what an agent with ``cpus`` CPUs holds (``MAX_OUTSTANDING``, ``MAX_TIMEOUT_NS``,
+        ``MAX_CONNECT_TIMEOUT_NS``)."""
         for target in config["targets"]:
             self._check_target(target)
         probe = config.get("probe") or {}
@@ -135,10 +170,26 @@ class Limits:
             raise InputError(f"rate {rate:,.0f} req/s{with_probe} is over this agent's --max-rate "
                              f"{self.max_rate_rps:,.0f} req/s",
                              "lower --rate or add agents (or start the agent with a higher --max-rate)")
-        conns = config["conns"] + probe.get("conns", 0)
-        if self.max_conns and conns > self.max_conns:
-            raise InputError(f"{conns} connections{with_probe} are over this agent's --max-conns {self.max_conns}",
-                             "lower --conns or add agents (or start the agent with a higher --max-conns)")
+        # Every socket counts: a flow of udp+flow is one of its own, as a probe's connection is.
+        flows = config["protocol"].get("flows") if config["protocol"].get("scheme") == "udp+flow" else None
+        sockets = (flows if flows is not None else config["conns"]) + probe.get("conns", 0)
+        what = f"{flows} flows" if flows is not None else f"{config['conns']} connections"
+        if probe:
+            what += f" and {probe.get('conns', 0)} probe connections"
+        if self.max_conns and sockets > self.max_conns:
+            raise InputError(f"{what} ({sockets} sockets) are over this agent's --max-conns {self.max_conns}",
+                             "lower --conns (or the flows) or add agents (or start the agent with a higher "
+                             "--max-conns)")
+        if config["threads"] > cpus:
+            raise InputError(f"{config['threads']} threads are over this agent's {cpus} CPUs (--cpus)",
+                             "lower --threads or add agents (or give the agent more --cpus)")
+        for name, value, most, unit in (("outstanding", config["outstanding"], MAX_OUTSTANDING, None),
+                                        ("timeout", config["timeout_ns"], MAX_TIMEOUT_NS, "ns"),
+                                        ("connect timeout", config["connect_timeout_ns"], MAX_CONNECT_TIMEOUT_NS, "ns")):
+            if value > most:
+                shown = (fmt_ns(value), fmt_ns(most)) if unit else (f"{value:,}", f"{most:,}")
+                raise InputError(f"{name} {shown[0]} is over the {shown[1]} an agent holds",
+                                 f"give --{name.replace(' ', '-')} of at most {shown[1]}")
         if self.max_duration_ns and config["duration_ns"] > self.max_duration_ns:
             raise InputError(f"duration {fmt_ns(config['duration_ns'])} is over this agent's --max-duration "
                              f"{fmt_ns(self.max_duration_ns)}",
@@ -202,6 +253,13 @@ class _Run:
     #: Each interval's finished count as last sent, and how many stalls were sent.
     done_sent: dict[int, int] = field(default_factory=dict)
     stalls_sent: int = 0
+    #: The secret a call must carry to renew the lease (ConfigureReply.lease_key).
+    lease_key: str = field(default_factory=lambda: secrets.token_hex(16))
+
+    def keyed(self, request) -> bool:
+        """Does ``request`` name this run with its lease key?"""
+        return (getattr(request, "run_id", None) == self.run_id
+                and secrets.compare_digest(getattr(request, "lease_key", ""), self.lease_key))
 
     def end_by_ns(self) -> int:
         """When the engine should have ended, on CLOCK_MONOTONIC: the schedule, its pauses, the
@@ -232,15 +290,19 @@ def _for_role(config: dict[str, Any], role: str) -> dict[str, Any]:
 
 
 def _answers(call: str):
-    """A unary call: a TailwiseError goes back as its status (``wire.abort``), said once."""
+    """A unary call: a TailwiseError goes back as its status (``wire.abort``), said once; one that
+    succeeds with the run's lease key renews the lease."""
     def wrap(fn):
         @functools.wraps(fn)
         def handler(self: AgentServer, request, context: grpc.ServicerContext):
-            try:
-                return fn(self, request, context)
-            except TailwiseError as e:
-                self._emit(Refused(call, getattr(request, "run_id", ""), e.line()))
-                wire.abort(context, e)
+            with self._admitted(context):
+                try:
+                    reply = fn(self, request, context)
+                except TailwiseError as e:
+                    self._emit(Refused(call, getattr(request, "run_id", ""), e.line(), context.peer()))
+                    wire.abort(context, e)
+                self._renew_for(request)
+                return reply
         return handler
     return wrap
 
@@ -251,16 +313,23 @@ def _streams(call: str):
     def wrap(fn):
         @functools.wraps(fn)
         def handler(self: AgentServer, request, context: grpc.ServicerContext) -> Iterator[pb.Chunk]:
-            try:
-                answer = fn(self, request, context)
-            except TailwiseError as e:
-                self._emit(Refused(call, getattr(request, "run_id", ""), e.line()))
-                wire.abort(context, e)
-                return
+            with self._admitted(context):
+                try:
+                    answer = fn(self, request, context)
+                except TailwiseError as e:
+                    self._emit(Refused(call, getattr(request, "run_id", ""), e.line(), context.peer()))
+                    wire.abort(context, e)
+                    return
+                self._renew_for(request)
             if answer is not None:
                 yield from wire.chunks(*answer)
         return handler
     return wrap
+
+
+def peer_host(peer: str) -> str:
+    """gRPC's peer name (``ipv4:10.0.0.7:51234``, ``ipv6:[::1]:51234``) without its port."""
+    return peer.rsplit(":", 1)[0] if peer.startswith(("ipv4:", "ipv6:")) else peer
 
 
 class AgentServer(agent_pb2_grpc.AgentServicer):
@@ -274,6 +343,11 @@ class AgentServer(agent_pb2_grpc.AgentServicer):
         self._lock = threading.Lock()
         self._run: _Run | None = None
         self._last_call = time.monotonic()
+        # Calls in progress and refusals said, by peer address (under their own lock: Health and
+        # a refusal never wait for the engine's).
+        self._peers_lock = threading.Lock()
+        self._calls: dict[str, int] = {}
+        self._refusals: dict[str, tuple[float, int]] = {}
         self._closing = threading.Event()
         self._watchdog = threading.Thread(target=self._watch, name="tailwise-agent-lease", daemon=True)
         self._watchdog.start()
@@ -281,11 +355,48 @@ class AgentServer(agent_pb2_grpc.AgentServicer):
     # ------------------------------------------------------------------ plumbing
 
     def renew(self) -> None:
-        """A call came: the lease starts again (``TokenCheck`` calls it for every authorised call)."""
+        """The run's coordinator called: the lease starts again."""
         self._last_call = time.monotonic()
 
-    def refused_token(self, method: str) -> None:
-        self._emit(Refused(method.rsplit("/", 1)[-1], "", "missing or wrong token"))
+    def _renew_for(self, request) -> None:
+        """Renew the lease if ``request`` (which succeeded) carries the current run's lease key."""
+        run = self._run
+        if run is not None and run.keyed(request):
+            self.renew()
+
+    @contextlib.contextmanager
+    def _admitted(self, context: grpc.ServicerContext):
+        """Count the call against its peer's ``MAX_CALLS_PER_PEER``; over it, RESOURCE_EXHAUSTED."""
+        peer = peer_host(context.peer())
+        with self._peers_lock:
+            held = self._calls.get(peer, 0)
+            if held < MAX_CALLS_PER_PEER:
+                self._calls[peer] = held + 1
+        if held >= MAX_CALLS_PER_PEER:
+            context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED,
+                          f"{held} calls from {peer} are in progress already, the most one address may have "
+                          f"({MAX_CALLS_PER_PEER}); wait for them to end")
+        try:
+            yield
+        finally:
+            with self._peers_lock:
+                self._calls[peer] -= 1
+                if not self._calls[peer]:
+                    del self._calls[peer]
+
+    def refused_token(self, method: str, peer: str) -> None:
+        """Say a refused token, at most once every ``REFUSED_SAY_S`` per address, with the count of
+        those not said since."""
+        host, now = peer_host(peer), time.monotonic()
+        with self._peers_lock:
+            said_at, unsaid = self._refusals.get(host, (-math.inf, 0))
+            if now - said_at < REFUSED_SAY_S:
+                self._refusals[host] = (said_at, unsaid + 1)
+                return
+            self._refusals[host] = (now, 0)
+            if len(self._refusals) > MAX_PEERS_REMEMBERED:  # many addresses: forget the oldest
+                del self._refusals[min(self._refusals, key=lambda h: self._refusals[h][0])]
+        self._emit(Refused(method.rsplit("/", 1)[-1], "", "missing or wrong token", peer, unsaid))
 
     def _emit(self, event: Event) -> None:
         if self._on_event is not None:
@@ -334,7 +445,7 @@ class AgentServer(agent_pb2_grpc.AgentServicer):
         if not request.run_id:
             raise InputError("Configure names no run", "the coordinator gives every run an id")
         config = _for_role(json.loads(_core.check_engine_config(request.engine_config)), request.role)
-        self.limits.check(config)
+        self.limits.check(config, len(self.cpus))
         canonical = _core.check_engine_config(json.dumps(config))
         config = json.loads(canonical)
         LoadSpec.from_engine_config(config)  # what Start will run
@@ -345,11 +456,12 @@ class AgentServer(agent_pb2_grpc.AgentServicer):
                 raise InputError(f"this agent is busy with run {held!r} ({state})",
                                  "one run at a time: Finish or Stop that run, wait for its lease to end, "
                                  "or use another agent")
-            self._run = _Run(request.run_id, request.role, config)
+            self._run = run = _Run(request.run_id, request.role, config)
+            self.renew()
         probe = config.get("probe") or {}
         self._emit(Configured(request.run_id, request.role, config["rate_rps"], probe.get("rate_rps", 0.0),
                               tuple(config["targets"]), config["conns"] + probe.get("conns", 0), config["duration_ns"]))
-        return pb.ConfigureReply(engine_config=canonical)
+        return pb.ConfigureReply(engine_config=canonical, lease_key=run.lease_key)
 
     # ------------------------------------------------------------------ a run's calls
 
@@ -448,7 +560,7 @@ class AgentServer(agent_pb2_grpc.AgentServicer):
     def Finish(self, request, context):
         with self._lock:
             run = self._current(request.run_id, "running", "finished")
-        if not self._await_end(run, context):
+        if not self._await_end(run, context, renews=run.keyed(request)):
             return None  # the coordinator went away: the run waits for another Finish, or its lease
         with self._lock:
             if self._run is not run:
@@ -468,8 +580,9 @@ class AgentServer(agent_pb2_grpc.AgentServicer):
             parts.append(("packet_hist", fine["counts"]))
         return meta, parts
 
-    def _await_end(self, run: _Run, context: grpc.ServicerContext) -> bool:
-        """Wait until ``run``'s engine ended, renewing the lease while the caller waits; False when
+    def _await_end(self, run: _Run, context: grpc.ServicerContext, renews: bool) -> bool:
+        """Wait until ``run``'s engine ended, renewing the lease while the caller (with the run's
+        lease key: ``renews``) waits; False when
         the caller went away first. Bounded: past the schedule's end, the drain and a margin the
         engine is stopped, and after as long again HostError."""
         stopped_at: int | None = None
@@ -486,7 +599,8 @@ class AgentServer(agent_pb2_grpc.AgentServicer):
                                     f"it was stopped", "restart the agent (and report this)")
             if not context.is_active():
                 return False
-            self.renew()
+            if renews:
+                self.renew()
             time.sleep(POLL_S)
 
     # ------------------------------------------------------------------ the lease
@@ -556,37 +670,31 @@ def result_meta(result: AgentResult) -> dict[str, Any]:
     return {f.name: getattr(result, f.name) for f in fields(AgentResult) if f.name not in BINARY_FIELDS}
 
 
-#: Calls that only look (a monitor's, a health check's): they do not keep a run's lease, so that
-#: nothing but the run's own coordinator can keep an orphaned load going.
-LOOKING = ("/tailwise.agent.v1.Agent/Health", "/tailwise.agent.v1.Agent/Clock")
-
-
 class TokenCheck(grpc.ServerInterceptor):
     """No token, no service: a call without the agent's token (``wire.token_matches``, constant
-    time) ends UNAUTHENTICATED before it reaches the service; an authorised one about the run
-    renews the lease (not ``LOOKING`` ones)."""
+    time) ends UNAUTHENTICATED before it reaches the service — and before its body is read: the
+    refusal is a stream-request handler that never reads its request, where a unary one would hold
+    a pool thread until the body came (16 half-open calls held all 16 and froze Health)."""
 
-    def __init__(self, token: str, on_call: Callable[[], None], on_refused: Callable[[str], None]):
+    def __init__(self, token: str, on_refused: Callable[[str, str], None]):
         self._token = token
-        self._on_call = on_call
         self._on_refused = on_refused
 
     def intercept_service(self, continuation, handler_call_details):
         handler = continuation(handler_call_details)
         if wire.token_matches(handler_call_details.invocation_metadata or (), self._token):
-            if handler_call_details.method not in LOOKING:
-                self._on_call()
             return handler
         if handler is None:
             return None
-        self._on_refused(handler_call_details.method)
+        method = handler_call_details.method
 
-        def deny(request, context):
+        def deny(requests, context):
+            self._on_refused(method, context.peer())
             context.abort(grpc.StatusCode.UNAUTHENTICATED, "missing or wrong token")
 
         if handler.response_streaming:
-            return grpc.unary_stream_rpc_method_handler(deny)
-        return grpc.unary_unary_rpc_method_handler(deny)
+            return grpc.stream_stream_rpc_method_handler(deny)
+        return grpc.stream_unary_rpc_method_handler(deny)
 
 
 def serve(servicer: AgentServer, token: str, listen: str, tls: tuple[bytes, bytes] | None = None,
@@ -595,9 +703,9 @@ def serve(servicer: AgentServer, token: str, listen: str, tls: tuple[bytes, byte
     TLS from (certificate chain, private key) PEM when given. Returns the server and its port."""
     server = grpc.server(
         ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="tailwise-agent"),
-        interceptors=[TokenCheck(token, servicer.renew, servicer.refused_token)],
+        interceptors=[TokenCheck(token, servicer.refused_token)],
         # Two agents on one port must not share it (gRPC sets SO_REUSEPORT by default).
-        options=[("grpc.so_reuseport", 0)],
+        options=[("grpc.so_reuseport", 0), *SERVER_OPTIONS],
         maximum_concurrent_rpcs=4 * max_workers)
     agent_pb2_grpc.add_AgentServicer_to_server(servicer, server)
     try:

@@ -133,7 +133,7 @@ def agent(
     max_rate: Annotated[Optional[str], typer.Option(
         "--max-rate", metavar="RATE", help="refuse runs above this rate, load and probe together [default: no limit]")] = None,
     max_conns: Annotated[Optional[int], typer.Option(
-        "--max-conns", metavar="N", help="refuse runs with more connections [default: no limit]")] = None,
+        "--max-conns", metavar="N", help="refuse runs with more sockets: connections, the probe's, and udp+flow's flows [default: no limit]")] = None,
     max_duration: Annotated[Optional[str], typer.Option(
         "--max-duration", metavar="TIME", help="refuse longer runs [default: no limit]")] = None,
     lease: Annotated[str, typer.Option(

@@ -62,7 +62,9 @@ def event_line(event: Event) -> str:
             return f"run {event.run_id} dropped: {what} within the lease ({fmt_ns(event.lease_ns)}); idle"
         case Refused():
             run = f" (run {event.run_id})" if event.run_id else ""
-            return f"refused {event.call}{run}: {event.line}"
+            peer = f" from {event.peer}" if event.peer else ""
+            unsaid = f" ({event.unsaid:,} more from there since the last line)" if event.unsaid else ""
+            return f"refused {event.call}{peer}{run}: {event.line}{unsaid}"
         case Closing():
             load = f"; stopping run {event.run_id} first" if event.run_id else ""
             return f"{event.signal}: shutting down{load}"

@@ -63,18 +63,22 @@ class ConfigureRequest(_message.Message):
     def __init__(self, run_id: _Optional[str] = ..., role: _Optional[str] = ..., engine_config: _Optional[str] = ...) -> None: ...
 
 class ConfigureReply(_message.Message):
-    __slots__ = ("engine_config",)
+    __slots__ = ("engine_config", "lease_key")
     ENGINE_CONFIG_FIELD_NUMBER: _ClassVar[int]
+    LEASE_KEY_FIELD_NUMBER: _ClassVar[int]
     engine_config: str
-    def __init__(self, engine_config: _Optional[str] = ...) -> None: ...
+    lease_key: str
+    def __init__(self, engine_config: _Optional[str] = ..., lease_key: _Optional[str] = ...) -> None: ...
 
 class StartRequest(_message.Message):
-    __slots__ = ("run_id", "start_at_mono_ns")
+    __slots__ = ("run_id", "start_at_mono_ns", "lease_key")
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
     START_AT_MONO_NS_FIELD_NUMBER: _ClassVar[int]
+    LEASE_KEY_FIELD_NUMBER: _ClassVar[int]
     run_id: str
     start_at_mono_ns: int
-    def __init__(self, run_id: _Optional[str] = ..., start_at_mono_ns: _Optional[int] = ...) -> None: ...
+    lease_key: str
+    def __init__(self, run_id: _Optional[str] = ..., start_at_mono_ns: _Optional[int] = ..., lease_key: _Optional[str] = ...) -> None: ...
 
 class StartReply(_message.Message):
     __slots__ = ("start_mono_ns",)
@@ -83,10 +87,12 @@ class StartReply(_message.Message):
     def __init__(self, start_mono_ns: _Optional[int] = ...) -> None: ...
 
 class RunRef(_message.Message):
-    __slots__ = ("run_id",)
+    __slots__ = ("run_id", "lease_key")
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    LEASE_KEY_FIELD_NUMBER: _ClassVar[int]
     run_id: str
-    def __init__(self, run_id: _Optional[str] = ...) -> None: ...
+    lease_key: str
+    def __init__(self, run_id: _Optional[str] = ..., lease_key: _Optional[str] = ...) -> None: ...
 
 class ProgressReply(_message.Message):
     __slots__ = ("counters", "finished", "in_flight", "elapsed_ns")
