@@ -372,6 +372,30 @@ def test_tailwise_run_refuses_an_injected_target_in_one_line(target, said):
     assert "Traceback" not in r.stderr and "\r" not in r.stderr.replace("\\r", "")
 
 
+def _vm_data_bytes() -> int:
+    """This process's data segment (heap and anonymous mappings, touched or not), from /proc."""
+    text = Path("/proc/self/status").read_text()
+    return int(re.search(r"VmData:\s+(\d+) kB", text).group(1)) * 1024
+
+
+def test_the_flows_rings_stay_within_their_budget(udp_reflector):
+    """Issue 33: 64 flows of a 60 s timeout at 100k packets/s — each flow's ring sized by rate ×
+    timeout would take 10 MiB, 640 MiB in all — take at most the rings' budget together (2²² slots
+    of 40 bytes: 160 MiB; packet/flows.rs ``RINGS_BUDGET``), read from /proc while the run goes."""
+    refl = udp_reflector()
+    config = json.loads(spec_for(refl.addr, rate_rps=100_000.0, duration_ns=2 * SEC, timeout_ns=60 * SEC).to_json())
+    config["protocol"] = {"scheme": "udp+flow", "size": 64, "flows": 64}
+    with agent_service() as a:
+        before = _vm_data_bytes()
+        a.configure("rings", config)
+        a.call("Start", pb.StartRequest(run_id="rings"))
+        time.sleep(0.5)
+        grown = _vm_data_bytes() - before
+        assert a.health().state == "running"
+        a.call("Stop", pb.RunRef(run_id="rings"))
+    assert grown < 160 * 2**20 + 64 * 2**20, f"{grown / 2**20:.0f} MiB"
+
+
 LIMITS = Limits(max_rate_rps=10_000.0, max_conns=8, max_duration_ns=2 * SEC)
 OVER = {
     "rate": ({"rate_rps": 20_000.0}, ["20,000 req/s", "--max-rate 10,000 req/s"]),

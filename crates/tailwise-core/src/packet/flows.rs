@@ -33,11 +33,20 @@ pub(crate) struct Slot {
 const MIN_RING: u64 = 64;
 const MAX_RING: u64 = 1 << 20;
 
+/// Packets all the run's flows keep track of together, at most: 2²² slots (160 MiB at 40 bytes a
+/// slot), whatever the timeout and the flows — room for 1 M packets/s at the default 1 s timeout.
+/// A flow's share is a power of two, so that 1,024 flows of a 60 s timeout take 4,096 slots each
+/// (160 KiB) where they took up to 2²⁰ (40 MiB: 40 GiB in all). A packet that finds its ring full is never sent, and counted so (`ring_full`).
+pub(crate) const RINGS_BUDGET: u64 = 1 << 22;
+
 /// A flow's ring for `rate_pps` packets per second outstanding up to `timeout_ns` (twice that,
-/// and 50 ms more: the timeouts are looked at every millisecond and a stalled thread looks late).
-pub(crate) fn ring_len(rate_pps: f64, timeout_ns: u64) -> u64 {
+/// and 50 ms more: the timeouts are looked at every millisecond and a stalled thread looks late),
+/// within its share of [`RINGS_BUDGET`] among the run's `flows`.
+pub(crate) fn ring_len(rate_pps: f64, timeout_ns: u64, flows: usize) -> u64 {
+    let share = (RINGS_BUDGET / flows.max(1) as u64).max(MIN_RING);
+    let share = 1 << (63 - share.leading_zeros()); // a power of two, at most the share
     let n = rate_pps * (timeout_ns as f64 + 50e6) / 1e9 * 2.0;
-    (n.ceil() as u64).clamp(MIN_RING, MAX_RING).next_power_of_two()
+    (n.ceil() as u64).clamp(MIN_RING, MAX_RING.min(share)).next_power_of_two()
 }
 
 pub(crate) struct Flow {
@@ -158,9 +167,19 @@ mod tests {
 
     #[test]
     fn the_ring_is_sized_by_rate_and_timeout_and_bounded() {
-        assert_eq!(ring_len(1.0, 1_000_000_000), 64);
-        assert_eq!(ring_len(10_000.0, 1_000_000_000), 32_768);
-        assert_eq!(ring_len(1e9, 1_000_000_000), MAX_RING);
+        assert_eq!(ring_len(1.0, 1_000_000_000, 1), 64);
+        assert_eq!(ring_len(10_000.0, 1_000_000_000, 1), 32_768);
+        assert_eq!(ring_len(1e9, 1_000_000_000, 1), MAX_RING);
+        // All flows together stay within the budget, whatever the timeout (issue 33: 4 flows of a
+        // long timeout took 128 MiB; 1,024 would have taken 32 GiB).
+        for flows in [1, 3, 4, 64, 1000, 1024] {
+            let len = ring_len(1e6, u64::MAX / 2, flows);
+            assert!(len.is_power_of_two() && len >= MIN_RING && len * flows as u64 <= RINGS_BUDGET, "{flows}: {len}");
+        }
+        assert_eq!(ring_len(1e6, 60_000_000_000, 1024), 4096);
+        assert_eq!(ring_len(10_000.0, 1_000_000_000, 64), 32_768, "a short timeout is not cut");
+        let slot = std::mem::size_of::<Slot>() as u64;
+        assert!(slot <= 40 && RINGS_BUDGET * slot <= 160 << 20, "{slot} bytes a slot");
     }
 
     #[test]

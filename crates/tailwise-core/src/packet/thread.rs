@@ -106,7 +106,7 @@ impl PacketWorker {
         };
         let threads = cfg.threads;
         let mine = ctx.streams.len().max(1);
-        let len = ring_len(cfg.rate_rps / threads as f64 / mine as f64, cfg.timeout_ns);
+        let len = ring_len(cfg.rate_rps / threads as f64 / mine as f64, cfg.timeout_ns, all);
         let ipv6 = cfg.targets.first().is_some_and(|a| a.is_ipv6());
         let payload = wire::payload_len(size, ipv6);
         // Flow i of the run is thread (i mod threads)'s (engine/mod.rs, `connect_all`).
