@@ -198,8 +198,10 @@ def test_labels_namespace_and_selectors_agree():
 
 
 def test_agents_run_as_deploy_readme_says():
-    (secret,) = by_kind("Secret")
+    secrets = {d["metadata"]["name"]: d for d in by_kind("Secret")}
+    secret, tls = secrets["tailwise-agent-token"], secrets["tailwise-agent-tls"]
     token_key = next(iter(secret["stringData"]))
+    assert tls["type"] == "kubernetes.io/tls" and set(tls["stringData"]) == {"tls.crt", "tls.key"}
     for w in workloads():
         what = w["kind"]
         pod = w["spec"]["template"]["spec"]
@@ -233,7 +235,18 @@ def test_agents_run_as_deploy_readme_says():
         assert token["secretName"] == secret["metadata"]["name"], what
         assert mounts["token"]["readOnly"] is True, what
         assert flags["--token-file"] == f"{mounts['token']['mountPath']}/{token_key}", what
-        assert volumes["tls"]["secret"]["optional"] is True and mounts["tls"]["readOnly"] is True, what
+        # TLS on (issue 33): the key pair from its Secret, required, named by --tls-cert/--tls-key.
+        assert volumes["tls"]["secret"]["secretName"] == tls["metadata"]["name"], what
+        assert volumes["tls"]["secret"]["optional"] is False and mounts["tls"]["readOnly"] is True, what
+        assert flags["--tls-cert"] == f"{mounts['tls']['mountPath']}/tls.crt", what
+        assert flags["--tls-key"] == f"{mounts['tls']['mountPath']}/tls.key", what
+
+    # Pod Security: enforced at privileged (hostNetwork) and warned and audited at restricted.
+    (ns,) = by_kind("Namespace")
+    labels = ns["metadata"]["labels"]
+    assert labels["pod-security.kubernetes.io/warn"] == labels["pod-security.kubernetes.io/audit"] == "restricted"
+    # The image: the README says how to pin it by digest.
+    assert "@sha256:" in (DEPLOY / "README.md").read_text()
 
     (policy,) = by_kind("NetworkPolicy")
     assert policy["spec"]["policyTypes"] == ["Ingress"]
@@ -250,7 +263,10 @@ def test_systemd_unit_has_its_keys():
     assert set(unit) == {"Unit", "Service", "Install"}, set(unit)
     svc = unit["Service"]
     expect = {"LoadCredential": "token:/etc/tailwise/token", "DynamicUser": "yes", "NoNewPrivileges": "yes",
-              "ProtectSystem": "strict", "ProtectHome": "yes", "PrivateTmp": "yes", "Restart": "on-failure"}
+              "ProtectSystem": "strict", "ProtectHome": "yes", "PrivateTmp": "yes", "Restart": "on-failure",
+              # Issue 33: the kernel's copy of the allowlist (this host until a drop-in allows
+              # the coordinator and the targets), memory and tasks bounded.
+              "IPAddressDeny": "any", "IPAddressAllow": "localhost", "MemoryMax": "2G", "TasksMax": "512"}
     for key, value in expect.items():
         assert svc.get(key) == [value], f"[Service] {key}={svc.get(key)}, not {value}"
     assert set(svc["RestrictAddressFamilies"][0].split()) == {"AF_INET", "AF_INET6", "AF_UNIX", "AF_NETLINK"}
