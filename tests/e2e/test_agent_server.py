@@ -644,6 +644,7 @@ def test_a_port_in_use_or_a_key_of_another_certificate_is_one_line(tmp_path):
     _, other_key = self_signed(tmp_path / "other")
     (tmp_path / "cert.pem").write_bytes(cert)
     (tmp_path / "key.pem").write_bytes(other_key)
+    (tmp_path / "key.pem").chmod(0o600)
     r = run_cli("agent", "--token-file", str(token_file(tmp_path)), "--listen", "127.0.0.1:0",
                 "--tls-cert", str(tmp_path / "cert.pem"), "--tls-key", str(tmp_path / "key.pem"), timeout=60)
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "--tls-key" in r.stderr, r.stderr
@@ -667,6 +668,7 @@ def test_bad_flags_exit_2_with_one_line(tmp_path, bad):
     args, named = BAD_FLAGS[bad]
     short = tmp_path / "short"
     short.write_text("tiny\n")
+    short.chmod(0o600)
     paths = {"tmp": tmp_path, "short": short, "token": token_file(tmp_path)}
     r = run_cli("agent", *[a.format(**paths) for a in args], timeout=60)
     assert r.returncode == 2, (r.returncode, r.stdout, r.stderr)
@@ -703,6 +705,28 @@ def self_signed(tmp_path: Path) -> tuple[bytes, bytes]:
     return cert.public_bytes(serialization.Encoding.PEM), key_pem
 
 
+@pytest.mark.parametrize("which", ["token", "key"])
+def test_a_secret_file_others_may_read_is_refused_with_the_chmod(tmp_path, which):
+    """Issue 33: a token or TLS key file readable by its group or by others is refused at start
+    (as ssh refuses such a private key), in one line with the chmod that fixes it; 0600 starts."""
+    token = token_file(tmp_path)
+    cert, key = self_signed(tmp_path)
+    (tmp_path / "cert.pem").write_bytes(cert)
+    (tmp_path / "key.pem").write_bytes(key)
+    (tmp_path / "key.pem").chmod(0o600)
+    loose = token if which == "token" else tmp_path / "key.pem"
+    loose.chmod(0o644)
+    args = ("agent", "--token-file", str(token), "--listen", "127.0.0.1:0", "--tls-cert", str(tmp_path / "cert.pem"),
+            "--tls-key", str(tmp_path / "key.pem"))
+    r = run_cli(*args, timeout=60)
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert f"may be read by others (mode 0644)" in r.stderr and f"chmod 600 {loose}" in r.stderr, r.stderr
+    # The coordinator refuses its copy of the token the same way.
+    if which == "token":
+        r = run_cli("run", "--agents", "127.0.0.1:9", "--token-file", str(token), "--duration", "1", timeout=60)
+        assert r.returncode == 2 and f"chmod 600 {token}" in r.stderr, r.stderr
+
+
 def _openssl_self_signed(tmp_path: Path) -> tuple[bytes, bytes]:
     openssl = shutil.which("openssl")
     if openssl is None:
@@ -735,6 +759,7 @@ def test_tls_admits_a_client_with_the_ca_and_no_plain_one(tmp_path):
 
     (tmp_path / "cert.pem").write_bytes(cert)
     (tmp_path / "key.pem").write_bytes(key)
+    (tmp_path / "key.pem").chmod(0o600)
     with agent_process("--token-file", str(token_file(tmp_path)), "--tls-cert", str(tmp_path / "cert.pem"),
                        "--tls-key", str(tmp_path / "key.pem")) as (proc, port, lines):
         assert "(TLS)" in lines[-1]

@@ -299,8 +299,7 @@ def _answers(call: str):
                 try:
                     reply = fn(self, request, context)
                 except TailwiseError as e:
-                    self._emit(Refused(call, getattr(request, "run_id", ""), e.line(), context.peer()))
-                    wire.abort(context, e)
+                    self._refuse(call, request, context, e)
                 self._renew_for(request)
                 return reply
         return handler
@@ -317,8 +316,7 @@ def _streams(call: str):
                 try:
                     answer = fn(self, request, context)
                 except TailwiseError as e:
-                    self._emit(Refused(call, getattr(request, "run_id", ""), e.line(), context.peer()))
-                    wire.abort(context, e)
+                    self._refuse(call, request, context, e)
                     return
                 self._renew_for(request)
             if answer is not None:
@@ -357,6 +355,11 @@ class AgentServer(agent_pb2_grpc.AgentServicer):
     def renew(self) -> None:
         """The run's coordinator called: the lease starts again."""
         self._last_call = time.monotonic()
+
+    def _refuse(self, call: str, request, context: grpc.ServicerContext, e: TailwiseError) -> None:
+        """Say the refusal once, then end the call with it (``wire.abort`` raises)."""
+        self._emit(Refused(call, getattr(request, "run_id", ""), e.line(), context.peer()))
+        wire.abort(context, e)
 
     def _renew_for(self, request) -> None:
         """Renew the lease if ``request`` (which succeeded) carries the current run's lease key."""

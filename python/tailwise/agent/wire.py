@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import hmac
 import json
+import os
+import stat
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
@@ -37,8 +39,27 @@ class AgentError(TailwiseError):
     """An agent cannot be reached, refused the coordinator, or failed: named, with what to do."""
 
 
+def check_private(path: str | Path, who: str) -> None:
+    """Refuse a secret file (a token, a TLS key) that others may read or write, as ssh refuses such
+    a private key: any bit for others, or for its group — unless the group is this process's own
+    and the file is not this process's (a Kubernetes Secret volume: root's, mode 0440, group the
+    pod's fsGroup; a systemd credential is the service's own, 0400). A missing file is left to the
+    read that follows, which says so."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return
+    mode = stat.S_IMODE(st.st_mode)
+    group_ok = st.st_gid == os.getegid() and st.st_uid != os.geteuid() and not mode & 0o030
+    if mode & 0o007 or (mode & 0o070 and not group_ok):
+        who_else = "others" if mode & 0o007 else "its group"
+        raise InputError(f"{who} {path} may be read by {who_else} (mode {mode:04o}): a secret must be this user's alone",
+                         f"chmod 600 {path}")
+
+
 def read_token(path: str | Path, who: str = "--token-file") -> str:
     """The shared token from its file (one line; surrounding whitespace dropped). Never echoed."""
+    check_private(path, who)
     try:
         token = Path(path).read_text().strip()
     except FileNotFoundError:

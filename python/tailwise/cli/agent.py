@@ -70,6 +70,9 @@ def _tls(cert: str | None, key: str | None) -> tuple[bytes, bytes] | None:
         raise InputError(f"{given} without {missing}", "give both --tls-cert FILE and --tls-key FILE (PEM), or neither")
     if cert is None or key is None:
         return None
+    from tailwise.agent.wire import check_private
+
+    check_private(key, "--tls-key")
     return (_pem(cert, "--tls-cert", "certificate", "-----BEGIN CERTIFICATE-----"),
             _pem(key, "--tls-key", "private key", "PRIVATE KEY-----"))
 
