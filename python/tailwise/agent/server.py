@@ -183,13 +183,14 @@ class Limits:
         if config["threads"] > cpus:
             raise InputError(f"{config['threads']} threads are over this agent's {cpus} CPUs (--cpus)",
                              "lower --threads or add agents (or give the agent more --cpus)")
-        for name, value, most, unit in (("outstanding", config["outstanding"], MAX_OUTSTANDING, None),
-                                        ("timeout", config["timeout_ns"], MAX_TIMEOUT_NS, "ns"),
-                                        ("connect timeout", config["connect_timeout_ns"], MAX_CONNECT_TIMEOUT_NS, "ns")):
+        for name, value, most, how in (("outstanding", config["outstanding"], MAX_OUTSTANDING, "--outstanding"),
+                                       ("timeout", config["timeout_ns"], MAX_TIMEOUT_NS, "--timeout"),
+                                       ("connect timeout", config["connect_timeout_ns"], MAX_CONNECT_TIMEOUT_NS,
+                                        "the configuration's connect_timeout_ns")):
             if value > most:
-                shown = (fmt_ns(value), fmt_ns(most)) if unit else (f"{value:,}", f"{most:,}")
+                shown = (f"{value:,}", f"{most:,}") if name == "outstanding" else (fmt_ns(value), fmt_ns(most))
                 raise InputError(f"{name} {shown[0]} is over the {shown[1]} an agent holds",
-                                 f"give --{name.replace(' ', '-')} of at most {shown[1]}")
+                                 f"give {how} of at most {shown[1]}")
         if self.max_duration_ns and config["duration_ns"] > self.max_duration_ns:
             raise InputError(f"duration {fmt_ns(config['duration_ns'])} is over this agent's --max-duration "
                              f"{fmt_ns(self.max_duration_ns)}",
