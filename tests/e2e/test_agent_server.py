@@ -517,10 +517,9 @@ def test_half_open_calls_from_a_stranger_leave_health_answering():
                 with pytest.raises(grpc.RpcError) as e:
                     f.result(timeout=10)
                 assert e.value.code() == grpc.StatusCode.UNAUTHENTICATED
+            # Within 1 s: the coordinator's own deadline (a call past it fails, DEADLINE_EXCEEDED).
             coordinator = RemoteAgent(f"127.0.0.1:{a.port}", TOKEN, call_s=1.0)
-            t0 = time.monotonic()
             assert coordinator.health().state == "idle"
-            assert time.monotonic() - t0 < 1.0
             coordinator.close()
         finally:
             release.set()
