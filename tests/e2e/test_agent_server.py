@@ -41,6 +41,7 @@ import pytest
 from support.agents import TOKEN, agent_process, token_file
 from support.cli import CLI, run_cli
 from support.servers import free_port
+from support.tls import self_signed, write_pair
 from tailwise import _core
 from tailwise.agent import wire
 from tailwise.agent.events import Dropped, LeaseExpired, Refused
@@ -106,7 +107,7 @@ class Agent:
 
 
 @contextmanager
-def agent_service(limits: Limits = Limits(), tls: tuple[bytes, bytes] | None = None):
+def agent_service(limits: Limits = Limits(), tls: tuple[bytes, bytes, bytes | None] | None = None):
     events: list = []
     lock = threading.Lock()
 
@@ -592,7 +593,9 @@ def test_the_agent_command_serves_and_stops_on_sigterm(tmp_path):
     output = "".join(lines) + out + err
     assert re.search(r"refused Configure from ipv4:127\.0\.0\.1:\d+ \(run far\): target 10\.9\.9\.9:80 is outside", output)
     assert re.search(r"refused Health from ipv4:127\.0\.0\.1:\d+: missing or wrong token", output)
-    assert "in the clear" in err and "--tls-cert" in err, "without TLS it says so, once"
+    # Loopback without TLS: nothing crosses a network, so no warning (--insecure-plaintext beyond
+    # loopback warns: test_agents.py).
+    assert "in the clear" not in err, err
     assert "SIGTERM" in output and "Traceback" not in output
     assert TOKEN not in output and TOKEN.encode() not in cmdline and str(path).encode() in cmdline
 
@@ -659,6 +662,9 @@ BAD_FLAGS = {
     "bad rate": (["--token-file", "{token}", "--max-rate", "lots"], "--max-rate"),
     "bad cpus": (["--token-file", "{token}", "--cpus", "9999"], "--cpus"),
     "bad listen": (["--token-file", "{token}", "--listen", "7100"], "--listen"),
+    # Issue 33: every address, in the clear, only when told so.
+    "plaintext beyond loopback": (["--token-file", "{token}", "--listen", "0.0.0.0:0"], "--insecure-plaintext"),
+    "client CA without TLS": (["--token-file", "{token}", "--tls-client-ca", "{token}"], "--tls-client-ca"),
 }
 
 
@@ -677,32 +683,6 @@ def test_bad_flags_exit_2_with_one_line(tmp_path, bad):
 
 
 # --------------------------------------------------------------------------- TLS
-
-def self_signed(tmp_path: Path) -> tuple[bytes, bytes]:
-    """A certificate for localhost and 127.0.0.1 with its key (PEM): by the cryptography package,
-    else openssl; skip when neither is here."""
-    try:
-        from cryptography import x509
-        from cryptography.hazmat.primitives import hashes, serialization
-        from cryptography.hazmat.primitives.asymmetric import ec
-        from cryptography.x509.oid import NameOID
-    except ImportError:
-        return _openssl_self_signed(tmp_path)
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")])
-    now = datetime.datetime.now(datetime.timezone.utc)
-    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
-            .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(minutes=5))
-            .not_valid_after(now + datetime.timedelta(days=1))
-            .add_extension(x509.SubjectAlternativeName([x509.DNSName("localhost"),
-                                                        x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
-                           critical=False)
-            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-            .sign(key, hashes.SHA256()))
-    key_pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                serialization.NoEncryption())
-    return cert.public_bytes(serialization.Encoding.PEM), key_pem
-
 
 @pytest.mark.parametrize("which", ["token", "key"])
 def test_a_secret_file_others_may_read_is_refused_with_the_chmod(tmp_path, which):
@@ -726,20 +706,9 @@ def test_a_secret_file_others_may_read_is_refused_with_the_chmod(tmp_path, which
         assert r.returncode == 2 and f"chmod 600 {token}" in r.stderr, r.stderr
 
 
-def _openssl_self_signed(tmp_path: Path) -> tuple[bytes, bytes]:
-    openssl = shutil.which("openssl")
-    if openssl is None:
-        pytest.skip("neither the cryptography package nor openssl is here to make a test certificate")
-    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
-    subprocess.run([openssl, "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
-                    "-days", "1", "-subj", "/CN=localhost", "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1",
-                    "-keyout", str(key), "-out", str(cert)], check=True, capture_output=True, timeout=60)
-    return cert.read_bytes(), key.read_bytes()
-
-
 def test_tls_admits_a_client_with_the_ca_and_no_plain_one(tmp_path):
     cert, key = self_signed(tmp_path)
-    with agent_service(tls=(cert, key)) as a:
+    with agent_service(tls=(cert, key, None)) as a:
         creds = grpc.ssl_channel_credentials(root_certificates=cert)
         with grpc.secure_channel(f"127.0.0.1:{a.port}", creds,
                                  options=[("grpc.ssl_target_name_override", "localhost")]) as channel:
@@ -770,3 +739,49 @@ def test_tls_admits_a_client_with_the_ca_and_no_plain_one(tmp_path):
         proc.send_signal(signal.SIGTERM)
         _, err = proc.communicate(timeout=30)
         assert proc.returncode == 0 and "in the clear" not in err
+
+
+def test_mutual_tls_refuses_a_coordinator_without_a_certificate(tmp_path):
+    """Issue 33: an agent with --tls-client-ca completes the handshake only with a client that
+    shows a certificate chaining to that CA; the coordinator's ClientTls shows one."""
+    from tailwise.agent.wire import ClientTls, client_tls
+    from tailwise.errors import TailwiseError
+
+    server_cert, server_key = write_pair(tmp_path / "agent")
+    client_cert, client_key = write_pair(tmp_path / "coordinator")
+    stranger_cert, stranger_key = write_pair(tmp_path / "stranger")
+    with agent_process("--token-file", str(token_file(tmp_path)), "--tls-cert", str(server_cert), "--tls-key",
+                       str(server_key), "--tls-client-ca", str(client_cert)) as (_, port, lines):
+        assert "(TLS, client certificates required)" in lines[-1], lines
+        address = f"127.0.0.1:{port}"
+        refused = {"no certificate": ClientTls(ca=server_cert.read_bytes()),
+                   "another CA's": client_tls(str(server_cert), str(stranger_cert), str(stranger_key), False)}
+        for what, tls in refused.items():
+            agent = RemoteAgent(address, TOKEN, tls, call_s=CALL_S)
+            try:
+                with pytest.raises(TailwiseError) as e:
+                    agent.health()
+                assert "cannot be reached" in e.value.problem and "--agent-tls-cert" in e.value.remedy, (what, e.value)
+            finally:
+                agent.close()
+        agent = RemoteAgent(address, TOKEN, client_tls(str(server_cert), str(client_cert), str(client_key), False),
+                            call_s=CALL_S)
+        try:
+            assert agent.health().state == "idle"
+        finally:
+            agent.close()
+
+
+def test_the_coordinator_sends_no_token_in_the_clear_beyond_loopback(tmp_path):
+    """Issue 33: `run --agents` to an address other than loopback without TLS is refused before
+    anything is sent, naming the agent and the two ways out; so is the library's client."""
+    from tailwise.errors import InputError
+
+    token = token_file(tmp_path)
+    for agents in ("192.0.2.7:7100", "[2001:db8::7]:7100", "agents.example:7100"):
+        r = run_cli("run", "--agents", agents, "--token-file", str(token), "--duration", "1", timeout=60)
+        lines = r.stderr.strip().splitlines()
+        assert r.returncode == 2 and len(lines) == 1, r.stderr
+        assert agents in lines[0] and "--agent-tls-ca" in lines[0] and "--insecure-plaintext" in lines[0], lines
+    with pytest.raises(InputError):
+        RemoteAgent("192.0.2.7:7100", TOKEN)

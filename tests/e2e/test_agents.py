@@ -25,6 +25,7 @@ import numpy as np
 import pytest
 
 from support.cli import MEASURED
+from support.tls import write_pair
 from tailwise.measure import netns
 
 pytestmark = pytest.mark.skipif(netns.can_create() is not None, reason=str(netns.can_create()))
@@ -43,10 +44,11 @@ WAIT_AGENTS = """
 import sys, time
 from tailwise.agent.remote import RemoteAgent
 from tailwise.errors import TailwiseError
-token, addrs = open(sys.argv[1]).read().strip(), sys.argv[2:]
+from tailwise.agent.wire import ClientTls
+token, tls, addrs = open(sys.argv[1]).read().strip(), ClientTls(ca=open(sys.argv[2], "rb").read()), sys.argv[3:]
 deadline = time.monotonic() + 30
 for a in addrs:
-    agent = RemoteAgent(a, token, call_s=1.0)
+    agent = RemoteAgent(a, token, tls, call_s=1.0)
     while True:
         try:
             print(a, agent.health().state, flush=True)
@@ -61,12 +63,13 @@ for a in addrs:
 AGENT_STATES = """
 import json, sys
 from tailwise.agent.remote import RemoteAgent
+from tailwise.agent.wire import ClientTls
 from tailwise.errors import TailwiseError
-token, addrs = open(sys.argv[1]).read().strip(), sys.argv[2:]
+token, tls, addrs = open(sys.argv[1]).read().strip(), ClientTls(ca=open(sys.argv[2], "rb").read()), sys.argv[3:]
 out = {}
 for a in addrs:
     try:
-        out[a] = RemoteAgent(a, token, call_s=2.0).health().state
+        out[a] = RemoteAgent(a, token, tls, call_s=2.0).health().state
     except TailwiseError as e:
         out[a] = "unreachable: " + e.line()
 print(json.dumps(out))
@@ -87,6 +90,9 @@ def lan_with_agents(tmp_path: Path, agents: int, allow: dict[int, str] | None = 
     token.chmod(0o600)
     with netns.lan(names) as lan, ExitStack() as stack:
         procs: dict[str, subprocess.Popen] = {}
+        # TLS between the hosts (issue 33: no token in the clear beyond loopback): one self-signed
+        # certificate naming every agent's address, its own CA (_auth gives the coordinator it).
+        cert, key = write_pair(tmp_path / "tls", tuple(lan.ips[f"a{i}"] for i in range(agents)))
 
         def start(host: str, argv: list[str]) -> subprocess.Popen:
             log = open(tmp_path / f"{host}.log", "w")
@@ -101,12 +107,22 @@ def lan_with_agents(tmp_path: Path, agents: int, allow: dict[int, str] | None = 
         for i in range(agents):
             nets = (allow or {}).get(i, f"{lan.ips['server']}/32")
             start(f"a{i}", [sys.executable, "-m", "tailwise", "agent", "--listen", f"0.0.0.0:{AGENT_PORT}",
-                            "--token-file", str(token), "--allow-targets", nets, "--lease", f"{LEASE_S:g}s"])
+                            "--token-file", str(token), "--tls-cert", str(cert), "--tls-key", str(key),
+                            "--allow-targets", nets, "--lease", f"{LEASE_S:g}s"])
         addrs = [f"{lan.ips[f'a{i}']}:{AGENT_PORT}" for i in range(agents)]
-        ready = subprocess.run(lan.argv("coord", [sys.executable, "-c", WAIT_AGENTS, str(token), *addrs]),
+        ready = subprocess.run(lan.argv("coord", [sys.executable, "-c", WAIT_AGENTS, str(token), str(cert), *addrs]),
                                capture_output=True, text=True, timeout=START_S + 10)
         assert ready.returncode == 0, ready.stderr + _logs(tmp_path)
         yield lan, token, addrs, procs
+
+
+def _ca(token: Path) -> str:
+    return str(token.parent / "tls" / "cert.pem")
+
+
+def _auth(token: Path) -> list[str]:
+    """The coordinator's flags for the agents: their token and the CA of their certificate."""
+    return ["--token-file", str(token), "--agent-tls-ca", _ca(token)]
 
 
 def _kill(p: subprocess.Popen) -> None:
@@ -123,7 +139,7 @@ def _logs(tmp_path: Path) -> str:
 
 
 def _states(lan, token: Path, addrs: list[str]) -> dict[str, str]:
-    done = subprocess.run(lan.argv("coord", [sys.executable, "-c", AGENT_STATES, str(token), *addrs]),
+    done = subprocess.run(lan.argv("coord", [sys.executable, "-c", AGENT_STATES, str(token), _ca(token), *addrs]),
                           capture_output=True, text=True, timeout=30)
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout)
@@ -131,7 +147,7 @@ def _states(lan, token: Path, addrs: list[str]) -> dict[str, str]:
 
 def _run(lan, token: Path, addrs: list[str], *flags: str, timeout_s: float = RUN_S) -> subprocess.CompletedProcess:
     target = f"memcached://{lan.ips['server']}:{MEMCACHED_PORT}"
-    argv = [sys.executable, "-m", "tailwise", "run", target, "--agents", ",".join(addrs), "--token-file", str(token),
+    argv = [sys.executable, "-m", "tailwise", "run", target, "--agents", ",".join(addrs), *_auth(token),
             "--json", "--no-pin", "--poll", "block", *flags]
     return subprocess.run(lan.argv("coord", argv), capture_output=True, text=True, timeout=timeout_s)
 
@@ -176,7 +192,7 @@ def test_an_agent_killed_or_hung_mid_run_is_named_and_nothing_keeps_sending(tmp_
     with lan_with_agents(tmp_path, agents=2) as (lan, token, addrs, procs):
         out = tmp_path / "out"
         target = f"memcached://{lan.ips['server']}:{MEMCACHED_PORT}"
-        argv = [sys.executable, "-m", "tailwise", "run", target, "--agents", ",".join(addrs), "--token-file", str(token),
+        argv = [sys.executable, "-m", "tailwise", "run", target, "--agents", ",".join(addrs), *_auth(token),
                 "--json", "--no-pin", "--poll", "block", "--rate", "2k", "--duration", "8", "--out", str(out)]
         run = subprocess.Popen(lan.argv("coord", argv), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         try:
@@ -201,7 +217,7 @@ def test_an_agent_killed_or_hung_mid_run_is_named_and_nothing_keeps_sending(tmp_
 def test_with_no_target_the_agents_load_the_builtin_server_here(tmp_path):
     """No TARGET: the coordinator's host runs the built-in server, on the address facing the agents."""
     with lan_with_agents(tmp_path, agents=1, allow={0: str(netns.LAN_SUBNET)}) as (lan, token, addrs, _):
-        argv = [sys.executable, "-m", "tailwise", "run", "--agents", addrs[0], "--token-file", str(token), "--json",
+        argv = [sys.executable, "-m", "tailwise", "run", "--agents", addrs[0], *_auth(token), "--json",
                 "--no-pin", "--poll", "block", "--rate", "2k", "--duration", "2"]
         done = subprocess.run(lan.argv("coord", argv), capture_output=True, text=True, timeout=RUN_S)
         assert done.returncode in MEASURED, done.stderr + _logs(tmp_path)
@@ -217,7 +233,7 @@ def test_an_orphan_stops_on_its_lease_and_what_was_collected_is_on_disk(tmp_path
     with lan_with_agents(tmp_path, agents=1) as (lan, token, addrs, _):
         out = tmp_path / "out"
         target = f"memcached://{lan.ips['server']}:{MEMCACHED_PORT}"
-        argv = [sys.executable, "-m", "tailwise", "run", target, "--agents", addrs[0], "--token-file", str(token),
+        argv = [sys.executable, "-m", "tailwise", "run", target, "--agents", addrs[0], *_auth(token),
                 "--json", "--no-pin", "--poll", "block", "--rate", "2k", "--duration", "30", "--sample-every", "1",
                 "--out", str(out)]
         run = subprocess.Popen(lan.argv("coord", argv), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
@@ -251,7 +267,7 @@ def test_a_stop_signal_stops_the_agents_and_keeps_what_was_measured(tmp_path):
     with lan_with_agents(tmp_path, agents=2) as (lan, token, addrs, _):
         out = tmp_path / "out"
         target = f"memcached://{lan.ips['server']}:{MEMCACHED_PORT}"
-        argv = [sys.executable, "-m", "tailwise", "run", target, "--agents", ",".join(addrs), "--token-file", str(token),
+        argv = [sys.executable, "-m", "tailwise", "run", target, "--agents", ",".join(addrs), *_auth(token),
                 "--json", "--no-pin", "--poll", "block", "--rate", "2k", "--duration", "20", "--out", str(out)]
         run = subprocess.Popen(lan.argv("coord", argv), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         try:
@@ -368,8 +384,8 @@ def test_a_sweep_measures_every_point_through_the_agents(tmp_path):
     with lan_with_agents(tmp_path, agents=2) as (lan, token, addrs, _):
         out = tmp_path / "sweep"
         target = f"memcached://{lan.ips['server']}:{MEMCACHED_PORT}"
-        argv = [sys.executable, "-m", "tailwise", "sweep", target, "--agents", ",".join(addrs), "--token-file",
-                str(token), "--json", "--no-pin", "--poll", "block", "--rates", "1k,2k", "--duration", "1",
+        argv = [sys.executable, "-m", "tailwise", "sweep", target, "--agents", ",".join(addrs), *_auth(token),
+                "--json", "--no-pin", "--poll", "block", "--rates", "1k,2k", "--duration", "1",
                 "--conns", "4", "--out", str(out)]
         done = subprocess.run(lan.argv("coord", argv), capture_output=True, text=True, timeout=RUN_S)
         assert done.returncode in MEASURED, done.stderr + _logs(tmp_path)
@@ -382,3 +398,55 @@ def test_a_sweep_measures_every_point_through_the_agents(tmp_path):
         assert sum(a["rate_rps"] for a in s["agents"]) == pytest.approx(p["rate_rps"])
         assert s["counters"]["sent"] == sum(a["counters"]["sent"] for a in s["agents"]) > 0.8 * p["rate_rps"]
         assert all((out / p["dir"] / f"latency-{_tag(a)}.hlog").is_file() for a in addrs)
+
+
+# Asks one agent's Health in the clear, as --insecure-plaintext allows: run on the coordinator's host.
+PLAIN_HEALTH = """
+import sys, time
+from tailwise.agent.remote import RemoteAgent
+from tailwise.agent.wire import ClientTls
+from tailwise.errors import InputError, TailwiseError
+token, address = open(sys.argv[1]).read().strip(), sys.argv[2]
+try:
+    RemoteAgent(address, token)
+    sys.exit("a plain client to " + address + " was made without being told")
+except InputError as e:
+    print("refused:", e.line())
+deadline = time.monotonic() + 30
+agent = RemoteAgent(address, token, ClientTls.plain(), call_s=1.0)
+while True:
+    try:
+        print("state:", agent.health().state)
+        break
+    except TailwiseError as e:
+        if time.monotonic() > deadline:
+            sys.exit(f"agent {address} never answered: {e.line()}")
+        time.sleep(0.2)
+"""
+
+
+def test_plaintext_on_a_network_address_needs_the_flag_on_both_sides(tmp_path):
+    """Issue 33: an agent asked to listen on its network address without TLS refuses to start,
+    in one line naming the way out; with --insecure-plaintext it serves and says so, and the
+    coordinator's client talks to it in the clear only when told the same."""
+    token = tmp_path / "token"
+    token.write_text(TOKEN + "\n")
+    token.chmod(0o600)
+    with netns.lan(["coord", "a0"]) as lan, ExitStack() as stack:
+        listen = f"{lan.ips['a0']}:{AGENT_PORT}"
+        agent = [sys.executable, "-m", "tailwise", "agent", "--listen", listen, "--token-file", str(token)]
+        r = subprocess.run(lan.argv("a0", agent), capture_output=True, text=True, timeout=START_S + 30)
+        lines = r.stderr.strip().splitlines()
+        assert r.returncode == 2 and len(lines) == 1, r.stderr
+        assert f"--listen {listen} without TLS" in lines[0] and "--insecure-plaintext" in lines[0], lines
+        log = open(tmp_path / "a0.log", "w")
+        stack.callback(log.close)
+        p = subprocess.Popen(lan.argv("a0", [*agent, "--insecure-plaintext"]), stdout=log, stderr=subprocess.STDOUT,
+                             start_new_session=True)
+        stack.callback(_kill, p)
+        done = subprocess.run(lan.argv("coord", [sys.executable, "-c", PLAIN_HEALTH, str(token), listen]),
+                              capture_output=True, text=True, timeout=START_S + 30)
+        assert done.returncode == 0, done.stderr + _logs(tmp_path)
+        assert "refused:" in done.stdout and "--insecure-plaintext" in done.stdout and "state: idle" in done.stdout
+    said = (tmp_path / "a0.log").read_text()
+    assert "(no TLS)" in said and "warning: --insecure-plaintext" in said, said

@@ -37,8 +37,9 @@ CONTAINERFILE = DEPLOY / "Containerfile"
 ENV = "TAILWISE_KUBECONFORM"
 TIMEOUT_S = 60
 
-#: `tailwise agent`'s command line (issue 21): every flag takes a value.
-CONTRACT_FLAGS = {"--listen", "--token-file", "--tls-cert", "--tls-key", "--allow-targets", "--max-rate",
+#: `tailwise agent`'s command line (issues 21, 33); deploy/ gives each but --insecure-plaintext a value.
+CONTRACT_FLAGS = {"--listen", "--token-file", "--tls-cert", "--tls-key", "--tls-client-ca", "--insecure-plaintext",
+                  "--allow-targets", "--max-rate",
                   "--max-conns", "--max-duration", "--lease", "--cpus"}
 PORT = 7100
 LABELS = {"app.kubernetes.io/name": "tailwise-agent", "app.kubernetes.io/part-of": "tailwise",
@@ -262,13 +263,14 @@ def test_systemd_unit_has_its_keys():
     unit = parse_unit(UNIT.read_text())
     assert set(unit) == {"Unit", "Service", "Install"}, set(unit)
     svc = unit["Service"]
-    expect = {"LoadCredential": "token:/etc/tailwise/token", "DynamicUser": "yes", "NoNewPrivileges": "yes",
+    expect = {"DynamicUser": "yes", "NoNewPrivileges": "yes",
               "ProtectSystem": "strict", "ProtectHome": "yes", "PrivateTmp": "yes", "Restart": "on-failure",
               # Issue 33: the kernel's copy of the allowlist (this host until a drop-in allows
               # the coordinator and the targets), memory and tasks bounded.
               "IPAddressDeny": "any", "IPAddressAllow": "localhost", "MemoryMax": "2G", "TasksMax": "512"}
     for key, value in expect.items():
         assert svc.get(key) == [value], f"[Service] {key}={svc.get(key)}, not {value}"
+    assert svc["LoadCredential"][0] == "token:/etc/tailwise/token", svc
     assert set(svc["RestrictAddressFamilies"][0].split()) == {"AF_INET", "AF_INET6", "AF_UNIX", "AF_NETLINK"}
     (exec_start,) = svc["ExecStart"]
     words = shlex.split(exec_start)
@@ -276,6 +278,10 @@ def test_systemd_unit_has_its_keys():
     flags = flag_values([w for w in words[2:] if w != "$TAILWISE_AGENT_ARGS"])
     assert flags["--token-file"] == "${CREDENTIALS_DIRECTORY}/token", exec_start
     assert flags["--listen"].endswith(":%i"), "the instance is the port"
+    # TLS on (issue 33: an agent on every address refuses plaintext unless told), from credentials.
+    assert flags["--tls-cert"] == "${CREDENTIALS_DIRECTORY}/tls.crt", exec_start
+    assert flags["--tls-key"] == "${CREDENTIALS_DIRECTORY}/tls.key", exec_start
+    assert svc["LoadCredential"][1:] == ["tls.crt:/etc/tailwise/tls.crt", "tls.key:/etc/tailwise/tls.key"], svc
     assert re.search(r"^#CPUAffinity=", UNIT.read_text(), re.M), "CPUAffinity= is there, commented"
     assert unit["Install"]["WantedBy"] == ["multi-user.target"]
 
@@ -331,7 +337,7 @@ def test_entrypoint_and_args_use_the_agent_contract():
         assert flags, f"{where}: no flags found (this test's parsing is stale)"
         assert flags <= CONTRACT_FLAGS, f"{where} uses flags outside tailwise agent's contract: {sorted(flags - CONTRACT_FLAGS)}"
     cmd = flag_values(deploy_command_lines()["Containerfile CMD"])
-    assert set(cmd) == {"--listen", "--token-file"}, cmd
+    assert set(cmd) == {"--listen", "--token-file", "--tls-cert", "--tls-key"}, cmd
 
 
 def test_agent_help_lists_every_flag_deploy_uses():

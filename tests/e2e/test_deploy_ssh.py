@@ -41,7 +41,10 @@ import pytest
 import tailwise
 from support.cli import run_cli
 from support.servers import free_port
+from support.tls import write_pair
 from tailwise.agent.remote import RemoteAgent
+from tailwise.agent.wire import ClientTls
+from tailwise.errors import TailwiseError
 
 TOKEN = "deploy-test-token-0123456789abcdef"
 USER = "tester"
@@ -202,8 +205,10 @@ def deploy(verb: str, host: SshHost, *args: str, token: Path | None = None) -> s
     return r
 
 
-def start_args(port: int, *more: str) -> list[str]:
-    return ["--port", str(port), "--tailwise", REMOTE_TAILWISE, *more]
+def start_args(port: int, *more: str, tls: tuple[Path, Path] | None = None) -> list[str]:
+    """A start's flags: TLS with ``tls`` (certificate, key), else --insecure-plaintext."""
+    secure = ["--tls-cert", str(tls[0]), "--tls-key", str(tls[1])] if tls else ["--insecure-plaintext"]
+    return ["--port", str(port), "--tailwise", REMOTE_TAILWISE, *secure, *more]
 
 
 def one_line(r: subprocess.CompletedProcess) -> str:
@@ -214,16 +219,24 @@ def one_line(r: subprocess.CompletedProcess) -> str:
 
 # --------------------------------------------------------------------------- start, status, stop
 
-def test_start_status_stop(ssh_host, token_file):
+def test_start_status_stop(ssh_host, token_file, tmp_path):
     port = free_port()
-    r = deploy("start", ssh_host, *start_args(port), token=token_file)
+    cert, key = write_pair(tmp_path / "tls")
+    r = deploy("start", ssh_host, *start_args(port, tls=(cert, key)), token=token_file)
     assert r.returncode == 0, r.stderr
-    assert r.stdout == f"--agents 127.0.0.1:{port}\n", r.stdout
+    # What run needs: the agents and the CA to check them with (the self-signed certificate).
+    assert r.stdout == f"--agents 127.0.0.1:{port} --agent-tls-ca {cert}\n", r.stdout
     assert f"{ssh_host.target}: agent 127.0.0.1:{port} answers (pid " in r.stderr, r.stderr
     assert TOKEN not in r.stdout + r.stderr
 
-    # The agent answers Health with the token: idle, this tailwise.
-    agent = RemoteAgent(f"127.0.0.1:{port}", TOKEN)
+    # The agent answers Health with the token, over TLS only: idle, this tailwise.
+    with pytest.raises(TailwiseError):
+        plain = RemoteAgent(f"127.0.0.1:{port}", TOKEN, call_s=5.0)
+        try:
+            plain.health()
+        finally:
+            plain.close()
+    agent = RemoteAgent(f"127.0.0.1:{port}", TOKEN, ClientTls(ca=cert.read_bytes()))
     try:
         health = agent.health()
     finally:
@@ -236,13 +249,17 @@ def test_start_status_stop(ssh_host, token_file):
     token_path = d / f"agent-{port}.token"
     assert token_path.read_text().strip() == TOKEN
     assert token_path.stat().st_mode & 0o777 == 0o600 and d.stat().st_mode & 0o777 == 0o700
+    # The key material beside it, copied as the token is: 0600, the same bytes.
+    tls_files = {d / f"agent-{port}.crt": cert, d / f"agent-{port}.key": key}
+    for there, here in tls_files.items():
+        assert there.read_bytes() == here.read_bytes() and there.stat().st_mode & 0o777 == 0o600, there
     pid = int((d / f"agent-{port}.pid").read_text())
     assert _our_agents(ssh_host.home) == [pid]
     cmdlines = [_cmdline(int(p.name)) for p in Path("/proc").glob("[0-9]*")]
     assert not [c for c in cmdlines if TOKEN.encode() in c], "the token is on a process's command line"
-    assert f"listening on 0.0.0.0:{port}" in (d / f"agent-{port}.log").read_text()
+    assert f"listening on 0.0.0.0:{port} (TLS)" in (d / f"agent-{port}.log").read_text()
 
-    r = deploy("status", ssh_host, "--port", str(port), token=token_file)
+    r = deploy("status", ssh_host, "--port", str(port), "--agent-tls-ca", str(cert), token=token_file)
     assert r.returncode == 0, r.stderr
     assert r.stdout == (f"{ssh_host.target}: 127.0.0.1:{port} running (pid {pid}), answers Health: idle, "
                         f"tailwise {tailwise.__version__}\n"), r.stdout
@@ -255,8 +272,9 @@ def test_start_status_stop(ssh_host, token_file):
         time.sleep(0.1)
     assert _gone(pid), "the agent still runs after stop"
     assert not token_path.exists() and not (d / f"agent-{port}.pid").exists()
+    assert not [f for f in tls_files if f.exists()], "stop leaves no key material behind"
 
-    r = deploy("status", ssh_host, "--port", str(port), token=token_file)
+    r = deploy("status", ssh_host, "--port", str(port), "--agent-tls-ca", str(cert), token=token_file)
     assert r.returncode == 2 and r.stdout == f"{ssh_host.target}: 127.0.0.1:{port} not running\n", (r.stdout, r.stderr)
     r = deploy("stop", ssh_host, "--port", str(port))
     assert r.returncode == 0 and "nothing to stop" in r.stdout, (r.stdout, r.stderr)
@@ -349,7 +367,8 @@ def test_a_host_nobody_listens_on_is_one_line(ssh_host, token_file):
 
 
 def test_a_missing_tailwise_is_one_line_with_the_fix(ssh_host, token_file):
-    r = deploy("start", ssh_host, "--port", str(free_port()), "--tailwise", "/nonexistent/bin/tailwise", token=token_file)
+    r = deploy("start", ssh_host, "--port", str(free_port()), "--tailwise", "/nonexistent/bin/tailwise",
+               "--insecure-plaintext", token=token_file)
     line = one_line(r)
     assert line == (f"tailwise: {ssh_host.target}: `/nonexistent/bin/tailwise` not found there: install tailwise "
                     "there or give --tailwise /path/to/tailwise"), line
@@ -389,3 +408,34 @@ def test_start_is_all_or_none(ssh_host, token_file, tmp_path, ssh_loop):
         for pid in _our_agents(home2):
             os.kill(pid, signal.SIGKILL)
         _stop_server(ssh_loop, server2)
+
+
+def test_mutual_tls_and_no_plaintext_unless_told(ssh_host, token_file, tmp_path):
+    """Issue 33: start without TLS or --insecure-plaintext is refused before any host is reached;
+    with --tls-client-ca the agents admit only a client certificate from that CA — this machine's
+    own checks show one (--agent-tls-cert/--agent-tls-key), status without one gets no answer."""
+    port = free_port()
+    line = one_line(deploy("start", ssh_host, "--port", str(port), "--tailwise", REMOTE_TAILWISE, token=token_file))
+    assert "--tls-cert" in line and "--insecure-plaintext" in line, line
+    assert not ssh_host.agent_dir().exists() or not list(ssh_host.agent_dir().glob(f"agent-{port}.*"))
+    cert, key = write_pair(tmp_path / "tls")
+    client_cert, client_key = write_pair(tmp_path / "client")
+    mutual = ["--tls-client-ca", str(client_cert)]
+    line = one_line(deploy("start", ssh_host, *start_args(port, *mutual, tls=(cert, key)), token=token_file))
+    assert "--agent-tls-cert" in line, line
+    client = ["--agent-tls-cert", str(client_cert), "--agent-tls-key", str(client_key)]
+    r = deploy("start", ssh_host, *start_args(port, *mutual, *client, tls=(cert, key)), token=token_file)
+    try:
+        assert r.returncode == 0, r.stderr
+        assert r.stdout == (f"--agents 127.0.0.1:{port} --agent-tls-ca {cert} --agent-tls-cert {client_cert} "
+                            f"--agent-tls-key {client_key}\n"), r.stdout
+        d = ssh_host.agent_dir()
+        assert (d / f"agent-{port}.client-ca").read_bytes() == client_cert.read_bytes()
+        assert "(TLS, client certificates required)" in (d / f"agent-{port}.log").read_text()
+        r = deploy("status", ssh_host, "--port", str(port), "--agent-tls-ca", str(cert), *client, token=token_file)
+        assert r.returncode == 0 and "answers Health: idle" in r.stdout, (r.stdout, r.stderr)
+        r = deploy("status", ssh_host, "--port", str(port), "--agent-tls-ca", str(cert), token=token_file)
+        assert r.returncode == 2 and "answers Health" not in r.stdout, (r.stdout, r.stderr)
+    finally:
+        assert deploy("stop", ssh_host, "--port", str(port)).returncode == 0
+    assert not list(ssh_host.agent_dir().glob(f"agent-{port}.*[!g]")), "only the log stays"

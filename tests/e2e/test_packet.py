@@ -143,7 +143,11 @@ def test_a_run_on_two_agents_counts_as_one_engine_would(udp_reflector, tmp_path)
     assert [agent["address"] for agent in s["agents"]] == [f"127.0.0.1:{a}", f"127.0.0.1:{b}"]
     assert got["received"] == c["sent"] and c["sent"] > GROUP_ROWS
     assert (c["lost"], c["duplicates"]) == (got["dropped"], got["duplicated"]), (got, c)
-    assert s["packets"]["resolution_ns"] == 100
+    # The bins came through: 100 ns where every answer lies within their range; an answer a host
+    # stall held beyond it (`above`) is told at the HDR histogram's width there, as it should be.
+    fine = s["packets"]["histogram"]
+    assert fine["bin_ns"] == 100 and fine["count"] == c["received"], fine
+    assert (s["packets"]["resolution_ns"] == 100) == (fine["above"] == 0), (s["packets"]["resolution_ns"], fine)
     rows = [line.split(",") for line in (out / "packets.csv").read_text().splitlines()[1:]]
     assert [sum(int(row[k]) for row in rows) for k in range(2, 7)] == \
         [c["sent"], c["received"], c["lost"], c["reordered"], c["duplicates"]]

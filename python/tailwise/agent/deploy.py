@@ -2,7 +2,8 @@
 
 Each host is handled on its own connection, all of them at once (asyncio.gather), each bounded in
 time. What a host leaves behind lives in ``~/.tailwise/`` of the SSH user there: the token
-(``agent-PORT.token``, mode 0600, written over SFTP: never on a command line), the agent's output
+(``agent-PORT.token``, mode 0600, written over SFTP: never on a command line), the TLS key material
+when given (``agent-PORT.crt``, ``.key``, ``.client-ca``, 0600 the same way), the agent's output
 (``agent-PORT.log``) and its process id (``agent-PORT.pid``). A process is taken for the agent only
 while its command line names that token file, so a reused pid is never signalled.
 
@@ -22,6 +23,7 @@ from typing import Any, TypeVar
 
 import asyncssh
 
+from tailwise.agent.wire import ClientTls
 from tailwise.errors import InputError, TailwiseError
 
 #: The directory under the SSH user's home that holds an agent's files (SFTP paths are relative to
@@ -118,6 +120,12 @@ class SshOptions:
     host_s: float = HOST_S
 
 
+#: The TLS files an agent is given, by the flag that names them and their suffix there.
+TLS_FILES = {"--tls-cert": "crt", "--tls-key": "key", "--tls-client-ca": "client-ca"}
+#: Their paths in a host's scripts (``_prelude``'s variables), for removal.
+_TLS_PATHS = " ".join(f'"$d/agent-$p.{suffix}"' for suffix in TLS_FILES.values())
+
+
 @dataclass(frozen=True)
 class AgentLaunch:
     """What to start on each host: the agent's port, its command, and its other flags."""
@@ -127,6 +135,11 @@ class AgentLaunch:
     #: Further `tailwise agent` flags and their values, as given (--allow-targets, --max-rate …).
     args: Sequence[str] = ()
     ready_s: float = READY_S
+    #: The agent's TLS files' contents by their flag (TLS_FILES), copied as the token is; none:
+    #: the agent is started with --insecure-plaintext.
+    tls_files: dict[str, bytes] = field(default_factory=dict)
+    #: How this machine asks the started agents Health (their CA, and a client certificate).
+    tls: ClientTls | None = None
 
 
 @dataclass(frozen=True)
@@ -238,7 +251,7 @@ class _Host:
             raise _ssh_error(e, self.target, self.ssh) from None
 
     def files(self) -> str:
-        return f"~/{AGENT_DIR}/agent-{self.port}.{{token,pid,log}}"
+        return f"~/{AGENT_DIR}/agent-{self.port}.{{token,pid,log,crt,key,client-ca}}"
 
 
 def _prelude(port: int) -> str:
@@ -246,6 +259,7 @@ def _prelude(port: int) -> str:
     the agent we started (alive, and its command line names our token file; /proc where there is
     one, as slim systems lack ps)."""
     return (f'd="$HOME/{AGENT_DIR}"; p={port}; pidf="$d/agent-$p.pid"; tok="$d/agent-$p.token"; log="$d/agent-$p.log"\n'
+
             'pid=$(cat "$pidf" 2>/dev/null); case "$pid" in *[!0-9]*) pid= ;; esac\n'
             'args() { if [ -r "/proc/$pid/cmdline" ]; then tr "\\000" " " <"/proc/$pid/cmdline"; '
             'else ps -o args= -p "$pid"; fi; }\n'
@@ -323,18 +337,22 @@ async def _check(h: _Host, tailwise: Sequence[str]) -> None:
                           "run `sh` there by hand and look")
 
 
-async def _put_token(h: _Host, token: str) -> None:
-    """The token into ~/.tailwise/agent-PORT.token, created 0600 (never on a command line)."""
-    path = f"{AGENT_DIR}/agent-{h.port}.token"
+async def _put_secrets(h: _Host, token: str, tls_files: dict[str, bytes]) -> None:
+    """The token into ~/.tailwise/agent-PORT.token and the TLS files beside it, each created 0600
+    (never on a command line: the agent refuses a key others may read, as ssh does)."""
+    files = {"token": (token + "\n").encode(), **{TLS_FILES[flag]: data for flag, data in tls_files.items()}}
+    path = ""
     try:
         async with h.conn.start_sftp_client() as sftp:
-            try:
-                await sftp.remove(path)
-            except asyncssh.SFTPNoSuchFile:
-                pass
-            async with sftp.open(path, "x", asyncssh.SFTPAttrs(permissions=0o600)) as f:
-                await f.write(token + "\n")
-            await sftp.chmod(path, 0o600)
+            for suffix, data in files.items():
+                path = f"{AGENT_DIR}/agent-{h.port}.{suffix}"
+                try:
+                    await sftp.remove(path)
+                except asyncssh.SFTPNoSuchFile:
+                    pass
+                async with sftp.open(path, "xb", asyncssh.SFTPAttrs(permissions=0o600)) as f:
+                    await f.write(data)
+                await sftp.chmod(path, 0o600)
     except asyncssh.SFTPError as e:
         raise DeployError(f"{h.target}: cannot write ~/{path} over SFTP ({e.reason})",
                           "enable the sftp subsystem in sshd_config there, and check the home directory") from None
@@ -344,9 +362,10 @@ async def _put_token(h: _Host, token: str) -> None:
 
 async def _launch(h: _Host, launch: AgentLaunch) -> int:
     """The agent, detached (its own session, immune to the connection's end); its pid."""
+    tls = " ".join(f'{flag} "$d/agent-$p.{TLS_FILES[flag]}"' for flag in launch.tls_files) or "--insecure-plaintext"
     r = await h.sh(f'cd "$d" || exit {_NO_DIR}\n'
                    's=; command -v setsid >/dev/null 2>&1 && s=setsid\n'
-                   f'nohup $s {_quoted(launch.tailwise)} agent --listen 0.0.0.0:$p --token-file "$tok" '
+                   f'nohup $s {_quoted(launch.tailwise)} agent --listen 0.0.0.0:$p --token-file "$tok" {tls} '
                    f'{_quoted(launch.args)} </dev/null >"$log" 2>&1 &\n'
                    'echo $! >"$pidf"; echo $!\n')
     if r.exit_status != 0 or not _last(r).isdigit():
@@ -373,7 +392,7 @@ async def _ready(h: _Host, launch: AgentLaunch, token: str, pid: int) -> tuple[s
     deadline = time.monotonic() + launch.ready_s
     while True:
         if await _port_open(h.target.host, h.port, 1.0):
-            agent = RemoteAgent(address, token, call_s=5.0)
+            agent = RemoteAgent(address, token, launch.tls or ClientTls.plain(), call_s=5.0)
             try:
                 reply = await asyncio.to_thread(agent.health)
             except TailwiseError as e:
@@ -405,7 +424,7 @@ async def _start_one(target: SshTarget, token: str, launch: AgentLaunch, ssh: Ss
     async def on(h: _Host) -> Started:
         await _check(h, launch.tailwise)
         try:
-            await _put_token(h, token)
+            await _put_secrets(h, token, launch.tls_files)
             pid = await _launch(h, launch)
             version, hostname = await _ready(h, launch, token, pid)
         except BaseException:
@@ -438,15 +457,15 @@ def start(targets: Sequence[SshTarget], token: str, launch: AgentLaunch, ssh: Ss
 
 async def _terminate(h: _Host) -> Stopped:
     """SIGTERM to the agent (its process group: a wrapper script's child too), SIGKILL after TERM_S;
-    the token and pid files removed either way. The log stays."""
+    the token, TLS and pid files removed either way. The log stays."""
     steps = int(TERM_S / 0.2)
-    r = await h.sh(f'if ! ours; then rm -f "$pidf" "$tok"; exit {_NOT_RUNNING}; fi\n'
+    r = await h.sh(f'if ! ours; then rm -f "$pidf" "$tok" {_TLS_PATHS}; exit {_NOT_RUNNING}; fi\n'
                    # dash's kill takes no "--": -PID is the process group (setsid made the agent its leader).
                    'kill -TERM -"$pid" 2>/dev/null || kill -TERM "$pid"\n'
                    f'i=0; while ours && [ $i -lt {steps} ]; do sleep 0.2; i=$((i+1)); done\n'
                    'how=0\n'
                    f'if ours; then kill -KILL -"$pid" 2>/dev/null || kill -KILL "$pid"; how={_KILLED}; sleep 0.2; fi\n'
-                   'rm -f "$pidf" "$tok"; echo "$pid"; exit $how\n', timeout=TERM_S + COMMAND_S)
+                   f'rm -f "$pidf" "$tok" {_TLS_PATHS}; echo "$pid"; exit $how\n', timeout=TERM_S + COMMAND_S)
     if r.exit_status == _NOT_RUNNING:
         return Stopped(h.target, None)
     if r.exit_status not in (0, _KILLED):
@@ -466,7 +485,7 @@ def stop(targets: Sequence[SshTarget], port: int, ssh: SshOptions) -> list[Stopp
 
 # --------------------------------------------------------------------------- status
 
-async def _status_one(target: SshTarget, port: int, token: str, ssh: SshOptions) -> Status:
+async def _status_one(target: SshTarget, port: int, token: str, ssh: SshOptions, tls: ClientTls | None) -> Status:
     from tailwise.agent.remote import RemoteAgent
 
     async def on(h: _Host) -> Status:
@@ -477,7 +496,10 @@ async def _status_one(target: SshTarget, port: int, token: str, ssh: SshOptions)
         if r.exit_status != 0:
             pid = _last(r)
             return Status(target, address, int(pid) if pid.isdigit() else None, stale=r.exit_status == _STALE)
-        agent = RemoteAgent(address, token, call_s=5.0)
+        try:
+            agent = RemoteAgent(address, token, tls, call_s=5.0)
+        except TailwiseError as e:
+            return Status(target, address, int(_last(r)), problem=e)
         try:
             reply = await asyncio.to_thread(agent.health)
         except TailwiseError as e:
@@ -489,6 +511,8 @@ async def _status_one(target: SshTarget, port: int, token: str, ssh: SshOptions)
     return await _on_host(target, ssh, port, on)
 
 
-def status(targets: Sequence[SshTarget], port: int, token: str, ssh: SshOptions) -> list[Status | DeployError]:
-    """For every host: whether our agent's process runs there, and whether it answers Health."""
-    return asyncio.run(_each(targets, lambda t: _status_one(t, port, token, ssh)))
+def status(targets: Sequence[SshTarget], port: int, token: str, ssh: SshOptions,
+           tls: ClientTls | None = None) -> list[Status | DeployError]:
+    """For every host: whether our agent's process runs there, and whether it answers Health (over
+    ``tls``; None: in the clear, to a loopback host only)."""
+    return asyncio.run(_each(targets, lambda t: _status_one(t, port, token, ssh, tls)))

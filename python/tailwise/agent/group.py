@@ -40,6 +40,7 @@ from tailwise import _core, signals
 from tailwise.agent.local import (SAMPLE_DTYPE, AgentResult, AgentShare, StallSource, Taken, decode_samples,
                                   run_to_end)
 from tailwise.agent.remote import ClockOffset, RemoteAgent
+from tailwise.agent.wire import ClientTls
 from tailwise.errors import TailwiseError
 from tailwise.spec.load import LoadSpec, Probe
 from tailwise.stats.histogram import LinearHistogram
@@ -213,11 +214,11 @@ class AgentGroup:
     #: A fixed-length run's polling period: each poll is a call to every agent.
     poll_s = 0.25
 
-    def __init__(self, addresses: list[str], token: str, probe: str | None = None, tls_ca: bytes | None = None):
+    def __init__(self, addresses: list[str], token: str, probe: str | None = None, tls: ClientTls | None = None):
         role = "load" if probe else "symmetric"
-        self.members = [Member(RemoteAgent(a, token, tls_ca), role) for a in addresses]
+        self.members = [Member(RemoteAgent(a, token, tls), role) for a in addresses]
         if probe:
-            self.members.append(Member(RemoteAgent(probe, token, tls_ca), "probe"))
+            self.members.append(Member(RemoteAgent(probe, token, tls), "probe"))
 
     def start(self, spec: LoadSpec, stall_sources: tuple[StallSource, ...] = (),
               journal: Journal | None = None) -> GroupSession:

@@ -12,7 +12,8 @@ import grpc
 from tailwise import _core
 from tailwise.agent.proto import agent_pb2 as pb
 from tailwise.agent.proto.agent_pb2_grpc import AgentStub
-from tailwise.agent.wire import bearer, problem, unchunk
+from tailwise.agent.wire import ClientTls, bearer, problem, unchunk
+from tailwise.spec.fleet import refuse_plaintext
 
 #: A call's deadline unless it waits for the run (Finish).
 CALL_S = 5.0
@@ -32,15 +33,18 @@ class ClockOffset:
 
 
 class RemoteAgent:
-    """One agent at ``address`` (HOST:PORT)."""
+    """One agent at ``address`` (HOST:PORT), over TLS unless ``tls`` is None or plaintext: then
+    only a loopback address, or any when ``tls.plaintext`` (--insecure-plaintext) says so."""
 
-    def __init__(self, address: str, token: str, tls_ca: bytes | None = None, call_s: float = CALL_S):
+    def __init__(self, address: str, token: str, tls: ClientTls | None = None, call_s: float = CALL_S):
+        if tls is None:
+            refuse_plaintext(address, "agent")
         self.address = address
         self._meta = bearer(token)
         self.call_s = call_s
         options = [("grpc.max_send_message_length", MAX_MESSAGE), ("grpc.max_receive_message_length", MAX_MESSAGE)]
-        if tls_ca is not None:
-            self._channel = grpc.secure_channel(address, grpc.ssl_channel_credentials(root_certificates=tls_ca), options)
+        if tls is not None and not tls.plaintext:
+            self._channel = grpc.secure_channel(address, tls.credentials(), options)
         else:
             self._channel = grpc.insecure_channel(address, options)
         self._stub = AgentStub(self._channel)

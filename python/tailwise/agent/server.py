@@ -701,10 +701,12 @@ class TokenCheck(grpc.ServerInterceptor):
         return grpc.stream_unary_rpc_method_handler(deny)
 
 
-def serve(servicer: AgentServer, token: str, listen: str, tls: tuple[bytes, bytes] | None = None,
+def serve(servicer: AgentServer, token: str, listen: str, tls: tuple[bytes, bytes, bytes | None] | None = None,
           max_workers: int = 16) -> tuple[grpc.Server, int]:
     """Start the gRPC server for ``servicer`` on ``listen`` (HOST:PORT; port 0: a free one), with
-    TLS from (certificate chain, private key) PEM when given. Returns the server and its port."""
+    TLS from (certificate chain, private key, client CA or None) PEM when given: with a client CA,
+    mutual TLS (a client without a certificate that chains to it is refused in the handshake, as
+    kubelet's --client-ca-file does). Returns the server and its port."""
     server = grpc.server(
         ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="tailwise-agent"),
         interceptors=[TokenCheck(token, servicer.refused_token)],
@@ -716,8 +718,9 @@ def serve(servicer: AgentServer, token: str, listen: str, tls: tuple[bytes, byte
         if tls is None:
             port = server.add_insecure_port(listen)
         else:
-            cert, key = tls
-            port = server.add_secure_port(listen, grpc.ssl_server_credentials([(key, cert)]))
+            cert, key, client_ca = tls
+            port = server.add_secure_port(listen, grpc.ssl_server_credentials(
+                [(key, cert)], root_certificates=client_ca, require_client_auth=client_ca is not None))
     except RuntimeError:
         port = 0
     if not port:

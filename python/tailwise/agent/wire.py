@@ -10,6 +10,7 @@ import json
 import os
 import stat
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -55,6 +56,54 @@ def check_private(path: str | Path, who: str) -> None:
         who_else = "others" if mode & 0o007 else "its group"
         raise InputError(f"{who} {path} may be read by {who_else} (mode {mode:04o}): a secret must be this user's alone",
                          f"chmod 600 {path}")
+
+
+def read_pem(path: str, flag: str, what: str) -> bytes:
+    """A PEM file given by ``flag``: a certificate (``what`` "certificate") or a private key (checked
+    private first, as ssh checks its keys)."""
+    marker = "-----BEGIN CERTIFICATE-----" if what == "certificate" else "PRIVATE KEY-----"
+    if what != "certificate":
+        check_private(path, flag)
+    try:
+        data = Path(path).read_bytes()
+    except OSError as e:
+        raise InputError(f"cannot read {flag} {path} ({e.strerror or e.__class__.__name__})",
+                         "check the path and its permissions") from None
+    if marker.encode() not in data:
+        raise InputError(f"{flag} {path} holds no {what} in PEM",
+                         "give the PEM files, e.g. from: openssl req -x509 -newkey ec -pkeyopt "
+                         "ec_paramgen_curve:prime256v1 -nodes -keyout key.pem -out cert.pem -subj /CN=HOST "
+                         "-addext subjectAltName=IP:ADDRESS")
+    return data
+
+
+@dataclass(frozen=True)
+class ClientTls:
+    """How the coordinator talks to agents: TLS trusting ``ca`` (PEM; None: the system's roots), with
+    a client certificate (``cert``, ``key``) for agents that require one (`agent --tls-client-ca`);
+    or in the clear (``plaintext``), which only loopback agents or ``--insecure-plaintext`` allow."""
+
+    ca: bytes | None = None
+    cert: bytes | None = None
+    key: bytes | None = None
+    plaintext: bool = False
+
+    @classmethod
+    def plain(cls) -> ClientTls:
+        return cls(plaintext=True)
+
+    def credentials(self) -> grpc.ChannelCredentials:
+        return grpc.ssl_channel_credentials(root_certificates=self.ca, private_key=self.key, certificate_chain=self.cert)
+
+
+def client_tls(ca: str | None, cert: str | None, key: str | None, insecure_plaintext: bool) -> ClientTls | None:
+    """The coordinator's side of TLS from its flags (``--agent-tls-ca/-cert/-key``,
+    ``--insecure-plaintext``), the files read and checked now, before anything is measured."""
+    if ca is None:
+        return ClientTls.plain() if insecure_plaintext else None
+    return ClientTls(read_pem(ca, "--agent-tls-ca", "certificate"),
+                     read_pem(cert, "--agent-tls-cert", "certificate") if cert else None,
+                     read_pem(key, "--agent-tls-key", "private key") if key else None)
 
 
 def read_token(path: str | Path, who: str = "--token-file") -> str:
@@ -120,7 +169,8 @@ def problem(err: grpc.RpcError, agent: str) -> TailwiseError:
         return AgentError(f"agent {agent} did not answer in time", "check that the agent runs and its host is not overloaded")
     if code == grpc.StatusCode.UNAVAILABLE:
         return AgentError(f"agent {agent} cannot be reached ({details})",
-                          "start `tailwise agent` there, check HOST:PORT, TLS (--tls-ca) and the firewall")
+                          "start `tailwise agent` there, check HOST:PORT, the firewall and TLS (--agent-tls-ca; "
+                          "--agent-tls-cert/--agent-tls-key when the agent requires a client certificate)")
     return AgentError(f"agent {agent} failed: {details}", "see the agent's own output")
 
 

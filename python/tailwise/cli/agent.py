@@ -51,30 +51,30 @@ def _networks(text: str | None):
     return tuple(nets)
 
 
-def _pem(path: str, flag: str, what: str, marker: str) -> bytes:
-    try:
-        data = Path(path).read_bytes()
-    except OSError as e:
-        raise InputError(f"cannot read {flag} {path} ({e.strerror or e.__class__.__name__})",
-                         "check the path and its permissions") from None
-    if marker.encode() not in data:
-        raise InputError(f"{flag} {path} holds no {what} in PEM",
-                         "give the PEM files, e.g. from: openssl req -x509 -newkey ec -pkeyopt "
-                         "ec_paramgen_curve:prime256v1 -nodes -keyout key.pem -out cert.pem -subj /CN=HOST")
-    return data
+def _tls(cert: str | None, key: str | None, client_ca: str | None) -> tuple[bytes, bytes, bytes | None] | None:
+    """(certificate chain, private key, the CA client certificates must chain to) PEM; None: no TLS."""
+    from tailwise.agent.wire import read_pem
 
-
-def _tls(cert: str | None, key: str | None) -> tuple[bytes, bytes] | None:
     if (cert is None) != (key is None):
         given, missing = ("--tls-cert", "--tls-key") if cert else ("--tls-key", "--tls-cert")
         raise InputError(f"{given} without {missing}", "give both --tls-cert FILE and --tls-key FILE (PEM), or neither")
     if cert is None or key is None:
+        if client_ca is not None:
+            raise InputError("--tls-client-ca without --tls-cert/--tls-key: client certificates are checked over "
+                             "TLS only", "give --tls-cert FILE --tls-key FILE too")
         return None
-    from tailwise.agent.wire import check_private
+    return (read_pem(cert, "--tls-cert", "certificate"), read_pem(key, "--tls-key", "private key"),
+            read_pem(client_ca, "--tls-client-ca", "certificate") if client_ca else None)
 
-    check_private(key, "--tls-key")
-    return (_pem(cert, "--tls-cert", "certificate", "-----BEGIN CERTIFICATE-----"),
-            _pem(key, "--tls-key", "private key", "PRIVATE KEY-----"))
+
+def _plaintext(address: str, tls: object, insecure: bool) -> None:
+    """Issue 33: an address other hosts can reach is served in the clear only when told so."""
+    from tailwise.spec.fleet import is_loopback
+
+    if tls is None and not insecure and not is_loopback(address):
+        raise InputError(f"--listen {address} without TLS: the token and the runs would cross the network in the clear",
+                         "give --tls-cert FILE --tls-key FILE, or --listen 127.0.0.1:PORT, or add --insecure-plaintext "
+                         "on a network you trust")
 
 
 def _cpus(text: str | None) -> list[int] | None:
@@ -124,10 +124,20 @@ def agent(
         help="address and port to serve coordinators on (port 0: a free one); agents on one host take ports of "
              "their own")] = DEFAULT_LISTEN,
     tls_cert: Annotated[Optional[str], typer.Option(
-        "--tls-cert", metavar="FILE", help="TLS certificate chain (PEM), with --tls-key; without TLS the token and "
-                                           "the traffic cross the network in the clear [default: none, no TLS]")] = None,
+        "--tls-cert", metavar="FILE", help="TLS certificate chain (PEM), with --tls-key: needed to listen on an "
+                                           "address other than loopback, unless --insecure-plaintext "
+                                           "[default: none, no TLS]")] = None,
     tls_key: Annotated[Optional[str], typer.Option(
-        "--tls-key", metavar="FILE", help="TLS private key (PEM), with --tls-cert [default: none, no TLS]")] = None,
+        "--tls-key", metavar="FILE",
+        help="TLS private key (PEM, mode 0600), with --tls-cert [default: none, no TLS]")] = None,
+    tls_client_ca: Annotated[Optional[str], typer.Option(
+        "--tls-client-ca", metavar="FILE",
+        help="mutual TLS: admit only coordinators whose certificate chains to this CA (PEM; they give "
+             "--agent-tls-cert/--agent-tls-key) [default: none, the token alone]")] = None,
+    insecure_plaintext: Annotated[bool, typer.Option(
+        "--insecure-plaintext",
+        help="serve an address other hosts reach without TLS: the token and the runs cross the network in the clear "
+             "[default: refused; loopback needs no flag]")] = False,
     allow_targets: Annotated[Optional[str], typer.Option(
         "--allow-targets", metavar="CIDR[:PORT|:LOW-HIGH],...",
         help="the only networks (and ports: all when none is given; an IPv6 network's in brackets, "
@@ -156,12 +166,15 @@ def agent(
 
     address = _listen(listen)
     token = read_token(token_file)
-    tls = _tls(tls_cert, tls_key)
+    tls = _tls(tls_cert, tls_key, tls_client_ca)
     limits = _limits(allow_targets, max_rate, max_conns, max_duration, lease)
-    return _serve(address, token, tls, limits, _cpus(cpus))
+    cpu_list = _cpus(cpus)
+    _plaintext(address, tls, insecure_plaintext)
+    return _serve(address, token, tls, limits, cpu_list)
 
 
-def _serve(address: str, token: str, tls: tuple[bytes, bytes] | None, limits, cpus: list[int] | None) -> int:
+def _serve(address: str, token: str, tls: tuple[bytes, bytes, bytes | None] | None, limits,
+           cpus: list[int] | None) -> int:
     from tailwise.agent.server import AgentServer, serve
     from tailwise.render.agent import limits_text, show_event, show_listening, show_stopped
 
@@ -181,7 +194,7 @@ def _serve(address: str, token: str, tls: tuple[bytes, bytes] | None, limits, cp
         servicer.close()
         raise
     bound = f"{address.rpartition(':')[0]}:{port}"
-    show_listening(bound, tls is not None,
+    show_listening(bound, "no TLS" if tls is None else "TLS, client certificates required" if tls[2] else "TLS",
                    limits_text([str(n) for n in limits.allow_targets], limits.max_rate_rps, limits.max_conns,
                                limits.max_duration_ns, limits.lease_ns, servicer.cpus))
     while not stop.wait(0.5):

@@ -40,6 +40,16 @@ TokenFile = Annotated[str, typer.Option(
     "--token-file", metavar="FILE",
     help="the shared token (as for `tailwise agent` and `run --agents`): written to ~/.tailwise/agent-PORT.token "
          "(mode 0600) on each host over SFTP")]
+AgentTlsCa = Annotated[Optional[str], typer.Option(
+    "--agent-tls-ca", metavar="FILE",
+    help="ask the agents over TLS, trusting this CA (PEM) [default: start: --tls-cert itself (self-signed)]")]
+AgentTlsCert = Annotated[Optional[str], typer.Option(
+    "--agent-tls-cert", metavar="FILE", help="this machine's certificate (PEM) for agents started with --tls-client-ca")]
+AgentTlsKey = Annotated[Optional[str], typer.Option(
+    "--agent-tls-key", metavar="FILE", help="the private key (PEM, mode 0600) of --agent-tls-cert")]
+InsecurePlaintext = Annotated[bool, typer.Option(
+    "--insecure-plaintext",
+    help="agents without TLS: the token and the runs cross the network in the clear [default: refused]")]
 
 
 def _targets(texts: list[str]):
@@ -98,6 +108,37 @@ def _agent_args(allow_targets: str | None, max_rate: str | None, max_conns: int 
     return [w for flag, value in given.items() if value is not None for w in (flag, str(value))]
 
 
+def _client_tls(ca: str | None, cert: str | None, key: str | None, insecure: bool, targets, port: int):
+    """How this machine asks the agents Health (agent/wire.ClientTls), or a one-line refusal to send
+    the token in the clear to a host that is not this one."""
+    from tailwise.agent.wire import client_tls
+    from tailwise.spec.fleet import check_client_tls, refuse_plaintext
+
+    check_client_tls(ca, cert, key, insecure)
+    if ca is None and not insecure:
+        for t in targets:
+            refuse_plaintext(t.agent_address(port), f"--ssh {t}: its agent")
+    return client_tls(ca, cert, key, insecure)
+
+
+def _agent_tls(cert: str | None, key: str | None, client_ca: str | None, insecure: bool) -> dict[str, bytes]:
+    """The agent's TLS files (checked as `tailwise agent` checks them), by flag; none with
+    --insecure-plaintext. Neither: refused, as deploy's agents listen on every address."""
+    from tailwise.cli.agent import _tls
+
+    tls = _tls(cert, key, client_ca)
+    if tls is None and not insecure:
+        raise InputError("deploy starts agents that listen on every address: without TLS the token and the runs would "
+                         "cross the network in the clear",
+                         "give --tls-cert FILE --tls-key FILE (copied to each host), or --insecure-plaintext on a "
+                         "network you trust")
+    if tls is not None and insecure:
+        raise InputError("--tls-cert with --insecure-plaintext: the agents are either TLS or not", "drop one of them")
+    if tls is None:
+        return {}
+    return {"--tls-cert": tls[0], "--tls-key": tls[1], **({"--tls-client-ca": tls[2]} if tls[2] else {})}
+
+
 def _command(text: str) -> list[str]:
     try:
         words = shlex.split(text)
@@ -128,6 +169,20 @@ def start(
         help="the agents stop a load whose coordinator is silent this long [default: the agent's, 5s]")] = None,
     cpus: Annotated[Optional[str], typer.Option(
         "--cpus", metavar="LIST", help="CPUs the agent may use on every host, e.g. 2-5 [default: all it may]")] = None,
+    tls_cert: Annotated[Optional[str], typer.Option(
+        "--tls-cert", metavar="FILE",
+        help="the agents' TLS certificate (PEM, naming every host: subjectAltName), copied to each host as the "
+             "token is")] = None,
+    tls_key: Annotated[Optional[str], typer.Option(
+        "--tls-key", metavar="FILE", help="its private key (PEM, mode 0600), copied to each host (mode 0600)")] = None,
+    tls_client_ca: Annotated[Optional[str], typer.Option(
+        "--tls-client-ca", metavar="FILE",
+        help="mutual TLS: the agents admit only coordinators whose certificate chains to this CA (then give "
+             "--agent-tls-cert/--agent-tls-key here and to run)")] = None,
+    insecure_plaintext: InsecurePlaintext = False,
+    agent_tls_ca: AgentTlsCa = None,
+    agent_tls_cert: AgentTlsCert = None,
+    agent_tls_key: AgentTlsKey = None,
     identity: Identity = None,
     known_hosts: KnownHosts = DEFAULT_KNOWN_HOSTS,
     tailwise: Annotated[str, typer.Option(
@@ -143,11 +198,22 @@ def start(
     from tailwise.render.deploy import show_started
 
     targets, port = _targets(ssh), _port(port)
+    files = _agent_tls(tls_cert, tls_key, tls_client_ca, insecure_plaintext)
+    if tls_client_ca is not None and agent_tls_cert is None:
+        raise InputError("--tls-client-ca without --agent-tls-cert/--agent-tls-key: the agents would refuse this "
+                         "machine's own Health check",
+                         "give --agent-tls-cert FILE --agent-tls-key FILE, signed by that CA")
+    ca = agent_tls_ca or (tls_cert if files else None)
+    run_flags = ([f"--agent-tls-ca {shlex.quote(os.path.abspath(ca))}"] if ca else ["--insecure-plaintext"]) + \
+        [f"{flag} {shlex.quote(os.path.abspath(path))}" for flag, path in
+         (("--agent-tls-cert", agent_tls_cert), ("--agent-tls-key", agent_tls_key)) if path]
     launch = AgentLaunch(port=port, tailwise=_command(tailwise),
-                         args=_agent_args(allow_targets, max_rate, max_conns, max_duration, lease, cpus))
+                         args=_agent_args(allow_targets, max_rate, max_conns, max_duration, lease, cpus),
+                         tls_files=files,
+                         tls=_client_tls(ca, agent_tls_cert, agent_tls_key, not files, targets, port))
     options, token = _ssh(identity, known_hosts), read_token(token_file)
     outcome = start_agents(targets, token, launch, options)
-    show_started(outcome, __version__)
+    show_started(outcome, __version__, run_flags)
     return EXIT_ERROR if outcome.failed else EXIT_OK
 
 
@@ -166,7 +232,9 @@ def stop(ssh: Ssh, port: Port = DEFAULT_PORT, identity: Identity = None,
 
 
 @deploy_app.command()
-def status(ssh: Ssh, token_file: TokenFile, port: Port = DEFAULT_PORT, identity: Identity = None,
+def status(ssh: Ssh, token_file: TokenFile, port: Port = DEFAULT_PORT, agent_tls_ca: AgentTlsCa = None,
+           agent_tls_cert: AgentTlsCert = None, agent_tls_key: AgentTlsKey = None,
+           insecure_plaintext: InsecurePlaintext = False, identity: Identity = None,
            known_hosts: KnownHosts = DEFAULT_KNOWN_HOSTS) -> int:
     """For every host: whether the agent runs, and whether it answers Health (its state). Exit 0 only if all answer."""
     from tailwise.agent.deploy import Status
@@ -175,8 +243,9 @@ def status(ssh: Ssh, token_file: TokenFile, port: Port = DEFAULT_PORT, identity:
     from tailwise.render.deploy import show_status
 
     targets, port = _targets(ssh), _port(port)
+    tls = _client_tls(agent_tls_ca, agent_tls_cert, agent_tls_key, insecure_plaintext, targets, port)
     options, token = _ssh(identity, known_hosts), read_token(token_file)
-    results = agents_status(targets, port, token, options)
+    results = agents_status(targets, port, token, options, tls)
     show_status(results, port)
     answering = all(isinstance(r, Status) and r.state is not None for r in results)
     return EXIT_OK if answering else EXIT_ERROR

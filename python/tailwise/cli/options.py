@@ -188,8 +188,18 @@ ProbeAgent = Annotated[Optional[str], _opt(
     help="the agent that runs the latency probe (--probe-conns, --probe-rate) while the --agents only load")]
 TokenFile = Annotated[Optional[str], _opt(
     "--token-file", metavar="FILE", help="the agents' shared token (the file each `tailwise agent` was given)")]
-TlsCa = Annotated[Optional[str], _opt(
-    "--tls-ca", metavar="FILE", help="talk TLS to the agents, trusting this CA certificate (PEM)")]
+AgentTlsCa = Annotated[Optional[str], _opt(
+    "--agent-tls-ca", "--tls-ca", metavar="FILE",
+    help="talk TLS to the agents, trusting this CA certificate (PEM); needed for agents not on loopback unless "
+         "--insecure-plaintext (--tls-ca: its former name)")]
+AgentTlsCert = Annotated[Optional[str], _opt(
+    "--agent-tls-cert", metavar="FILE",
+    help="this coordinator's certificate (PEM), with --agent-tls-key, for agents started with --tls-client-ca")]
+AgentTlsKey = Annotated[Optional[str], _opt(
+    "--agent-tls-key", metavar="FILE", help="the private key (PEM, mode 0600) of --agent-tls-cert")]
+InsecurePlaintext = Annotated[Optional[bool], _opt(
+    "--insecure-plaintext", help="talk to agents not on loopback without TLS: the token and the run cross the "
+                                 "network in the clear")]
 RunOut = Annotated[Optional[str], _opt(
     "--out", metavar="DIR",
     help="write the results directory here: summary.json, samples, .hgrm, histograms, interval log, config and host "

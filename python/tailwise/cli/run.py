@@ -12,7 +12,8 @@ from tailwise.cli.options import (Agents, Arrival, Bounds, Ci, Confidence, Conns
                                   Popularity, Probe, ProbeConns, ProbeRate, Quiet, Rate, RunOut, SampleEvery,
                                   Size, Flows, MaxLoss,
                                   ProbeAgent, SamplesFormat, Seed, Service, Targets, Threads, Thresholds, Timeout,
-                                  Timestamps, TlsCa, TokenFile, ValueSize, Verbose, Warmup, Workers, Workload)
+                                  Timestamps, AgentTlsCa, AgentTlsCert, AgentTlsKey, InsecurePlaintext, TokenFile,
+                                  ValueSize, Verbose, Warmup, Workers, Workload)
 from tailwise.errors import InputError
 from tailwise.render.output import print_summary, set_quiet, warn
 from tailwise.render.run import print_run_error, print_signalled, print_thresholds, print_written
@@ -36,7 +37,9 @@ def run(
     pin: Pin = None, warmup: Warmup = None, keep_stalls: KeepStalls = None, seed: Seed = None,
     threshold: Thresholds = None, quiet: Quiet = False, verbose: Verbose = False, out: RunOut = None,
     samples_format: SamplesFormat = None, force: Force = False, json_out: Json = False, agents: Agents = None,
-    probe_agent: ProbeAgent = None, token_file: TokenFile = None, tls_ca: TlsCa = None, size: Size = None,
+    probe_agent: ProbeAgent = None, token_file: TokenFile = None, agent_tls_ca: AgentTlsCa = None,
+    agent_tls_cert: AgentTlsCert = None, agent_tls_key: AgentTlsKey = None, insecure_plaintext: InsecurePlaintext = None,
+    size: Size = None,
     flows: Flows = None, max_loss: MaxLoss = None, bounds: Bounds = None,
 ) -> int:
     """Measure latency at an offered open-loop load, until the percentile's CI is as narrow as asked."""
@@ -59,7 +62,8 @@ def fleet_of(kw: dict, file: dict):
     from tailwise.spec.fleet import Fleet
     from tailwise.spec.workload import command_setting
 
-    return Fleet.from_flags(*(command_setting(n, kw.get(n), file) for n in ("agents", "probe_agent", "token_file", "tls_ca")))
+    return Fleet.from_flags(*(command_setting(n, kw.get(n), file) for n in (
+        "agents", "probe_agent", "token_file", "agent_tls_ca", "agent_tls_cert", "agent_tls_key", "insecure_plaintext")))
 
 
 def _run(kw: dict) -> int:

@@ -14,7 +14,8 @@ from tailwise.cli.options import (SWEEP_OUT, Agents, Arrival, Bounds, Ci, Confid
                                   Probe, ProbeConns, ProbeRate, Quiet, Rates, Resume, SampleEvery, SamplesFormat, Seed,
                                   Service, Slo, Steps, SweepConns, SweepOut, SweepOutstanding, Targets, Threads,
                                   Thresholds, Timeout, Timestamps, ValueSize, Verbose, Warmup, Workers, Workload,
-                                  ProbeAgent, TlsCa, TokenFile, Size, Flows, MaxLoss)
+                                  ProbeAgent, AgentTlsCa, AgentTlsCert, AgentTlsKey, InsecurePlaintext, TokenFile, Size,
+                                  Flows, MaxLoss)
 from tailwise.cli.run import fleet_of, run_flags
 from tailwise.errors import InputError
 from tailwise.render.output import set_quiet, warn
@@ -37,7 +38,9 @@ def sweep(
     quiet: Quiet = False, verbose: Verbose = False, out: SweepOut = None, samples_format: SamplesFormat = None,
     force: Force = False, json_out: Json = False, rates: Rates = None, steps: Steps = None, slo: Slo = None,
     resume: Resume = None, agents: Agents = None, probe_agent: ProbeAgent = None, token_file: TokenFile = None,
-    tls_ca: TlsCa = None, size: Size = None, flows: Flows = None, max_loss: MaxLoss = None, bounds: Bounds = None,
+    agent_tls_ca: AgentTlsCa = None, agent_tls_cert: AgentTlsCert = None,
+    agent_tls_key: AgentTlsKey = None, insecure_plaintext: InsecurePlaintext = None, size: Size = None,
+    flows: Flows = None, max_loss: MaxLoss = None, bounds: Bounds = None,
 ) -> int:
     """Measure latency at a series of loads (one self-correcting run each), find the knee, or with --slo the highest load that meets it.
 

@@ -49,6 +49,8 @@ class Setup:
     fleet: Fleet | None = None
     #: The agents' shared token, read once from --token-file (never printed or written).
     token: str = field(default="", repr=False)
+    #: How to talk to the agents (agent/wire.ClientTls; None: in the clear, to loopback agents).
+    tls: object = field(default=None, repr=False)
 
 
 @dataclass
@@ -144,13 +146,14 @@ def _prepare_fleet(rs: RunSpec, fleet: Fleet) -> Setup:
     """The agents load and measure: nothing of this machine's CPUs is the engine's; the built-in
     server (no target) workers take this machine's, sleeping between requests."""
     # gRPC (~22 MB resident) only for a run on agents.
-    from tailwise.agent.wire import read_token
+    from tailwise.agent.wire import client_tls, read_token
 
     token = read_token(fleet.token_file)
+    tls = client_tls(fleet.tls_ca, fleet.tls_cert, fleet.tls_key, fleet.insecure_plaintext)
     setting = Setting(poll="spin" if rs.busy_poll else "block", engine_cpus=None, own_cpus=False, isolated=False,
                       local_target=rs.builtin, builtin=rs.builtin)
     host = host_info() | {"knobs": host_knobs(rs, False, False, None)}
-    return Setup(host=host, server_spin=False, busy_cpus=None, setting=setting, fleet=fleet, token=token)
+    return Setup(host=host, server_spin=False, busy_cpus=None, setting=setting, fleet=fleet, token=token, tls=tls)
 
 
 #: How long a run's preparation samples /proc/stat for the doctor's knobs (steal, other load).
@@ -249,8 +252,7 @@ def measure(rs: RunSpec, setup: Setup, command: str, display: Display | None = N
         else:
             from tailwise.agent.group import AgentGroup
 
-            agent = AgentGroup(list(setup.fleet.agents), setup.token, setup.fleet.probe_agent,
-                               setup.fleet.ca_bytes())
+            agent = AgentGroup(list(setup.fleet.agents), setup.token, setup.fleet.probe_agent, setup.tls)
         journal = {} if setup.fleet is None or collected is None else {"journal": Journal(collected, config)}
         if setup.fleet is None and collected is not None:
             # Every kept row goes to disk as it comes; memory holds a bounded subsample (stats/subsample.py).

@@ -28,11 +28,14 @@ def limits_text(allow_targets: list[str], max_rate_rps: float, max_conns: int, m
             f"lease {fmt_ns(lease_ns)}; CPUs {','.join(map(str, cpus))}")
 
 
-def show_listening(address: str, tls: bool, limits: str) -> None:
-    _say(f"listening on {address} ({'TLS' if tls else 'no TLS'}); {limits}")
-    if not tls:
-        _say("without TLS the token and all traffic cross the network in the clear: start the agent with "
-             "--tls-cert FILE --tls-key FILE (and give the coordinator --tls-ca FILE)", sys.stderr)
+def show_listening(address: str, tls: str, limits: str) -> None:
+    """``tls``: "no TLS", "TLS" or "TLS, client certificates required"."""
+    from tailwise.spec.fleet import is_loopback
+
+    _say(f"listening on {address} ({tls}); {limits}")
+    if tls == "no TLS" and not is_loopback(address):
+        _say("warning: --insecure-plaintext: the token and all traffic cross the network in the clear; start the "
+             "agent with --tls-cert FILE --tls-key FILE (and give the coordinator --agent-tls-ca FILE)", sys.stderr)
 
 
 def show_stopped(address: str) -> None:

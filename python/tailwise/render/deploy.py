@@ -35,9 +35,9 @@ def stopped_line(s: Stopped, port: int) -> str:
     return f"{s.target}: agent on port {port} stopped (pid {s.pid}, {how}); token and pid files removed"
 
 
-def show_started(outcome: StartOutcome, version: str) -> None:
-    """Each host on stderr; then either the `--agents` value on stdout, or the failures and what
-    was stopped again."""
+def show_started(outcome: StartOutcome, version: str, run_flags: Sequence[str] = ()) -> None:
+    """Each host on stderr; then either the flags `run` needs on stdout (`--agents`, and how to
+    talk to them: ``run_flags``), or the failures and what was stopped again."""
     for s in outcome.started:
         other = f" (not this tailwise's {version}: run the same version on both sides)" if s.version != version else ""
         _say(f"{PREFIX}{s.target}: agent {s.address} answers (pid {s.pid}, host {s.hostname}, tailwise "
@@ -51,7 +51,7 @@ def show_started(outcome: StartOutcome, version: str) -> None:
             else:
                 _say(f"{PREFIX}{r.target}: stopped again, as start is all or none (pid {r.pid})", sys.stderr)
         return
-    _say("--agents " + ",".join(s.address for s in outcome.started))
+    _say(" ".join(["--agents " + ",".join(s.address for s in outcome.started), *run_flags]))
 
 
 def _show(results: Sequence[T | DeployError], line: Callable[[T], str]) -> None:

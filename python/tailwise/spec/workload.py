@@ -91,11 +91,14 @@ COMMAND_DEFAULTS: dict[str, Any] = {
     "agents": None,
     "probe_agent": None,
     "token_file": None,
-    "tls_ca": None,
+    "agent_tls_ca": None,
+    "agent_tls_cert": None,
+    "agent_tls_key": None,
+    "insecure_plaintext": None,
 }
 
 #: Other flag names of the same setting (``--value`` is ``--value-size``).
-ALIASES = {"value": "value_size"}
+ALIASES = {"value": "value_size", "tls_ca": "agent_tls_ca"}
 
 _TYPES: dict[str, tuple[type, ...]] = {
     "targets": (list, str),
@@ -116,6 +119,7 @@ _TYPES: dict[str, tuple[type, ...]] = {
     "percentiles": (str, list),
     "pin": (bool,),
     "keep_stalls": (bool,),
+    "insecure_plaintext": (bool,),
     "bounds": (str,),
     "size": (int,),
     "flows": (int,),
@@ -175,7 +179,8 @@ def load_file(path: str | None) -> dict[str, Any]:
 EXAMPLES = {"percentiles": "50,95,99,99.9", "threshold": ["p99<200us"], "out": "results/run1", "rates": "10k:100k:10",
             "slo": "p99<200us", "ci": "10%", "duration": "10s", "sample_every": 5, "seed": 42, "service": "exp:10us",
             "targets": ["memcached://127.0.0.1:11211"], "agents": ["10.0.0.2:7100"], "probe_agent": "10.0.0.3:7100",
-            "token_file": "/etc/tailwise/token", "tls_ca": "ca.pem"}
+            "token_file": "/etc/tailwise/token", "agent_tls_ca": "ca.pem", "agent_tls_cert": "coordinator.pem",
+            "agent_tls_key": "coordinator.key", "insecure_plaintext": False}
 
 
 def command_setting(name: str, flag: Any, file: dict[str, Any]) -> Any:
