@@ -1,6 +1,7 @@
-"""Every `tailwise` command in README.md's shell blocks runs as written (issue 10).
+"""Every `tailwise` command in README.md's and docs/'s shell blocks runs as written (issues 10, 34).
 
-The test reads the README's ```sh blocks, splits each line as a shell would (comments, `&&`,
+The test reads the ```sh blocks of README.md, then of the pages in docs/ (in ``PAGES``' order, the
+one docs/README.md lists them in), splits each line as a shell would (comments, `&&`,
 `|`), and runs every `tailwise …` command in README order against the servers it names, which it
 starts on the ports written there: memcached, redis-server, nginx (serving `/index.html`), a UDP
 echo, and each `tailwise serve` line itself, in the background. Only the time is shortened, by
@@ -10,6 +11,9 @@ echo, and each `tailwise serve` line itself, in the background. Only the time is
 or prints a traceback; a measured run may end not-measurable (1) — at a two-second cap an
 adaptive run rarely reaches its precision, and that is the tool working, not the docs drifting.
 The part of a pipeline after `|` (`jq`) is not run; a `--json` command's stdout must be JSON.
+
+The README's quick start is run apart, uncapped, exactly as a newcomer would; and the README stays
+a page a newcomer reads in a minute (``README_MAX_LINES``).
 """
 
 from __future__ import annotations
@@ -30,16 +34,42 @@ from support.servers import free_port, memcached_server, nginx_server, redis_ser
 
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
+#: docs/ pages in the order their commands run (the keys are stored before the runs that get them;
+#: results directories are written before the pages that read them).
+PAGES = ["load.md", "run.md", "packet-mode.md", "sweep.md", "report.md", "serve.md", "model.md", "calibrate.md",
+         "doctor.md", "agents.md", "reading.md", "methodology.md", "results.md"]
+DOCS = [README, *(ROOT / "docs" / p for p in PAGES)]
+#: Issue 34: the README is a newcomer's page; the reference lives in docs/.
+README_MAX_LINES = 250
+QUICK_START = "## Quick start"
 CAP = "2s"
 TIMEOUT_S = 120
 #: Shell separators after which a new command starts; what follows `|` is not tailwise's.
 SEPARATORS = {"&&", "||", ";"}
 
 
-def readme_commands() -> list[list[str]]:
-    """Every `tailwise …` command of the README's ```sh blocks, as argv lists, in order."""
+def _quick_start() -> str:
+    text = README.read_text()
+    start = text.index(QUICK_START)
+    end = text.find("\n## ", start + len(QUICK_START))
+    return text[start:end if end >= 0 else len(text)]
+
+
+def readme_commands(texts: list[str] | None = None) -> list[list[str]]:
+    """Every `tailwise …` command of the documents' ```sh blocks, as argv lists, in order (the
+    quick start's apart: ``quick_start_commands``)."""
+    if texts is None:
+        texts = [README.read_text().replace(_quick_start(), ""), *(p.read_text() for p in DOCS[1:])]
+    return [c for text in texts for c in _commands(text)]
+
+
+def quick_start_commands() -> list[list[str]]:
+    return _commands(_quick_start())
+
+
+def _commands(text: str) -> list[list[str]]:
     cmds = []
-    for block in re.findall(r"```sh\n(.*?)```", README.read_text(), re.S):
+    for block in re.findall(r"```sh\n(.*?)```", text, re.S):
         for line in block.splitlines():
             lex = shlex.shlex(line, posix=True, punctuation_chars=True)
             lex.whitespace_split = True
@@ -59,6 +89,7 @@ def readme_commands() -> list[list[str]]:
 
 
 COMMANDS = readme_commands()
+QUICK = quick_start_commands()
 ADDR = re.compile(r"^(\w[\w+]*)://127\.0\.0\.1:(\d+)")
 
 
@@ -93,7 +124,7 @@ def readme_servers(tmp_path_factory):
     work = tmp_path_factory.mktemp("readme")
     (work / "examples").symlink_to(ROOT / "examples")
     wanted: dict[int, str] = {}
-    for c in COMMANDS:
+    for c in COMMANDS + QUICK:
         if c[1] == "serve":
             wanted[_listen_port(c)] = "serve"
         for a in c:
@@ -173,3 +204,31 @@ def test_every_readme_command_runs_as_written(readme_servers, cmd):
     if cmd[1] == "run" and "--out" in cmd:
         out = work / cmd[cmd.index("--out") + 1]
         assert json.loads((out / "summary.json").read_text())["verdict"] in ("ok", "imprecise", "not-measurable")
+
+
+def test_the_readme_is_a_page_a_newcomer_reads_in_a_minute():
+    lines = README.read_text().splitlines()
+    assert len(lines) <= README_MAX_LINES, f"README.md has {len(lines)} lines: move reference to docs/"
+    text = "\n".join(lines)
+    for heading in (QUICK_START, "## Reading the result", "## Commands", "## Coming from another tool"):
+        assert heading in text, heading
+    for page in PAGES:
+        assert f"({page})" in (ROOT / "docs" / "README.md").read_text(), f"docs/README.md does not list {page}"
+    assert len([c for c in QUICK if c[1] in ("run", "load")]) >= 2, QUICK
+
+
+@pytest.mark.parametrize("cmd", QUICK, ids=lambda c: " ".join(c)[:90])
+def test_the_quick_start_runs_as_written(readme_servers, cmd):
+    """Uncapped: what a newcomer types, with its own time budget. A measured run's verdict may be
+    any of the three (the host decides), but it is printed, and nothing errs."""
+    work, moved = readme_servers
+    argv = _moved(cmd, moved)
+    r = subprocess.run([*CLI, *argv[1:]], capture_output=True, text=True, timeout=TIMEOUT_S + 120, cwd=work,
+                       env={k: v for k, v in os.environ.items() if k != "TAILWISE_TIME_CAP"} | {"COLUMNS": "100"})
+    shown = f"{shlex.join(cmd)}\nexit {r.returncode}\nstderr: {r.stderr[-2000:]}"
+    assert "Traceback" not in r.stderr + r.stdout, shown
+    assert r.returncode in (MEASURED if cmd[1] == "run" else (0,)), shown
+    if cmd[1] == "run":
+        verdict = re.search(r"verdict (ok|imprecise|not-measurable)", r.stdout)
+        assert verdict, r.stdout
+        print(f"{shlex.join(cmd)}: {verdict.group(1)}")

@@ -1,4 +1,4 @@
-"""The exit statuses of every command (README's "Exit status"), and how a measuring command ends
+"""The exit statuses of every command (README's "Reading the result", docs/run.md's "Exit status"), and how a measuring command ends
 on a stop signal that came before its first request."""
 
 from __future__ import annotations
