@@ -94,7 +94,7 @@ def test_every_example_in_the_help_texts_parses():
                     parsers[param.name](example)
                     checked += 1
             if param.name == "service":
-                for example in re.findall(r"\b(?:fixed|exp|bimodal|lognormal|uniform):[0-9][^\s,;)]*", text):
+                for example in re.findall(r"\b(?:fixed|exp|bimodal|lognormal|uniform):[0-9][^\s,;)\]]*", text):
                     parse_dist(example)
                     checked += 1
     assert checked >= 15, checked

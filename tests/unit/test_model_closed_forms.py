@@ -29,7 +29,8 @@ from tailwise.stats.model import (
 PS = list(DEFAULT_PERCENTILES)
 
 
-@pytest.mark.parametrize("service", ["fixed:10us", "bimodal:10us", "lognormal:10us:1.0"])
+# uniform too: examples/workload.toml lists it for the built-in server, and `model` takes what `serve` takes.
+@pytest.mark.parametrize("service", ["fixed:10us", "bimodal:10us", "uniform:5us:15us", "lognormal:10us:1.0"])
 def test_mg1_mean_follows_pollaczek_khinchine(service):
     out = model_percentiles(service, 0.5, ps=[50, 99])
     assert out["mean_ns"] == pytest.approx(pk_mean_ns(service, 0.5), rel=0.02)
@@ -37,12 +38,13 @@ def test_mg1_mean_follows_pollaczek_khinchine(service):
 
 
 def test_closed_forms():
-    # E[S²]: fixed m², exp 2m², bimodal 10.9(m/1.9)², lognormal m²·e^{σ²}.
+    # E[S²]: fixed m², exp 2m², bimodal 10.9(m/1.9)², uniform on [a, b] (a² + ab + b²)/3, lognormal m²·e^{σ²}.
     m = 10_000.0
     assert second_moment_ns2("fixed:10us") == pytest.approx(m * m)
     assert second_moment_ns2("exp:10us") == pytest.approx(2 * m * m)
     assert second_moment_ns2("bimodal:19us") == pytest.approx(10.9 * 1e8)
     assert second_moment_ns2("lognormal:10us:1.0") == pytest.approx(m * m * math.e)
+    assert second_moment_ns2("uniform:5us:15us") == pytest.approx((5**2 + 5 * 15 + 15**2) / 3 * 1e6)
     # M/D/1: E[T] = E[S] + ρE[S]/(2(1 − ρ)); M/M/1 through P–K: E[S]/(1 − ρ).
     assert pk_mean_ns("fixed:10us", 0.5) == pytest.approx(15_000)
     assert pk_mean_ns("exp:10us", 0.8) == pytest.approx(50_000)

@@ -15,13 +15,14 @@ from typing import Annotated, Optional
 import typer
 
 from tailwise.cli.exits import EXIT_ERROR, EXIT_OK
+from tailwise.cli.usage import Commands
 from tailwise.errors import InputError
 
 DEFAULT_PORT = 7100  # agent/deploy.py's DEFAULT_PORT (not imported: asyncssh loads only when used)
 DEFAULT_KNOWN_HOSTS = "~/.ssh/known_hosts"
 
 deploy_app = typer.Typer(
-    name="deploy", no_args_is_help=True,
+    name="deploy", no_args_is_help=True, cls=Commands,
     help="Start `tailwise agent` on bare machines over SSH, ask how they are, and stop them again.")
 
 Ssh = Annotated[list[str], typer.Option(
@@ -40,6 +41,10 @@ TokenFile = Annotated[str, typer.Option(
     "--token-file", metavar="FILE",
     help="the shared token (as for `tailwise agent` and `run --agents`): written to ~/.tailwise/agent-PORT.token "
          "(mode 0600) on each host over SFTP")]
+StatusTokenFile = Annotated[str, typer.Option(
+    "--token-file", metavar="FILE",
+    help="the token the agents were started with (`deploy start --token-file`): read here to ask each agent for "
+         "Health; nothing is copied to the hosts")]
 AgentTlsCa = Annotated[Optional[str], typer.Option(
     "--agent-tls-ca", metavar="FILE",
     help="ask the agents over TLS, trusting this CA (PEM) [default: start: --tls-cert itself (self-signed)]")]
@@ -232,7 +237,7 @@ def stop(ssh: Ssh, port: Port = DEFAULT_PORT, identity: Identity = None,
 
 
 @deploy_app.command()
-def status(ssh: Ssh, token_file: TokenFile, port: Port = DEFAULT_PORT, agent_tls_ca: AgentTlsCa = None,
+def status(ssh: Ssh, token_file: StatusTokenFile, port: Port = DEFAULT_PORT, agent_tls_ca: AgentTlsCa = None,
            agent_tls_cert: AgentTlsCert = None, agent_tls_key: AgentTlsKey = None,
            insecure_plaintext: InsecurePlaintext = False, identity: Identity = None,
            known_hosts: KnownHosts = DEFAULT_KNOWN_HOSTS) -> int:

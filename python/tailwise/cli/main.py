@@ -2,8 +2,9 @@
 agent, the statistics and the output modules. Every user error ends as one line and status 2.
 
 The commands live in their own modules (run, sweep, tools, report, agent, deploy), their shared options in
-options.py; this module makes the app, registers them in --help's order, and turns every way a
-command can end into an exit status."""
+options.py; this module makes the app, registers them with their lines in --help (listed in
+usage.ORDER), and turns every way a command can end into an exit status: a peer's flag refused
+names tailwise's (usage.PEER_FLAGS)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from typing import Annotated
 import typer
 
 # typer 0.29 vendors its own click; its exceptions live here (the version is pinned).
-from typer._click.exceptions import NoArgsIsHelpError, UsageError
+from typer._click.exceptions import NoArgsIsHelpError, NoSuchOption, UsageError
 
 from tailwise import __version__
 from tailwise.cli.agent import agent
@@ -24,9 +25,11 @@ from tailwise.cli.report import compare, report
 from tailwise.cli.run import run
 from tailwise.cli.sweep import sweep
 from tailwise.cli.tools import calibrate, load, model, serve
+from tailwise.cli.usage import Commands, peer_flag
 from tailwise.errors import TailwiseError
 
 app = typer.Typer(
+    cls=Commands,
     add_completion=False,
     no_args_is_help=True,
     pretty_exceptions_enable=False,
@@ -54,9 +57,22 @@ def version() -> None:
     print(f"tailwise {__version__}")
 
 
-for command in (run, serve, model, load, calibrate, doctor, version, sweep, report, compare, agent):
-    app.command()(command)
-app.add_typer(deploy_app)
+#: Each command with its line in `tailwise --help`, whole (usage.Commands lists them in usage.ORDER).
+for command, line in (
+    (run, "Measure latency at one open-loop load, to the precision asked."),
+    (sweep, "Measure a series of loads: the knee, or the most meeting --slo."),
+    (report, "Plot a run or a sweep and write one HTML page, report.html."),
+    (compare, "Compare runs' percentiles and their CIs, overlaid in one CCDF."),
+    (doctor, "This host's sources of jitter, one per knob, each with its fix."),
+    (calibrate, "Each timestamp source's bias here, and the whole tool's."),
+    (load, "Store every key of a workload, so that a run's gets hit."),
+    (serve, "Run the built-in server, or a UDP reflector or forwarder."),
+    (model, "Queueing-model ground truth: an M/G/k queue's percentiles."),
+    (agent, "Serve coordinators' runs and sweeps (--agents) from this host."),
+    (version, "Print the version."),
+):
+    app.command(short_help=line)(command)
+app.add_typer(deploy_app, short_help="Start, check and stop agents on machines over SSH.")
 
 
 def _patch_help() -> None:
@@ -85,7 +101,11 @@ def main() -> None:
         print(e.ctx.get_help() if e.ctx else "see `tailwise --help`")
         code = EXIT_OK
     except UsageError as e:
-        print(f"tailwise: {e.format_message()} (see `{_command_path(e.ctx)} --help`)", file=sys.stderr)
+        peer = peer_flag(e) if isinstance(e, NoSuchOption) else None
+        if peer:
+            print(f"tailwise: {peer}; see `{_command_path(e.ctx)} --help`", file=sys.stderr)
+        else:
+            print(f"tailwise: {e.format_message()} (see `{_command_path(e.ctx)} --help`)", file=sys.stderr)
         code = EXIT_ERROR
     except TailwiseError as e:
         print(f"tailwise: {e.line()}", file=sys.stderr)

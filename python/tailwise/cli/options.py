@@ -1,4 +1,5 @@
-"""The options of `run` and `sweep`, each defined once as a typer `Annotated` alias.
+"""The options of `run` and `sweep`, each defined once as a typer `Annotated` alias; wrk2's short
+letters where tailwise has its setting (-c/--conns, -t/--threads, -d/--duration, -R/--rate).
 
 A setting's `[default: …]` in its help comes from the setting's one definition (spec/workload.py's
 `DEFAULTS` and `COMMAND_DEFAULTS`, `stats.DEFAULT_PERCENTILES`, spec/runspec.py's computed ones),
@@ -57,7 +58,7 @@ Workload = Annotated[Optional[str], _opt(
     "--workload", metavar="FILE",
     help="TOML file with any of these settings (examples/workload.toml); flags given here win")]
 Rate = Annotated[Optional[str], _opt(
-    "--rate", metavar="RATE", help=f"offered load, requests per second (5000, 50k, 1.5M) {default('rate')}")]
+    "--rate", "-R", metavar="RATE", help=f"offered load, requests per second (5000, 50k, 1.5M) {default('rate')}")]
 Percentile = Annotated[Optional[float], _opt(
     "--percentile", metavar="P",
     help=f"the percentile whose confidence interval must meet --ci {default('percentile')}")]
@@ -75,17 +76,17 @@ MaxTime = Annotated[Optional[str], _opt(
     "--max-time", metavar="TIME",
     help=f"the longest the coordinator may measure before it concludes {default('max_time')}")]
 Duration = Annotated[Optional[str], _opt(
-    "--duration", metavar="TIME",
+    "--duration", "-d", metavar="TIME",
     help="fixed-length mode: send for exactly this long (3, 500ms, 2m); checks still reported")]
 Threads = Annotated[Optional[int], _opt(
-    "--threads", metavar="N", help=f"engine threads, one CPU each {default('threads')}")]
+    "--threads", "-t", metavar="N", help=f"engine threads, one CPU each {default('threads')}")]
 _CONNS = "connections in all, spread over the threads and targets"
 _OUTSTANDING = "requests in flight per connection, at most"
 # A sweep sizes the window itself (sweep/search.py's size_window: ASSUMED_RESPONSE_NS, LITTLE_HEADROOM).
 _SIZED = ("; a sweep sizes conns × outstanding to hold the top of --rates × 500 µs × 2 (Little's law) when not "
           "given, and refuses a given window that cannot")
-Conns = Annotated[Optional[int], _opt("--conns", metavar="N", help=f"{_CONNS} {default('conns')}")]
-SweepConns = Annotated[Optional[int], _opt("--conns", metavar="N", help=f"{_CONNS}{_SIZED} {default('conns')}")]
+Conns = Annotated[Optional[int], _opt("--conns", "-c", metavar="N", help=f"{_CONNS} {default('conns')}")]
+SweepConns = Annotated[Optional[int], _opt("--conns", "-c", metavar="N", help=f"{_CONNS}{_SIZED} {default('conns')}")]
 Outstanding = Annotated[Optional[int], _opt(
     "--outstanding", metavar="N", help=f"{_OUTSTANDING} {default('outstanding')}")]
 SweepOutstanding = Annotated[Optional[int], _opt(
@@ -105,7 +106,9 @@ ValueSize = Annotated[Optional[str], _opt(
 Popularity = Annotated[Optional[str], _opt(
     "--popularity", metavar="DIST", help=f"key popularity: uniform or zipf:S {default('popularity')}")]
 Mix = Annotated[Optional[str], _opt(
-    "--mix", metavar="GET:SET", help=f"GET:SET ratio, e.g. 9:1 {default('mix', 'gets only')}")]
+    "--mix", metavar="GET:SET",
+    help="gets to sets: GET:SET (9:1 is nine gets per set) or by name, get=9,set=1 — GET:SET, the reverse of "
+         f"memtier's --ratio SET:GET (1:9) {default('mix', 'gets only')}")]
 Service = Annotated[Optional[str], _opt(
     "--service", metavar="DIST",
     help="service time: the built-in server's distribution; with a synthetic:// target only fixed:T, carried in "

@@ -57,8 +57,8 @@ def compare(
         help="two or more run directories (the --out of `tailwise run`); the first is the baseline")],
     label: Annotated[Optional[list[str]], typer.Option(
         "--label", metavar="NAME",
-        help="a name for each directory, in order (repeat: --label base --label new); default: the directories' "
-             "names")] = None,
+        help="a name for each directory, in order (repeat: --label base --label new) [default: the directories' "
+             "names]")] = None,
     out: Annotated[Optional[str], typer.Option(
         "--out", metavar="DIR",
         help="also write compare.png, compare.svg, compare.html and summary.json (the --json document) here")] = None,

@@ -42,7 +42,12 @@ def run(
     size: Size = None,
     flows: Flows = None, max_loss: MaxLoss = None, bounds: Bounds = None,
 ) -> int:
-    """Measure latency at an offered open-loop load, until the percentile's CI is as narrow as asked."""
+    """Measure latency at an offered open-loop load, until the percentile's CI is as narrow as asked.
+
+    Examples: tailwise run -R 20k -d 5 --service exp:10us;
+    tailwise run memcached://10.0.0.2:11211 -R 100k -c 32 -t 2 --mix get=9,set=1 --out run1;
+    tailwise run http://10.0.0.2:8080/ -R 5k --threshold 'p99<2ms'
+    """
     # SIGINT, SIGTERM and SIGHUP stop sending; what was measured is still written (signals.py).
     kw = locals()
     return measuring(lambda: _run(kw))

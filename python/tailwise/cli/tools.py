@@ -14,9 +14,10 @@ from tailwise.cli.options import default
 from tailwise.errors import InputError, TargetError
 from tailwise.spec.runspec import BUILTIN_SERVICE, positive
 from tailwise.spec.target import parse_target
+from tailwise.spec.workload import DEFAULTS, LOAD_OUTSTANDING
 from tailwise.spec.units import parse_time_ns
 
-_DISTS = "fixed:10us, exp:10us, bimodal:10us, lognormal:10us:1.0"
+_DISTS = "fixed:10us, exp:10us, bimodal:10us, uniform:5us:15us, lognormal:10us:1.0"
 
 
 def _parse_listen(text: str, flag: str = "--listen") -> str:
@@ -88,7 +89,7 @@ def serve(
                                               "function: each with a socket of its own on the port)")] = 1,
     service: Annotated[Optional[str], typer.Option("--service", metavar="DIST", show_default=False,
                                                    help=f"service-time distribution: {_DISTS} "
-                                                        f"(default {BUILTIN_SERVICE})")] = None,
+                                                        f"[default: {BUILTIN_SERVICE}]")] = None,
     spin: Annotated[bool, typer.Option("--spin", help="busy-poll for requests (lower latency, 100 % CPU per worker)")] = False,
     pin: Annotated[bool, typer.Option("--pin/--no-pin", help="pin worker i to CPU i")] = True,
     seed: Annotated[int, typer.Option("--seed", metavar="N", help="seed of the service-time draws")] = 1,
@@ -136,7 +137,7 @@ def model(
         "--workers", metavar="N",
         help="servers (worker threads) taking requests from one common FIFO queue (M/G/k)")] = 1,
     customers: Annotated[Optional[int], typer.Option(
-        "--customers", metavar="N", help="customers simulated after a 100k warm-up (default 2,000,000)")] = None,
+        "--customers", metavar="N", help="customers simulated after a 100k warm-up [default: 2,000,000]")] = None,
     seed: Annotated[int, typer.Option("--seed", metavar="N",
                                       help="seed of the simulated arrivals and service times")] = 1,
     json_out: Annotated[bool, typer.Option("--json", help="print JSON on stdout instead of the table")] = False,
@@ -167,8 +168,11 @@ def load(
     value_size: Annotated[Optional[str], typer.Option(
         "--value-size", "--value", metavar="SIZES",
         help=f"value sizes: 200, uniform:MIN:MAX, gpareto:LOC:SCALE:SHAPE, etc, usr {default('value_size')}")] = None,
-    conns: Annotated[int, typer.Option("--conns", metavar="N", help="connections storing in parallel")] = 4,
-    depth: Annotated[int, typer.Option("--depth", metavar="N", help="sets pipelined per connection")] = 64,
+    conns: Annotated[int, typer.Option(
+        "--conns", "-c", metavar="N", help="connections storing in parallel, as many as a run's")] = DEFAULTS["conns"],
+    outstanding: Annotated[int, typer.Option(
+        "--outstanding", "--depth", metavar="N",
+        help="sets in flight per connection, pipelined (--depth: mutilate's name, kept)")] = LOAD_OUTSTANDING,
     json_out: Annotated[bool, typer.Option("--json", help="print the result as JSON")] = False,
 ) -> int:
     """Store every key of a workload once, so that the gets of a later `tailwise run` hit."""
@@ -181,11 +185,11 @@ def load(
     if not tgt.keyed:
         raise InputError(f"{tgt.scheme}:// has no keys to store", "`tailwise load` is for memcached and redis targets")
     positive("--conns", conns)
-    positive("--depth", depth)
+    positive("--outstanding", outstanding)
     work = Workload.from_settings(st | {"mix": "1:0"})
     try:
         r = _core.preload(tgt.socket_addr(), tgt.scheme, keys=work.keys, key_size=work.key_size,
-                          value_size=work.value_size, conns=conns, depth=depth)
+                          value_size=work.value_size, conns=conns, depth=outstanding)
     except ValueError as e:  # the address does not resolve; the data plane's own problems are TailwiseErrors
         raise InputError(str(e)) from None
     out = {"target": tgt.url, "keys": work.keys, "stored": r["stored"], "errors": r["errors"],

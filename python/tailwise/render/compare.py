@@ -4,13 +4,16 @@ One CCDF plot with a curve per run (every request, log-log) and its reported per
 CIs, and one table: per reported percentile, each run's value with its CI, the difference to
 the first run (absolute and relative) and whether the two CIs overlap. Two CIs that do not
 overlap mean the difference is significant at the intervals' level (a conservative test:
-overlapping CIs do not prove the runs equal). The JSON document (schema
-``tailwise.compare/1``, docs/schema/compare.schema.json) carries the same table.
+overlapping CIs do not prove the runs equal) — but only between runs that are ``ok`` or
+``imprecise``: a difference to a run with any other verdict is not judged (its ``ci_overlap`` is
+null, the table says "not judged", and one line per such run says why). The JSON document
+(schema ``tailwise.compare/1``, docs/schema/compare.schema.json) carries the same table.
 """
 
 from __future__ import annotations
 
 import json
+import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,6 +29,9 @@ NOTE = ("CIs overlap = no: the two intervals are disjoint, so the difference is 
         "confidence level; yes: not shown to differ (overlapping intervals do not prove the runs equal); "
         "— : a value or a bound is missing (the sample does not support that percentile).")
 FILES = ("compare.png", "compare.svg", "compare.html", "summary.json")
+#: The verdicts whose intervals are sound: a difference is judged only between runs with one of them.
+JUDGED = ("ok", "imprecise")
+NOT_JUDGED = "not judged"
 
 
 @dataclass
@@ -74,9 +80,31 @@ def _percentiles(entry: Entry) -> dict[float, dict]:
     return {p["p"]: p for p in (entry.summary.get("latency") or {}).get("percentiles") or []}
 
 
+def judged(verdicts: list) -> list[bool]:
+    """For each run after the first, whether its difference to the first may be called significant:
+    both verdicts ok or imprecise (an imprecise run's intervals are sound, only wider than asked)."""
+    return [verdicts[0] in JUDGED and v in JUDGED for v in verdicts[1:]]
+
+
+def not_judged_lines(runs: list[dict]) -> list[str]:
+    """One line per run that is neither ok nor imprecise, naming its verdict and the differences
+    that are therefore not called significant."""
+    lines = []
+    for i, r in enumerate(runs):
+        if r.get("verdict") in JUDGED:
+            continue
+        verdict = f"is {r['verdict']}" if r.get("verdict") else "has no verdict"
+        which = "no difference to it is" if i == 0 else f"its difference to {runs[0]['label']} is not"
+        lines.append(f"{NOT_JUDGED}: {r['label']} {verdict}, so {which} called significant, whatever the CIs "
+                     f"(why: tailwise report {shlex.quote(r['dir'])})")
+    return lines
+
+
 def compare_doc(entries: list[Entry]) -> dict:
-    """The comparison as a JSON document (schema tailwise.compare/1)."""
+    """The comparison as a JSON document (schema tailwise.compare/1). A difference between runs
+    that are not both ok or imprecise is not judged: ci_overlap null, the reasons in the note."""
     by_run = [_percentiles(x) for x in entries]
+    fair = judged([x.summary.get("verdict") for x in entries])
     ps = sorted({p for r in by_run for p in r})
     rows = []
     for p in ps:
@@ -90,14 +118,15 @@ def compare_doc(entries: list[Entry]) -> dict:
             diff = None if v is None or b is None else v - b
             diffs.append({"run": i, "label": entries[i].label, "vs": 0, "diff_ns": diff,
                           "diff_rel": None if diff is None or not b else diff / b,
-                          "ci_overlap": ci_overlap(runs[i], base)})
+                          "ci_overlap": ci_overlap(runs[i], base) if fair[i - 1] else None})
         rows.append({"p": p, "runs": runs, "diffs": diffs})
+    info = [_run_info(x) for x in entries]
     return Comparison.model_validate({
         "schema": SCHEMA,
         "tool": {"name": "tailwise", "version": __version__},
-        "runs": [_run_info(x) for x in entries],
+        "runs": info,
         "percentiles": rows,
-        "note": NOTE,
+        "note": " ".join([NOTE, *(f"{line[0].upper()}{line[1:]}." for line in not_judged_lines(info))]),
     }).to_json()
 
 
@@ -138,7 +167,9 @@ HEADERS = ["percentile", "run", "value", "CI", "Δ vs first", "CIs overlap"]
 
 def table_rows(doc: dict) -> list[list[list[str]]]:
     """The comparison as plain text, one group of rows per percentile and one row per run (the
-    terminal and the HTML share them): a fixed six columns, however many runs."""
+    terminal and the HTML share them): a fixed six columns, however many runs. A difference not
+    judged says so in the overlap column."""
+    fair = judged([r.get("verdict") for r in doc["runs"]])
     groups = []
     for row in doc["percentiles"]:
         rows = []
@@ -147,7 +178,8 @@ def table_rows(doc: dict) -> list[list[list[str]]]:
             ci = f"[{fmt_ns(run.get('low_ns'))}, {fmt_ns(run.get('high_ns'))}]" if bounded else "—"
             d = row["diffs"][i - 1] if i else None
             rows.append([f"p{row['p']:g}" if i == 0 else "", info["label"], value_text(run), ci,
-                         "(first)" if d is None else diff_text(d), "" if d is None else overlap_text(d)])
+                         "(first)" if d is None else diff_text(d),
+                         "" if d is None else overlap_text(d) if fair[i - 1] else NOT_JUDGED])
         groups.append(rows)
     return groups
 
@@ -176,7 +208,9 @@ def print_compare(doc: dict) -> None:
                 styled[4], styled[5] = f"[bold]{styled[4]}[/]", "[bold]no[/]"
             t.add_row(*styled, end_section=k == len(rows) - 1)
     console.print(t)
-    console.print(doc["note"], highlight=False)
+    console.print(NOTE, highlight=False)
+    for line in not_judged_lines(doc["runs"]):
+        console.print(f"[red]{escape(line)}[/]", highlight=False)
     if "CIs at differing" in conf:
         console.print("[yellow]the runs' confidence levels differ: the overlap test mixes levels[/]")
 

@@ -97,6 +97,11 @@ COMMAND_DEFAULTS: dict[str, Any] = {
     "insecure_plaintext": None,
 }
 
+#: `tailwise load`'s requests in flight per connection: storing keys is a matter of throughput, not
+#: of latency, so it pipelines far deeper than a run (DEFAULTS["outstanding"]); its connections are
+#: a run's (DEFAULTS["conns"]).
+LOAD_OUTSTANDING = 64
+
 #: Other flag names of the same setting (``--value`` is ``--value-size``).
 ALIASES = {"value": "value_size", "tls_ca": "agent_tls_ca"}
 
@@ -198,13 +203,28 @@ def resolve(flags: dict[str, Any], file: dict[str, Any]) -> dict[str, Any]:
 
 
 def parse_mix(text: str) -> float:
-    """``GET:SET`` (e.g. ``9:1``) → the fraction of sets (0.1)."""
+    """The fraction of sets (0.1) of a get:set mix, written ``GET:SET`` (``9:1``: nine gets per
+    set) or by name, which cannot be read backwards: ``get=9,set=1`` (either order; a part left out
+    is 0). memtier's ``--ratio`` is SET:GET, the reverse of the first form."""
+    s = str(text).strip()
     try:
-        gets, sets = (float(x) for x in str(text).split(":"))
+        if "=" in s:
+            parts: dict[str, float] = {}
+            for item in s.split(","):
+                name, sep, value = (x.strip() for x in item.partition("="))
+                if not sep or name.lower() not in ("get", "set") or name.lower() in parts:
+                    raise ValueError(item)
+                parts[name.lower()] = float(value)
+            gets, sets = parts.get("get", 0.0), parts.get("set", 0.0)
+        else:
+            gets, sets = (float(x) for x in s.split(":"))
     except ValueError:
-        raise InputError(f"--mix {text} is not GET:SET", "write e.g. --mix 9:1 (nine gets per set) or --mix 1:0 (gets only)") from None
-    if gets < 0 or sets < 0 or gets + sets <= 0:
-        raise InputError(f"--mix {text} needs non-negative parts, not both zero", "write e.g. --mix 9:1")
+        raise InputError(f"--mix {text} is not GET:SET nor get=N,set=N",
+                         "write e.g. --mix 9:1 or --mix get=9,set=1 (nine gets per set; memtier's --ratio 1:9), "
+                         "or --mix 1:0 (gets only)") from None
+    if not (gets >= 0 and sets >= 0) or gets + sets <= 0 or gets + sets == float("inf"):
+        raise InputError(f"--mix {text} needs non-negative finite parts, not both zero",
+                         "write e.g. --mix 9:1 or --mix get=9,set=1")
     return sets / (gets + sets)
 
 

@@ -170,8 +170,9 @@ def mm1_quantile_ns(mean_service_ns: float, load: float, p: float) -> float:
 
 def second_moment_ns2(service: str) -> float:
     """E[S²] (ns²) of a service distribution: fixed m²; exp 2m²; bimodal 0.9a² + 0.1(10a)² =
-    10.9a² with a = m/1.9; lognormal exp(2μ + 2σ²) = m²·exp(σ²) (μ = ln m − σ²/2)."""
-    _, kind, m, sigma = _service(service)
+    10.9a² with a = m/1.9; uniform on [a, b] (a² + ab + b²)/3; lognormal exp(2μ + 2σ²) = m²·exp(σ²)
+    (μ = ln m − σ²/2)."""
+    canonical, kind, m, sigma = _service(service)
     if kind == "fixed":
         return m * m
     if kind == "exp":
@@ -179,10 +180,13 @@ def second_moment_ns2(service: str) -> float:
     if kind == "bimodal":
         a = m / 1.9
         return 10.9 * a * a
+    if kind == "uniform":  # canonical: uniform:LOWns:HIGHns
+        low, high = (float(x.removesuffix("ns")) for x in canonical.split(":")[1:])
+        return (low * low + low * high + high * high) / 3.0
     if kind == "lognormal":
         mu = math.log(m) - sigma * sigma / 2.0
         return math.exp(2.0 * mu + 2.0 * sigma * sigma)
-    raise InputError(f"--service {service}: no second moment known for '{kind}'", "use fixed, exp, bimodal or lognormal")
+    raise InputError(f"--service {service}: no second moment known for '{kind}'", "use fixed, exp, bimodal, uniform or lognormal")
 
 
 def pk_mean_ns(service: str, load: float) -> float:
