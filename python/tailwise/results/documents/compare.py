@@ -40,7 +40,7 @@ class Difference(Doc):
     vs: Int = F(description="index in runs of the run it is compared with (the first: 0)", minimum=0)
     diff_ns: Num | None = F(description="value of the run minus value of the first; null when either is null")
     diff_rel: Num | None = F(description="diff_ns as a fraction of the first run's value (0.25 = 25 % higher)")
-    ci_overlap: bool | None = F(description="true when the two confidence intervals share a point; false when they are disjoint, i.e. the difference is significant at the intervals' level; null when a bound is missing")
+    ci_overlap: bool | None = F(description="true when the two confidence intervals share a point; false when they are disjoint, i.e. the difference is significant at the intervals' level; null when a bound is missing, or when either run is neither ok nor imprecise (not judged: see note)")
 
 
 class ComparedPercentile(Doc):
