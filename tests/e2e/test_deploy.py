@@ -39,7 +39,7 @@ TIMEOUT_S = 60
 
 #: `tailwise agent`'s command line (issue 21): every flag takes a value.
 CONTRACT_FLAGS = {"--listen", "--token-file", "--tls-cert", "--tls-key", "--allow-targets", "--max-rate",
-                  "--max-conns", "--max-duration", "--lease", "--cpus"}
+                  "--max-conns", "--max-duration", "--lease", "--cpus", "--max-memory"}
 PORT = 7100
 LABELS = {"app.kubernetes.io/name": "tailwise-agent", "app.kubernetes.io/part-of": "tailwise",
           "app.kubernetes.io/component": "agent"}
