@@ -397,6 +397,85 @@ def test_the_flows_rings_stay_within_their_budget(udp_reflector):
     assert grown < 160 * 2**20 + 64 * 2**20, f"{grown / 2**20:.0f} MiB"
 
 
+def _rss_bytes(pid: int) -> int:
+    """A process's resident set, from /proc (0 once it is gone)."""
+    try:
+        text = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return 0
+    return int(re.search(r"VmRSS:\s+(\d+) kB", text).group(1)) * 1024
+
+
+def test_a_silent_coordinator_leaves_the_agent_within_its_max_memory(tmp_path, udp_reflector):
+    """Issue 33: an agent started with --max-memory 128Mi (a ceiling of 131,072 rows held) runs
+    a UDP load whose every request is sampled (64 bytes a row) while its coordinator — the real
+    one, ``GroupSession`` — keeps the lease (its heartbeat) but takes no snapshot until the rows
+    sent would alone have taken the agent well past its bound (or 20 s). The agent's resident set,
+    read from /proc all along (the snapshot and the end too), stays under the bound; it says once
+    that it thinned; the coordinator's snapshot then holds rows at the agent's level at least, and
+    its result names the agent (``agents_thinned``). Before this, the rows piled up in the engine."""
+    from tailwise.agent.group import AgentGroup, GroupSession
+
+    bound = 128 << 20
+    refl = udp_reflector()
+    with agent_process("--token-file", str(token_file(tmp_path)), "--max-memory", "128Mi") as (proc, port, lines):
+        assert "max memory 128 MiB (rows held between snapshots ≤ 131,072)" in lines[-1], lines[-1]
+        rss = [_rss_bytes(proc.pid)]
+        sampling = threading.Event()
+
+        def sample() -> None:
+            while not sampling.wait(0.05):
+                rss.append(_rss_bytes(proc.pid))
+
+        sampler = threading.Thread(target=sample, daemon=True)
+        sampler.start()
+        spec = LoadSpec(targets=[refl.addr], rate_rps=200_000.0, duration_ns=60 * SEC, threads=1, conns=4,
+                        outstanding=64, pin=False, timeout_ns=200_000_000, sample_every=1,
+                        protocol={"scheme": "udp", "size": 16})
+        group = AgentGroup([f"127.0.0.1:{port}"], TOKEN)
+        session = GroupSession(group.members, spec)  # not AgentGroup.start: no signal handler in pytest
+        try:
+            # Silent for rows, not for the lease: only the heartbeat's (and these) Progress calls.
+            room = bound - rss[0]
+            t0 = time.monotonic()
+            while (sent := session.snapshot().get("sent", 0)) * SAMPLE_DTYPE.itemsize < 1.5 * room \
+                    and time.monotonic() - t0 < 20:
+                time.sleep(0.25)
+            taken = session.take()
+            session.stop()
+            result = session.finish()
+        finally:
+            sampling.set()
+            sampler.join(5)
+            group.members[0].agent.close()
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=30)
+    peak = max(rss)
+    assert sent > 131_072 and peak < bound, f"{sent:,} rows sent, peak {peak / 2**20:.0f} MiB (start {rss[0] / 2**20:.0f})"
+    assert taken.one_in >= 2 and len(taken.finished) <= 131_072 + sent // 2, (taken.one_in, len(taken.finished))
+    thinned = result.subsample.get("agents_thinned")
+    assert thinned == [{"address": f"127.0.0.1:{port}", "one_in": thinned[0]["one_in"]}] and thinned[0]["one_in"] >= 2
+    assert result.subsample["one_in"] >= thinned[0]["one_in"]
+    said = [line for line in ("".join(lines) + out).splitlines() if "passed this agent's ceiling" in line]
+    assert len(said) == 1 and "of 131,072 (128 MiB)" in said[0] and "keeps 1 in" in said[0], said
+
+
+def test_a_packet_run_that_leaves_too_little_memory_for_rows_is_refused():
+    """Issue 33: udp+flow's rings may take 160 MiB of the bound (packet/flows.rs): under
+    --max-memory 200Mi that leaves too little for the rows, and Configure says so with the figure."""
+    limits = Limits(max_memory=200 << 20, memory_from="--max-memory")
+    config = json.loads(spec_for("127.0.0.1:9").to_json())
+    with agent_service(limits) as a:
+        assert a.health().limits.max_memory_bytes == 200 << 20 and a.health().limits.max_rows == 425_984
+        a.configure("tcp", config)  # room enough without the rings
+    with agent_service(limits) as a:
+        with pytest.raises(grpc.RpcError) as e:
+            a.configure("flows", config | {"protocol": {"scheme": "udp+flow", "size": 64, "flows": 4}})
+        assert code_of(e) == grpc.StatusCode.INVALID_ARGUMENT
+        assert "udp+flow's rings may take 160 MiB" in e.value.details() and "--max-memory 200 MiB" in e.value.details()
+        assert "--max-memory 272 MiB" in trailers(e)[wire.REMEDY_KEY]
+
+
 LIMITS = Limits(max_rate_rps=10_000.0, max_conns=8, max_duration_ns=2 * SEC)
 OVER = {
     "rate": ({"rate_rps": 20_000.0}, ["20,000 req/s", "--max-rate 10,000 req/s"]),
@@ -665,6 +744,8 @@ BAD_FLAGS = {
     # Issue 33: every address, in the clear, only when told so.
     "plaintext beyond loopback": (["--token-file", "{token}", "--listen", "0.0.0.0:0"], "--insecure-plaintext"),
     "client CA without TLS": (["--token-file", "{token}", "--tls-client-ca", "{token}"], "--tls-client-ca"),
+    "bad memory": (["--token-file", "{token}", "--max-memory", "lots"], "--max-memory lots is not a size"),
+    "small memory": (["--token-file", "{token}", "--max-memory", "64Mi"], "--max-memory 64Mi is too small"),
 }
 
 

@@ -39,8 +39,7 @@ TIMEOUT_S = 60
 
 #: `tailwise agent`'s command line (issues 21, 33); deploy/ gives each but --insecure-plaintext a value.
 CONTRACT_FLAGS = {"--listen", "--token-file", "--tls-cert", "--tls-key", "--tls-client-ca", "--insecure-plaintext",
-                  "--allow-targets", "--max-rate",
-                  "--max-conns", "--max-duration", "--lease", "--cpus"}
+                  "--allow-targets", "--max-rate", "--max-conns", "--max-duration", "--lease", "--cpus", "--max-memory"}
 PORT = 7100
 LABELS = {"app.kubernetes.io/name": "tailwise-agent", "app.kubernetes.io/part-of": "tailwise",
           "app.kubernetes.io/component": "agent"}

@@ -43,9 +43,10 @@ def test_agent_flags_are_checked_here_and_passed_as_given():
         "--allow-targets", "10.1.0.0/16", "--max-rate", "500k", "--max-conns", "64", "--max-duration", "10m",
         "--cpus", "2-5"]
     assert _agent_args(None, None, None, None, None, None) == []
+    assert _agent_args(None, None, None, None, None, None, "2Gi") == ["--max-memory", "2Gi"]
     for bad in [("10.1.0.0/99", None, None, None, None, None), (None, "fast", None, None, None, None),
                 (None, None, 0, None, None, None), (None, None, None, None, "10ms", None),
-                (None, None, None, None, None, "two")]:
+                (None, None, None, None, None, "two"), (None, None, None, None, None, None, "64Mi")]:
         with pytest.raises(InputError):
             _agent_args(*bad)
 

@@ -12,7 +12,7 @@ from tailwise.agent.local import SAMPLE_DTYPE
 from tailwise.results import samples as files
 from tailwise.results.summary import sample_columns
 from tailwise.stats.quantiles import percentile_ci
-from tailwise.stats.subsample import Subsample, kept, keys
+from tailwise.stats.subsample import AGENT_THREADS, Subsample, kept, keys
 
 
 def _rows(intended: np.ndarray, latency: np.ndarray) -> np.ndarray:
@@ -196,3 +196,174 @@ def test_equal_intended_times_of_two_threads_or_agents_are_chosen_independently(
     pool.add(np.concatenate([a, b]))
     kept_rows = pool.rows()
     assert len(kept_rows) == int(kept(t, pool.level, source_of(a)).sum() + kept(t, pool.level, source_of(b)).sum())
+
+
+# --------------------------------------------------------------------------- agents that thin (issue 33)
+
+class _ThinningAgent:
+    """What a coordinator (agent/group.py's ``GroupSession``) sees of an agent that holds its rows
+    as agent/server.py does (``Held``: keyed as the coordinator keys them, thinned past
+    ``max_rows``), fed by the test instead of an engine: ``finish_tick`` is a batch of rows the
+    engine finished, ``keep`` the agent's keeper taking it while the coordinator is silent."""
+
+    def __init__(self, address: str, index: int, max_rows: int):
+        from tailwise.agent.server import Held
+
+        self.address, self.index = address, index
+        self.held = Held(index, max_rows, rows_per_s=0.0)
+        self._engine: list[np.ndarray] = []
+        self._pending = np.zeros(0, dtype=SAMPLE_DTYPE)
+
+    def finish_tick(self, rows: np.ndarray, pending: np.ndarray) -> None:
+        self._engine.append(rows)
+        self._pending = pending
+
+    def _take(self) -> np.ndarray:
+        rows, self._engine = self._engine, []
+        return np.concatenate(rows) if rows else np.zeros(0, dtype=SAMPLE_DTYPE)
+
+    def keep(self) -> None:
+        self.held.add(self._take())
+
+    # The RemoteAgent calls GroupSession makes.
+    def health(self):
+        from types import SimpleNamespace
+
+        return SimpleNamespace(cpus=[0, 1])
+
+    def clock_offset(self):
+        from tailwise.agent.remote import ClockOffset
+
+        return ClockOffset(0, 1_000)
+
+    def configure(self, run_id, role, config, agent_index):
+        assert agent_index == self.index, "the coordinator tells each agent the index its rows are numbered with"
+        return config
+
+    def start(self, run_id, at):
+        return at
+
+    def progress(self, run_id, verb="Progress"):
+        return {"counters": {}, "finished": False, "in_flight": 0, "elapsed_ns": 0}
+
+    def snapshot(self, run_id):
+        rows, pending, level = self.held.hand_over(self._take(), self._pending)
+        meta = {"snap_ns": 1, "complete": True, "counters": {}, "engine_stalls": [], "done": [], "pending": [],
+                "thinned_level": level}
+        return meta, {"samples": rows.tobytes(), "pending": pending.tobytes()}
+
+    def finish(self, run_id, wait_s):
+        rows, _, level = self.held.hand_over(self._take(), self._pending[:0])
+        meta = {"counters": {}, "elapsed_ns": 1, "received_in_window": 0, "stalls": 0, "stalled_ns": 0,
+                "error_reasons": [], "pinned_cpus": [], "cpu_ns": 0, "preemptions": 0, "error": None,
+                "interrupted": False, "engine_stalls_ns": [], "done": [], "thinned_level": level}
+        return meta, {"samples": rows.tobytes()}
+
+
+def _by_row(rows: np.ndarray) -> np.ndarray:
+    return np.sort(rows[["intended_ns", "thread"]], order=["intended_ns", "thread"])
+
+
+def test_agents_that_thin_apart_pool_into_exactly_one_levels_rows():
+    """Issue 33: three agents on one schedule (equal intended times, two threads each); while the
+    coordinator does not collect, each agent's keeper holds its rows and two of them pass their
+    ceilings, thinning to levels of their own. Through the coordinator's own ``GroupSession``
+    (snapshots, then the end): at every snapshot the pooled rows — and the outstanding ones — are
+    exactly every agent's rows so far whose key (time and thread + index × AGENT_THREADS) has the
+    pool's level of leading zero bits, the level at least each agent's; and the result names the
+    agents that thinned, each with its 1 in 2^d."""
+    from tailwise.agent.group import GroupSession, Member, _numbered
+    from tailwise.agent.local import Flag
+    from tailwise.spec.load import LoadSpec
+    from tailwise.stats.subsample import source_of
+
+    rng = np.random.default_rng(33)
+    ticks, per_tick = 20, 2_000
+    t = np.cumsum(rng.exponential(10_000, ticks * per_tick)).astype(np.int64)
+    agents = [_ThinningAgent(f"10.0.0.{i + 2}:7100", i, max_rows) for i, max_rows in enumerate((100_000, 5_000, 1_500))]
+    spec = LoadSpec(targets=["127.0.0.1:9"], rate_rps=1e5, duration_ns=10**9, threads=2, conns=2)
+    session = GroupSession([Member(a, "symmetric") for a in agents], spec)
+    session._kept.limit = 20_000  # the coordinator thins too, later
+    collected = []  # every agent's finished rows so far, numbered as the coordinator numbers them
+    try:
+        for tick in range(ticks):
+            span = slice(tick * per_tick, (tick + 1) * per_tick)
+            following = slice((tick + 1) * per_tick, (tick + 1) * per_tick + 200)
+            for a in agents:
+                rows = _rows(t[span], rng.exponential(50_000, per_tick).astype(np.int64) + 1)
+                rows["thread"] = np.arange(per_tick) % 2
+                rng.shuffle(rows)  # in the order they finished
+                pending = _rows(t[following], np.full(len(t[following]), 1_000))
+                pending["thread"] = np.arange(len(pending)) % 2
+                pending["flags"] = int(Flag.PENDING)
+                a.finish_tick(rows, pending)
+                collected.append(_numbered(rows, a.index))
+            if tick in (3, 4, 12):
+                taken = session.take()
+                every = np.concatenate(collected)
+                level = session._kept.level
+                assert taken.one_in == 1 << level
+                assert np.array_equal(_by_row(taken.finished), _by_row(every[kept(every["intended_ns"], level, source_of(every))]))
+                outstanding = np.concatenate([_numbered(a._pending, a.index) for a in agents])
+                assert np.array_equal(_by_row(taken.pending),
+                                      _by_row(outstanding[kept(outstanding["intended_ns"], level, source_of(outstanding))]))
+                assert np.array_equal(taken.finished_owner, taken.finished["thread"] // AGENT_THREADS)
+                assert all(a.held.level == 0 for a in agents), "handed over: empty again, at level 0"
+            else:
+                for a in agents:
+                    a.keep()  # the coordinator is silent: each agent's keeper takes the rows
+        assert agents[2].held.level > 0, "the end hands over rows thinned since the last snapshot"
+        result = session.finish()
+    finally:
+        session._pool.shutdown(wait=False)
+    every = np.concatenate(collected)
+    level = session._kept.level
+    assert set(session.thinned) == {1, 2} and level >= max(session.thinned.values()) >= 2
+    assert session.thinned[2] > session.thinned[1], "the smaller ceiling thinned further"
+    assert np.array_equal(_by_row(result.samples), _by_row(every[kept(every["intended_ns"], level, source_of(every))]))
+    assert np.array_equal(result.owner, result.samples["thread"] // AGENT_THREADS)
+    assert result.subsample["agents_thinned"] == [{"address": agents[i].address, "one_in": 1 << session.thinned[i]}
+                                                  for i in (1, 2)]
+    assert result.subsample["one_in"] == 1 << level
+
+
+def test_intervals_keep_their_coverage_when_an_agent_thins():
+    """Issue 33: the slowest requests finish last, in the stretch where an agent's coordinator is
+    silent and the agent thins what it holds (a small ceiling: a level above the pool's own), while
+    its other rows and the other agent's come unthinned; pooled as the coordinator pools them (its
+    level raised to the agent's first), the 95 % intervals of p50 and p99 still cover the true quantiles in 95 % ± 3 % of 400
+    runs: the thinning is a function of the key alone, never of the latency or of when a row came."""
+    from tailwise.agent.group import OWNED_DTYPE, _numbered, _owned
+    from tailwise.agent.server import Held
+
+    rng = np.random.default_rng(34)
+    sigma, mu = 0.8, 11.0
+    truth = {50.0: np.exp(mu), 99.0: np.exp(mu + sigma * 2.3263478740408408)}
+    covered = {p: 0 for p in truth}
+    reps, levels = 400, set()
+    for _ in range(reps):
+        pool = Subsample(OWNED_DTYPE, limit=10_000)
+        for index in (0, 1):
+            n = 30_000
+            t = np.cumsum(rng.exponential(20_000, n)).astype(np.int64)
+            rows = _rows(t, np.exp(rng.normal(mu, sigma, n)).astype(np.int64))
+            # The slowest quarter finishes while the coordinator is silent: agent 1 holds those.
+            slow = rows["latency_ns"] >= np.quantile(rows["latency_ns"], 0.75)
+            batches = [(rows[~slow], 0), (rows[slow], 0)]
+            if index == 1:
+                held = Held(index, 500, rows_per_s=0.0)
+                held.add(rows[slow])
+                got, _, level = held.hand_over(rows[:0], rows[:0])
+                batches[1] = (got, level)
+                levels.add(level)
+            for batch, level in batches:  # as GroupSession._collect adds them
+                pool.raise_to(level)
+                pool.add(_owned(_numbered(batch, index), index))
+        x = np.sort(pool.rows()["latency_ns"].astype(np.int64))
+        for p, q in truth.items():
+            ci = percentile_ci(x, p, 0.95)
+            covered[p] += ci.low is not None and ci.high is not None and ci.low <= q <= ci.high
+    # 7,500 slow rows held under a ceiling of 500: above the pool's own level (3, for 60k rows in 10,000).
+    assert levels <= {4, 5} and levels, levels
+    for p, c in covered.items():
+        assert 0.92 <= c / reps <= 0.99, (p, c / reps)

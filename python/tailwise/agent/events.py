@@ -46,6 +46,22 @@ class LeaseExpired:
 
 
 @dataclass(frozen=True)
+class Thinned:
+    """The rows held for a coordinator that has not collected them passed the agent's ceiling: it
+    keeps 1 in ``one_in`` of them from now on, by the coordinator's own keys, and tells it (said
+    once a run)."""
+
+    run_id: str
+    one_in: int
+    max_rows: int
+    #: Since the coordinator last collected the rows.
+    silent_ns: int
+    #: The memory the ceiling comes from (bytes; 0: none given, the fixed ceiling) and its source.
+    max_memory: int
+    memory_from: str
+
+
+@dataclass(frozen=True)
 class Finished:
     """The coordinator collected the run (Finish); the agent is idle again."""
 
@@ -91,4 +107,4 @@ class Closing:
 
 
 #: What ``AgentServer`` emits.
-Event = Configured | Started | Stopped | LeaseExpired | Finished | Dropped | Refused | Closing
+Event = Configured | Started | Stopped | LeaseExpired | Thinned | Finished | Dropped | Refused | Closing

@@ -15,7 +15,11 @@ many (Lancet, ATC'19, §4: a coordinator drives throughput, latency and symmetri
   percentiles averaged), the sampled records pooled into one bounded subsample (stats/subsample.py,
   as one agent's are; every row goes to the journal's files, which the samples file is written
   from). An agent's sample times count from its own
-  time zero; the barrier makes those zeros one instant to within the spread. What each agent did
+  time zero; the barrier makes those zeros one instant to within the spread. An agent that held
+  its rows past its ceiling while the coordinator did not collect them (agent/server.py, ``Held``)
+  sends them thinned to a level, keyed as here (it is told its index): the subsample is raised
+  to that level before they are added, so that it stays one level's rows of every agent, and
+  the summary names the agent (``methodology.subsample.agents_thinned``). What each agent did
   stays known: its counters, its interval histograms (``MergedIntervals.member``) and which pooled
   rows are its own (``owner``, beside the engine's 64-byte rows), so that the agents check
   (methodology/analysis.py) judges each one's rate and arrivals and names an overloaded machine.
@@ -249,6 +253,8 @@ class GroupSession:
         self._kept = Subsample(OWNED_DTYPE)
         #: The subsample's rows last split into engine rows and owners (``_pooled``).
         self._split: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+        #: The highest level each agent thinned its rows to (agent/server.py, ``Held``), by index.
+        self.thinned: dict[int, int] = {}
         self._failed: str | None = None
         #: The coordinator stopped the agents (its rounds concluded, another agent failed, a
         #: signal): their "interrupted" is then the coordinator's to say, not theirs.
@@ -279,8 +285,10 @@ class GroupSession:
             if m.role == "probe":
                 m.spec = probe_spec(self.spec)
         # A probe agent is given the run's probe and runs it alone (agent/server.py, ``_for_role``).
+        # Its index is the one its rows are numbered with (``_numbered``): it keys them as here.
         self._each(lambda m: m.agent.configure(self.run_id, m.role,
-                                               (self.spec if m.role == "probe" else m.spec).engine_config()))
+                                               (self.spec if m.role == "probe" else m.spec).engine_config(),
+                                               self.members.index(m)))
 
     def _has_probe_agent(self) -> bool:
         return any(m.role == "probe" for m in self.members)
@@ -410,6 +418,11 @@ class GroupSession:
         """One agent's snapshot or end: its new rows, finished intervals and counters kept (and
         written to the journal)."""
         rows = _numbered(decode_samples(parts.get("samples", b"")), member)
+        if level := int(meta.get("thinned_level") or 0):
+            # The agent kept the rows whose keys have ``level`` leading zero bits: so does the pool
+            # from now on (the levels nest: every agent's rows, one rule).
+            self.thinned[member] = max(self.thinned.get(member, 0), level)
+            self._kept.raise_to(level)
         if len(rows):
             self._kept.add(_owned(rows, member))
         new_intervals = self.intervals.update(member, meta, parts)
@@ -436,13 +449,16 @@ class GroupSession:
 
     def take(self, merge: bool = True) -> Taken | None:
         got = self._guard(lambda m: m.agent.snapshot(self.run_id)) or []
-        pending, pending_owner = [], []
         for i, (meta, parts) in enumerate(got):
             self._collect(i, meta, parts)
+            self.engine_stalls.extend(tuple(s) for s in meta.get("engine_stalls", []))
+        # The outstanding rows at the level every agent's finished rows are at now (one may have
+        # raised it after another's were collected).
+        pending, pending_owner = [], []
+        for i, (meta, parts) in enumerate(got):
             rows, owner = _unowned(self._kept.select(_owned(_numbered(decode_samples(parts.get("pending", b"")), i), i)))
             pending.append(rows)
             pending_owner.append(owner)
-            self.engine_stalls.extend(tuple(s) for s in meta.get("engine_stalls", []))
         if not merge:
             return None
         metas = [meta for meta, _ in got]
@@ -511,11 +527,19 @@ class GroupSession:
             intervals=self.intervals, agents=[m.share() for m in self.members], barrier=self.barrier(), owner=owner,
             packet_intervals=_packet_intervals([meta.get("packet_intervals") or [] for meta in metas]),
             packet_hist=_packet_hist([(meta.get("packet_hist"), p.get("packet_hist")) for _, meta, p in results]),
-            subsample=self._kept.report(),
+            subsample=self._kept.report() | self._thinned_report(),
             # Every row, as it came: the journal's files (None without --out, or given up).
             samples_file=self.journal.sample_files() if self.journal is not None else None,
             journal_error=self.journal.error if self.journal is not None else None,
         )
+
+    def _thinned_report(self) -> dict:
+        """``methodology.subsample.agents_thinned``: the agents that thinned their rows, each to
+        its highest 1 in 2^level (absent when none did)."""
+        if not self.thinned:
+            return {}
+        return {"agents_thinned": [{"address": self.members[i].agent.address, "one_in": 1 << level}
+                                   for i, level in sorted(self.thinned.items())]}
 
 
 #: An agent's index beside each pooled row (``owner``): a run has a few agents, never 2¹⁶.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ctypes
 import os
 import platform
 import socket
@@ -105,3 +106,53 @@ def restrict_cpus(cpus: set[int]) -> None:
             os.sched_setaffinity(int(tid), cpus)
         except ProcessLookupError:
             pass  # a thread that ended meanwhile
+
+
+#: cgroup v1 writes "no limit" as the largest page count in bytes (~9.2e18); anything this large is none.
+_V1_UNLIMITED = 1 << 60
+
+
+def cgroup_memory_max(root: str = "/sys/fs/cgroup", proc_cgroup: str = "/proc/self/cgroup") -> int | None:
+    """The memory this process's cgroup may use, in bytes, or None where none is set: the least
+    limit of its cgroup and of those above it (a limit on any ancestor holds too). cgroup v2:
+    ``memory.max`` ("max": none; Documentation/admin-guide/cgroup-v2.rst); where the memory
+    controller is still on v1 (a hybrid host), ``memory.limit_in_bytes`` under ``memory/``. In a
+    container with its own cgroup namespace /proc/self/cgroup says "0::/", and the container's
+    limit is the root's file."""
+    found = []
+    for line in (_read(proc_cgroup) or "").splitlines():
+        _, controllers, path = (line.split(":", 2) + ["", ""])[:3]
+        if line.startswith("0::"):
+            found.append((Path(root), path, "memory.max"))
+        elif "memory" in controllers.split(","):
+            found.append((Path(root) / "memory", path, "memory.limit_in_bytes"))
+    limits = []
+    for base, path, name in found:
+        here = base / path.strip().lstrip("/")
+        while base == here or base in here.parents:
+            value = _read(str(here / name))
+            if value is not None and value.isdigit() and int(value) < _V1_UNLIMITED:
+                limits.append(int(value))
+            here = here.parent
+    return min(limits) if limits else None
+
+
+#: mallopt(3)'s parameter (glibc's malloc.h) and glibc's own default for it: blocks this large are
+#: mmap'ed, and unmapped when freed.
+_M_MMAP_THRESHOLD = -3
+MMAP_THRESHOLD = 128 * 1024
+
+
+def fix_mmap_threshold() -> bool:
+    """Hold glibc's mmap threshold at its default, 128 KiB, for the process's life (mallopt(3):
+    setting M_MMAP_THRESHOLD turns off its dynamic raise). glibc raises it to the size of each
+    mmap'ed block freed, up to 32 MiB: an agent's batches of rows (megabytes, taken and handed on
+    every second from threads of their own) then come from the heaps of several arenas, whose
+    freed pages stay resident — the agent crept past its --max-memory holding 8 MiB of rows
+    (bench/agents/memory.py). Blocks below 128 KiB (the engine's 64 KiB sample chunks) are served
+    as before. False where the C library has no mallopt (musl)."""
+    try:
+        mallopt = ctypes.CDLL(None).mallopt
+    except (OSError, AttributeError):
+        return False
+    return bool(mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD))

@@ -286,6 +286,12 @@ class Session:
         return Taken(self.finished(), pending, raw["snap_ns"], raw["complete"], dict(raw["counters"]),
                      one_in=self._kept.one_in)
 
+    def unbounded(self) -> None:
+        """An agent's session: its rows are bounded by the agent (``agent/server.Held``) and its
+        coordinator, which thin them by keys of their own; what ``finish`` returns is every row
+        not yet taken, none left out here."""
+        self._kept.limit = sys.maxsize
+
     def take_batch(self) -> dict:
         """A snapshot as the engine hands it over (``Engine.take``: raw rows of the samples finished
         since the last take and of those outstanding now, snap_ns, complete, counters), kept
@@ -294,7 +300,7 @@ class Session:
         raw = self._engine.take()
         self.take_stalls()
         # Its coordinator keeps (and bounds) the rows: what ``finish`` returns is the rest, all of it.
-        self._kept.limit = sys.maxsize
+        self.unbounded()
         return raw
 
     def is_finished(self) -> bool:

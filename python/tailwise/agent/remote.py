@@ -81,8 +81,10 @@ class RemoteAgent:
         assert best is not None
         return best
 
-    def configure(self, run_id: str, role: str, config: dict[str, Any]) -> dict[str, Any]:
-        r = self._call("Configure", pb.ConfigureRequest(run_id=run_id, role=role, engine_config=json.dumps(config)))
+    def configure(self, run_id: str, role: str, config: dict[str, Any], agent_index: int = 0) -> dict[str, Any]:
+        """``agent_index``: the agent's place among the run's (its rows' keys: stats/subsample.py)."""
+        r = self._call("Configure", pb.ConfigureRequest(run_id=run_id, role=role, engine_config=json.dumps(config),
+                                                        agent_index=agent_index))
         self._keys[run_id] = r.lease_key
         return json.loads(r.engine_config)
 

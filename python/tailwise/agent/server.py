@@ -17,6 +17,12 @@
   the agent is reusable.
 * Snapshots leave nothing behind in the agent: the sampled rows and the interval histograms
   changed since the last one go to the coordinator, which keeps them.
+* The rows a silent coordinator leaves are bounded (issue 33, item 3): when it has not taken them
+  for ``KEEP_S``, the watchdog takes them from the engine itself into ``Held``, at most
+  ``Limits.max_rows`` (derived from --max-memory or the cgroup's limit), past which they are
+  thinned by the coordinator's own subsample and keys (stats/subsample.py); the next Snapshot or
+  Finish hands them over with their level (``thinned_level``), and the agent says it once
+  (``Thinned``).
 
 The engine's calls all run under one lock: ``Engine.take`` holds the engine while it waits for its
 threads, and an engine call from another thread meanwhile would wait for it holding the
@@ -41,17 +47,19 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 import grpc
+import numpy as np
 
 from tailwise import _core
 from tailwise.agent import wire
 from tailwise.agent.events import (Closing, Configured, Dropped, Event, Finished, LeaseExpired, Refused, Started,
-                                   Stopped)
-from tailwise.agent.local import AgentResult, LocalAgent, Session
+                                   Stopped, Thinned)
+from tailwise.agent.local import SAMPLE_DTYPE, AgentResult, LocalAgent, Session, decode_samples
 from tailwise.agent.proto import agent_pb2 as pb
 from tailwise.agent.proto import agent_pb2_grpc
 from tailwise.errors import HostError, InputError, TailwiseError
 from tailwise.spec.load import LoadSpec
-from tailwise.spec.units import fmt_ns
+from tailwise.spec.units import fmt_bytes, fmt_ns
+from tailwise.stats.subsample import AGENT_THREADS, Subsample
 
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 
@@ -138,6 +146,35 @@ SERVER_OPTIONS = (
     ("grpc.max_connection_age_grace_ms", 24 * 3_600_000),
     ("grpc.http2.min_ping_interval_without_data_ms", 10_000),
 )
+#: The agent's memory (issue 33, item 3). Within --max-memory, or the cgroup's limit, the rows it
+#: holds for a coordinator that does not collect them get what is left after the rest of the agent:
+#: the interpreter, numpy, gRPC, the engine's histograms and buffers, and what grows with a run (its
+#: interval histograms, gRPC's buffers) — an idle agent is 65 MiB resident on the project's machine,
+#: 78–89 MiB once a run has started (bench/agents/memory.py) —
+BASE_MEMORY = 96 << 20
+#: and udp+flow's rings, at most the engine's RINGS_BUDGET: 2²² slots of 40 bytes (packet/flows.rs;
+#: the figure copied for this sum only): a packet run's ceiling of rows is that much lower.
+RINGS_MEMORY = 160 << 20
+#: What a row held costs of the bound, 4 × 64 bytes: its 64 bytes in the agent's subsample, 64 more
+#: for the copy it is sent from, and room for what the engine gathers between two of the keeper's
+#: takes — at most an eighth of the ceiling (``PILE_SHARE``), at 3 × 64 bytes a row once taken
+#: (the engine's rows, the bytes they are handed over in, the subsample's copy), and as much again
+#: for a late take: a take of a million rows is ~0.3 s late on the project's machine
+#: (bench/agents/memory.py).
+ROW_COST = 4 * _core.SAMPLE_BYTES
+PILE_SHARE = 8
+#: The ceiling of rows without a bound (no --max-memory, no cgroup limit): 8 Mi rows, 512 MiB held
+#: (2 GiB at ROW_COST, the Kubernetes manifests' limit); 8× what a coordinator keeps for its
+#: statistics (stats/subsample.py LIMIT).
+DEFAULT_MAX_ROWS = 1 << 23
+#: Fewer rows than this between two snapshots is too little to run at all: the least --max-memory.
+MIN_ROWS = 1 << 16
+MIN_MEMORY = BASE_MEMORY + MIN_ROWS * ROW_COST
+#: The keeper takes the engine's rows itself when they were not taken for this long (the
+#: coordinator of a fixed-length run takes them every 0.25 s), or sooner when they come fast for
+#: the ceiling (``Held.every_s``), but not more often than the watchdog looks.
+KEEP_S = 1.0
+MIN_KEEP_S = 2 * POLL_S
 #: The result's fields that travel as parts of their own (bytes), not in the meta JSON.
 BINARY_FIELDS = frozenset({"latency_hist", "send_lag_hist", "send_lag_unstalled_hist", "samples", "intervals",
                            "packet_hist"})
@@ -152,10 +189,29 @@ class Limits:
     max_conns: int = 0
     max_duration_ns: int = 0
     lease_ns: int = DEFAULT_LEASE_NS
+    #: The memory the agent keeps within, bytes (0: none given: ``DEFAULT_MAX_ROWS``), and where
+    #: it comes from: "--max-memory" or "cgroup" (its memory.max).
+    max_memory: int = 0
+    memory_from: str = ""
 
     def message(self) -> pb.Limits:
         return pb.Limits(allow_targets=[str(n) for n in self.allow_targets], max_rate_rps=self.max_rate_rps,
-                         max_conns=self.max_conns, max_duration_ns=self.max_duration_ns, lease_ns=self.lease_ns)
+                         max_conns=self.max_conns, max_duration_ns=self.max_duration_ns, lease_ns=self.lease_ns,
+                         max_memory_bytes=self.max_memory, max_rows=self.max_rows())
+
+    def max_rows(self, config: dict[str, Any] | None = None) -> int:
+        """Sampled rows held between two snapshots at most: what ``max_memory`` leaves after
+        ``BASE_MEMORY`` (and ``RINGS_MEMORY`` for a udp+flow ``config``), at ``ROW_COST`` a row;
+        ``DEFAULT_MAX_ROWS`` at most (and without a bound)."""
+        if not self.max_memory:
+            return DEFAULT_MAX_ROWS
+        rings = RINGS_MEMORY if config is not None and _is_packet(config) else 0
+        return max(0, min(DEFAULT_MAX_ROWS, (self.max_memory - BASE_MEMORY - rings) // ROW_COST))
+
+    def memory_text(self) -> str:
+        """The bound as the agent's lines name it: "--max-memory 512 MiB", "the cgroup's 2.00 GiB"."""
+        size = fmt_bytes(self.max_memory)
+        return f"the cgroup's {size} (memory.max)" if self.memory_from == "cgroup" else f"--max-memory {size}"
 
     def check(self, config: dict[str, Any], cpus: int) -> None:
         """Refuse (``InputError``) a canonical engine configuration beyond these limits, or beyond
@@ -196,6 +252,12 @@ class Limits:
                              f"{fmt_ns(self.max_duration_ns)}",
                              "ask for a shorter run (--duration, --max-time) or start the agent with a longer "
                              "--max-duration")
+        if self.max_memory and self.max_rows(config) < MIN_ROWS:
+            # Only a packet run can get here: the agent refused to start with less than MIN_MEMORY.
+            raise InputError(f"udp+flow's rings may take {fmt_bytes(RINGS_MEMORY)}, which leaves too little of "
+                             f"this agent's {self.memory_text()} for the rows it holds",
+                             f"give the agent --max-memory {fmt_bytes(MIN_MEMORY + RINGS_MEMORY)} or more, or use "
+                             f"another agent")
 
     def _check_target(self, target: str) -> None:
         ip, port = target_ip(target), target_port(target)
@@ -211,6 +273,70 @@ class Limits:
         raise InputError(f"target {target} is outside this agent's --allow-targets {allowed}",
                          f"start the agent with --allow-targets {net} (the target's network), or aim at a "
                          f"network it allows")
+
+
+def _is_packet(config: dict[str, Any]) -> bool:
+    return config["protocol"].get("scheme") == "udp+flow"
+
+
+def rows_per_s(config: dict[str, Any]) -> float:
+    """Sampled rows a canonical configuration keeps a second: the probe's requests (every one),
+    else the timed load's 1 in ``sample_every``; none for a load agent."""
+    probe = config.get("probe")
+    if probe:
+        return float(probe["rate_rps"])
+    return config["rate_rps"] / max(1, config["sample_every"]) if config.get("timed", True) else 0.0
+
+
+class Held:
+    """The rows an agent took from its engine for a coordinator that did not (issue 33, item 3):
+    at most ``max_rows``, past which the coordinator's own subsample thins them (stats/subsample.py),
+    each keyed as the coordinator keys it — its thread + the agent's index × ``AGENT_THREADS`` —
+    so that the coordinator, raising its level to theirs, pools exactly one level's rows of every
+    agent. A Snapshot or Finish hands them over with their level and leaves it empty, at level 0:
+    the agent thins only while rows pile up.
+
+    ``lock`` is held from the engine's take to the rows' add (the keeper takes it under the
+    agent's lock, without waiting), so that a hand-over after a take includes it; the thinning
+    itself runs outside the agent's lock (Health never waits for it)."""
+
+    def __init__(self, agent_index: int, max_rows: int, rows_per_s: float):
+        self.max_rows = max_rows
+        self._rows = Subsample(SAMPLE_DTYPE, limit=max_rows, source_base=agent_index * AGENT_THREADS)
+        self.lock = threading.Lock()
+        #: When the engine's rows were last taken (time.monotonic()): by a Snapshot or the keeper;
+        #: and by the coordinator (a Snapshot, or the start).
+        self.taken_at = self.collected_at = time.monotonic()
+        #: How often the keeper takes them: KEEP_S, or sooner, so that the engine gathers
+        #: meanwhile (rows_per_s × every_s) at most max_rows / PILE_SHARE (small takes: a late one
+        #: costs little); never more often than MIN_KEEP_S.
+        room_s = max_rows / PILE_SHARE / rows_per_s if rows_per_s else KEEP_S
+        self.every_s = min(KEEP_S, max(MIN_KEEP_S, room_s))
+        #: The agent said it thinned (once a run).
+        self.said = False
+
+    @property
+    def level(self) -> int:
+        return self._rows.level
+
+    def add(self, rows: np.ndarray) -> None:
+        """Rows the keeper took (with ``lock`` held)."""
+        self._rows.add(rows)
+
+    def hand_over(self, rows: np.ndarray, pending: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
+        """The engine's newest rows with those held, and the rows outstanding, both at the level
+        they were thinned to: (rows, pending, level). Empty after, at level 0."""
+        with self.lock:
+            if not len(self._rows):
+                return rows, pending, 0  # nothing held: this batch as the engine gave it
+            self._rows.add(rows)
+            level, pending = self._rows.level, self._rows.select(pending)
+            return self._rows.drain(), pending, level
+
+
+def _bytes_of(rows: np.ndarray) -> np.ndarray:
+    """Rows as the bytes a part carries (a view, no copy: wire.chunks cuts it)."""
+    return np.ascontiguousarray(rows).view(np.uint8)
 
 
 def target_port(target: str) -> int:
@@ -256,6 +382,11 @@ class _Run:
     stalls_sent: int = 0
     #: The secret a call must carry to renew the lease (ConfigureReply.lease_key).
     lease_key: str = field(default_factory=lambda: secrets.token_hex(16))
+    #: Its index among the run's agents (ConfigureRequest.agent_index): the rows' keys.
+    agent_index: int = 0
+    #: The rows taken from the engine for the coordinator meanwhile, from the start; None for a
+    #: run that keeps none (a load agent).
+    held: Held | None = None
 
     def keyed(self, request) -> bool:
         """Does ``request`` name this run with its lease key?"""
@@ -453,6 +584,9 @@ class AgentServer(agent_pb2_grpc.AgentServicer):
         canonical = _core.check_engine_config(json.dumps(config))
         config = json.loads(canonical)
         LoadSpec.from_engine_config(config)  # what Start will run
+        if request.agent_index >= AGENT_THREADS:
+            raise InputError(f"agent index {request.agent_index:,} is over the {AGENT_THREADS - 1:,} a run may number",
+                             "the coordinator numbers its agents from 0")
         with self._lock:
             state = self._state()
             if state in ("running", "finished"):
@@ -460,7 +594,7 @@ class AgentServer(agent_pb2_grpc.AgentServicer):
                 raise InputError(f"this agent is busy with run {held!r} ({state})",
                                  "one run at a time: Finish or Stop that run, wait for its lease to end, "
                                  "or use another agent")
-            self._run = run = _Run(request.run_id, request.role, config)
+            self._run = run = _Run(request.run_id, request.role, config, agent_index=request.agent_index)
             self.renew()
         probe = config.get("probe") or {}
         self._emit(Configured(request.run_id, request.role, config["rate_rps"], probe.get("rate_rps", 0.0),
@@ -482,6 +616,10 @@ class AgentServer(agent_pb2_grpc.AgentServicer):
             config = run.config | {"start_at_ns": at or None}
             # The agent process handles its own signals: the session is not the signal handler's.
             run.session = LocalAgent().start(LoadSpec.from_engine_config(config), on_signal=False)
+            # The rows are bounded by ``Held`` (or by the coordinator): Finish sends every row not yet taken.
+            run.session.unbounded()
+            if per_s := rows_per_s(run.config):
+                run.held = Held(run.agent_index, self.limits.max_rows(run.config), per_s)
             start = run.session.start_mono_ns
             now = _core.now_ns()
         self._emit(Started(run.run_id, start, max(0, start - now)))
@@ -552,13 +690,19 @@ class AgentServer(agent_pb2_grpc.AgentServicer):
         with self._lock:
             run = self._current(request.run_id, "running", "finished")
             raw = run.session.take_batch()
+            if run.held is not None:
+                run.held.taken_at = run.held.collected_at = time.monotonic()
             stalls = run.session.engine_stalls[run.stalls_sent:]
             run.stalls_sent += len(stalls)
             done, done_parts = self._intervals(run, pending=False)
             pending, pending_parts = self._intervals(run, pending=True)
+        rows, outstanding, level = decode_samples(raw["samples"]), decode_samples(raw["pending"]), 0
+        if run.held is not None:
+            rows, outstanding, level = run.held.hand_over(rows, outstanding)
         meta = {"snap_ns": raw["snap_ns"], "complete": raw["complete"], "counters": dict(raw["counters"]),
-                "engine_stalls": [list(p) for p in stalls], "done": done, "pending": pending}
-        return meta, [("samples", raw["samples"]), ("pending", raw["pending"]), *done_parts, *pending_parts]
+                "engine_stalls": [list(p) for p in stalls], "done": done, "pending": pending,
+                "thinned_level": level}
+        return meta, [("samples", _bytes_of(rows)), ("pending", _bytes_of(outstanding)), *done_parts, *pending_parts]
 
     @_streams("Finish")
     def Finish(self, request, context):
@@ -574,10 +718,13 @@ class AgentServer(agent_pb2_grpc.AgentServicer):
             self._run = None
         self._emit(Finished(run.run_id, result.counters.get("sent", 0), result.counters.get("received", 0),
                             result.error, result.interrupted))
-        meta = result_meta(result) | {"start_mono_ns": run.session.start_mono_ns, "done": done}
+        rows, level = result.samples, 0
+        if run.held is not None:
+            rows, _, level = run.held.hand_over(rows, rows[:0])
+        meta = result_meta(result) | {"start_mono_ns": run.session.start_mono_ns, "done": done, "thinned_level": level}
         parts = [("latency_hist", result.latency_hist), ("send_lag_hist", result.send_lag_hist),
                  ("send_lag_unstalled_hist", result.send_lag_unstalled_hist),
-                 ("samples", result.samples.tobytes()), *done_parts]
+                 ("samples", _bytes_of(rows)), *done_parts]
         if (fine := result.packet_hist) is not None:
             # Packet mode: the 100 ns bins go as a part of their own, their shape in the meta.
             meta["packet_hist"] = {k: v for k, v in fine.items() if k != "counts"}
@@ -616,6 +763,38 @@ class AgentServer(agent_pb2_grpc.AgentServicer):
                 event = self._check_lease()
             if event is not None:
                 self._emit(event)
+            try:
+                event = self._keep()
+            except TailwiseError:
+                event = None  # the engine's problem: the coordinator's next call meets it
+            if event is not None:
+                self._emit(event)
+
+    def _keep(self) -> Event | None:
+        """The keeper: take a running engine's rows into ``Held`` when nobody has for its
+        ``every_s``; the first time they are thinned, say so."""
+        with self._lock:
+            run = self._run
+            held = run.held if run is not None else None
+            if held is None or self._state() != "running" or time.monotonic() - held.taken_at < held.every_s:
+                return None
+            if not held.lock.acquire(blocking=False):
+                return None  # a Snapshot is handing the rows over: they are being taken
+            try:
+                raw = run.session.take_batch()
+            except BaseException:
+                held.lock.release()
+                raise
+            held.taken_at = time.monotonic()
+        try:
+            held.add(decode_samples(raw["samples"]))
+            if not held.level or held.said:
+                return None
+            held.said, one_in = True, 1 << held.level
+        finally:
+            held.lock.release()
+        return Thinned(run.run_id, one_in, held.max_rows, int((time.monotonic() - held.collected_at) * 1e9),
+                       self.limits.max_memory, self.limits.memory_from)
 
     def _check_lease(self) -> Event | None:
         """Stop a running load whose coordinator is silent for the lease; drop a run nobody

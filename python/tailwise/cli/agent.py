@@ -98,20 +98,51 @@ def _cpus(text: str | None) -> list[int] | None:
 
 
 def _limits(allow_targets: str | None, max_rate: str | None, max_conns: int | None, max_duration: str | None,
-            lease: str):
+            lease: str, max_memory: str | None = None):
     from tailwise.agent.server import Limits
     from tailwise.spec.runspec import positive
-    from tailwise.spec.units import parse_rate, parse_time_ns
+    from tailwise.spec.units import parse_rate, parse_size, parse_time_ns
 
     lease_ns = parse_time_ns(lease, what="--lease")
     if lease_ns < MIN_LEASE_NS:
         raise InputError(f"--lease {lease} is too short: a coordinator's calls are seconds apart at times",
                          "give --lease 1s or more (5s is the default)")
+    memory = parse_size(max_memory, what="--max-memory") if max_memory is not None else 0
+    if memory:
+        _check_memory(memory, f"--max-memory {max_memory}", f"give --max-memory {{least}} or more")
     return Limits(allow_targets=_networks(allow_targets),
                   max_rate_rps=parse_rate(max_rate, what="--max-rate") if max_rate is not None else 0.0,
                   max_conns=positive("--max-conns", max_conns) if max_conns is not None else 0,
                   max_duration_ns=parse_time_ns(max_duration, what="--max-duration") if max_duration is not None else 0,
-                  lease_ns=lease_ns)
+                  lease_ns=lease_ns, max_memory=memory, memory_from="--max-memory" if memory else "")
+
+
+def _check_memory(memory: int, what: str, remedy: str) -> None:
+    """Refuse a bound too small to run at all (agent/server.py, ``MIN_MEMORY``): ``remedy`` with
+    the least one in it."""
+    from tailwise.agent.server import MIN_MEMORY, MIN_ROWS
+    from tailwise.spec.units import fmt_bytes
+
+    if memory < MIN_MEMORY:
+        least = fmt_bytes(MIN_MEMORY)
+        raise InputError(f"{what} is too small for an agent: it needs {least} at least (the interpreter, gRPC "
+                         f"and the engine, and {MIN_ROWS:,} sampled rows between a coordinator's snapshots)",
+                         remedy.format(least=f"{MIN_MEMORY >> 20}Mi"))
+
+
+def _memory_default(limits):
+    """Without --max-memory: the cgroup's limit (a container's, a systemd unit's MemoryMax=), if any."""
+    from dataclasses import replace
+
+    from tailwise.agent.host import cgroup_memory_max
+    from tailwise.spec.units import fmt_bytes
+
+    if limits.max_memory or (memory := cgroup_memory_max()) is None:
+        return limits
+    _check_memory(memory, f"this agent's cgroup limit {fmt_bytes(memory)} (memory.max)",
+                  "raise the container's memory limit (resources.limits.memory, systemd's MemoryMax=) to {least} or "
+                  "more, or give --max-memory {least} if the limit is for more than the agent")
+    return replace(limits, max_memory=memory, memory_from="cgroup")
 
 
 def agent(
@@ -157,6 +188,11 @@ def agent(
         "--cpus", metavar="LIST",
         help="CPUs the agent (and the engine's threads, pinned within them) may use, e.g. 2-5 [default: those it "
              "was started with]")] = None,
+    max_memory: Annotated[Optional[str], typer.Option(
+        "--max-memory", metavar="SIZE",
+        help="memory to keep within, e.g. 512Mi or 2Gi: the sampled rows held for a coordinator that does not "
+             "collect them are bounded by it and thinned past it, as the coordinator's subsample does "
+             "[default: the cgroup's limit, else a fixed ceiling of rows]")] = None,
 ) -> int:
     """Serve coordinators (`run`/`sweep` --agents) over gRPC: run their load from this host, against the targets it allows, until SIGINT/SIGTERM."""
     # gRPC's own log lines would repeat our one-line errors (GRPC_VERBOSITY=debug shows them); it
@@ -167,7 +203,7 @@ def agent(
     address = _listen(listen)
     token = read_token(token_file)
     tls = _tls(tls_cert, tls_key, tls_client_ca)
-    limits = _limits(allow_targets, max_rate, max_conns, max_duration, lease)
+    limits = _memory_default(_limits(allow_targets, max_rate, max_conns, max_duration, lease, max_memory))
     cpu_list = _cpus(cpus)
     _plaintext(address, tls, insecure_plaintext)
     return _serve(address, token, tls, limits, cpu_list)
@@ -175,8 +211,12 @@ def agent(
 
 def _serve(address: str, token: str, tls: tuple[bytes, bytes, bytes | None] | None, limits,
            cpus: list[int] | None) -> int:
+    from tailwise.agent.host import fix_mmap_threshold
     from tailwise.agent.server import AgentServer, serve
     from tailwise.render.agent import limits_text, show_event, show_listening, show_stopped
+
+    # Freed batches of rows go back to the system, so that the agent stays within --max-memory.
+    fix_mmap_threshold()
 
     stop = threading.Event()
     received: list[int] = []
@@ -196,7 +236,8 @@ def _serve(address: str, token: str, tls: tuple[bytes, bytes, bytes | None] | No
     bound = f"{address.rpartition(':')[0]}:{port}"
     show_listening(bound, "no TLS" if tls is None else "TLS, client certificates required" if tls[2] else "TLS",
                    limits_text([str(n) for n in limits.allow_targets], limits.max_rate_rps, limits.max_conns,
-                               limits.max_duration_ns, limits.lease_ns, servicer.cpus))
+                               limits.max_duration_ns, limits.lease_ns, servicer.cpus, limits.max_memory,
+                               limits.memory_from, limits.max_rows()))
     while not stop.wait(0.5):
         pass
     # The load stops first; a Finish under way may still deliver the result in the grace period.

@@ -95,12 +95,12 @@ def _ssh(identity: str | None, known_hosts: str):
 
 
 def _agent_args(allow_targets: str | None, max_rate: str | None, max_conns: int | None, max_duration: str | None,
-                lease: str | None, cpus: str | None) -> list[str]:
+                lease: str | None, cpus: str | None, max_memory: str | None = None) -> list[str]:
     """The agent's flags as given, once `tailwise agent`'s own checks accept them."""
     from tailwise.agent.host import cpu_list
     from tailwise.cli.agent import DEFAULT_LEASE, _limits
 
-    _limits(allow_targets, max_rate, max_conns, max_duration, lease or DEFAULT_LEASE)
+    _limits(allow_targets, max_rate, max_conns, max_duration, lease or DEFAULT_LEASE, max_memory)
     if cpus is not None:
         try:
             ok = bool(cpu_list(cpus))
@@ -109,7 +109,7 @@ def _agent_args(allow_targets: str | None, max_rate: str | None, max_conns: int 
         if not ok:
             raise InputError(f"--cpus {cpus} is not a CPU list", "write e.g. --cpus 2-5 or --cpus 0,2,4-6")
     given = {"--allow-targets": allow_targets, "--max-rate": max_rate, "--max-conns": max_conns,
-             "--max-duration": max_duration, "--lease": lease, "--cpus": cpus}
+             "--max-duration": max_duration, "--lease": lease, "--cpus": cpus, "--max-memory": max_memory}
     return [w for flag, value in given.items() if value is not None for w in (flag, str(value))]
 
 
@@ -188,6 +188,10 @@ def start(
     agent_tls_ca: AgentTlsCa = None,
     agent_tls_cert: AgentTlsCert = None,
     agent_tls_key: AgentTlsKey = None,
+    max_memory: Annotated[Optional[str], typer.Option(
+        "--max-memory", metavar="SIZE",
+        help="memory each agent keeps within, e.g. 2Gi (tailwise agent --max-memory) [default: the agent's: its "
+             "cgroup's limit, else a fixed ceiling of rows]")] = None,
     identity: Identity = None,
     known_hosts: KnownHosts = DEFAULT_KNOWN_HOSTS,
     tailwise: Annotated[str, typer.Option(
@@ -213,7 +217,7 @@ def start(
         [f"{flag} {shlex.quote(os.path.abspath(path))}" for flag, path in
          (("--agent-tls-cert", agent_tls_cert), ("--agent-tls-key", agent_tls_key)) if path]
     launch = AgentLaunch(port=port, tailwise=_command(tailwise),
-                         args=_agent_args(allow_targets, max_rate, max_conns, max_duration, lease, cpus),
+                         args=_agent_args(allow_targets, max_rate, max_conns, max_duration, lease, cpus, max_memory),
                          tls_files=files,
                          tls=_client_tls(ca, agent_tls_cert, agent_tls_key, not files, targets, port))
     options, token = _ssh(identity, known_hosts), read_token(token_file)

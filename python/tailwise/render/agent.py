@@ -6,8 +6,8 @@ from __future__ import annotations
 import sys
 
 from tailwise.agent.events import (Closing, Configured, Dropped, Event, Finished, LeaseExpired, Refused, Started,
-                                   Stopped)
-from tailwise.spec.units import fmt_ns
+                                   Stopped, Thinned)
+from tailwise.spec.units import fmt_bytes, fmt_ns
 
 PREFIX = "tailwise agent: "
 
@@ -21,10 +21,13 @@ def _rate(rps: float) -> str:
 
 
 def limits_text(allow_targets: list[str], max_rate_rps: float, max_conns: int, max_duration_ns: int,
-                lease_ns: int, cpus: list[int]) -> str:
+                lease_ns: int, cpus: list[int], max_memory: int = 0, memory_from: str = "", max_rows: int = 0) -> str:
     unlimited = "no limit"
+    memory = (f"{fmt_bytes(max_memory)}{' from the cgroup' if memory_from == 'cgroup' else ''}" if max_memory
+              else unlimited)
     return (f"targets {','.join(allow_targets)}; max rate {_rate(max_rate_rps) if max_rate_rps else unlimited}, "
-            f"max conns {max_conns or unlimited}, max duration {fmt_ns(max_duration_ns) if max_duration_ns else unlimited}; "
+            f"max conns {max_conns or unlimited}, max duration {fmt_ns(max_duration_ns) if max_duration_ns else unlimited}, "
+            f"max memory {memory} (rows held between snapshots ≤ {max_rows:,}); "
             f"lease {fmt_ns(lease_ns)}; CPUs {','.join(map(str, cpus))}")
 
 
@@ -56,6 +59,12 @@ def event_line(event: Event) -> str:
         case LeaseExpired():
             return (f"run {event.run_id}: no call from its coordinator for {fmt_ns(event.silent_ns)} (lease "
                     f"{fmt_ns(event.lease_ns)}): load stopped")
+        case Thinned():
+            bound = (f"{fmt_bytes(event.max_memory)}{' from the cgroup' if event.memory_from == 'cgroup' else ''}"
+                     if event.max_memory else "no --max-memory: the fixed ceiling")
+            return (f"run {event.run_id}: rows not collected for {fmt_ns(event.silent_ns)} passed this agent's ceiling "
+                    f"of {event.max_rows:,} ({bound}): it keeps 1 in {event.one_in:,} of them (more if they pile up), "
+                    f"by the coordinator's own keys, and tells it; the samples file will lack the rest")
         case Finished():
             how = "interrupted" if event.interrupted else "finished"
             error = f"; ended early: {event.error}" if event.error else ""

@@ -81,10 +81,14 @@ def barrier_text(b: dict) -> str:
 def agent_lines(s: dict) -> list[str]:
     """A run on agents: one line per agent and one for the start barrier (none otherwise)."""
     lines = []
+    subsample = (s.get("methodology") or {}).get("subsample") or {}
+    thinned = {t["address"]: t["one_in"] for t in subsample.get("agents_thinned") or []}
     for a in s.get("agents") or []:
         address, role, share, sent, clock, faults, error = agent_cells(a)
+        held = (f"; its rows piled up past its memory ceiling, thinned to 1 in {thinned[address]:,} there (unbiased; "
+                f"missing from the samples file)" if address in thinned else "")
         lines.append(f"agent {address} ({role}): share {share}, sent {sent}, clock offset {clock}, "
-                     f"{faults} errors / timeouts" + (f" — failed: {error}" if error else ""))
+                     f"{faults} errors / timeouts{held}" + (f" — failed: {error}" if error else ""))
     if s.get("agents") and s.get("barrier"):
         lines.append(f"barrier: {barrier_text(s['barrier'])}")
     return lines

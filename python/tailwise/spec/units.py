@@ -1,5 +1,5 @@
-"""Parsing of the quantities users type — rates (``50k``, ``1.5M``) and times (``3``, ``500ms``,
-``2m``) — in one place, for every option and every workload file."""
+"""Parsing of the quantities users type — rates (``50k``, ``1.5M``), times (``3``, ``500ms``,
+``2m``) and sizes (``512Mi``, ``2G``) — in one place, for every option and every workload file."""
 
 from __future__ import annotations
 
@@ -14,6 +14,10 @@ _RATE = re.compile(rf"^\s*{_NUMBER}\s*([kKM]?)\s*(?:rps|/s|req/s)?\s*$")
 _RATE_SCALE = {"": 1.0, "k": 1e3, "K": 1e3, "M": 1e6}
 _TIME = re.compile(rf"^\s*{_NUMBER}\s*(\S*)\s*$")
 UNITS_TEXT = "ns, us (µs), ms, s, m, h"
+_SIZE = re.compile(rf"^\s*{_NUMBER}\s*([kKMGT]?)(i?)[bB]?\s*$")
+#: Sizes as Kubernetes writes them (its resource quantities): Ki, Mi, Gi, Ti are powers of 1024,
+#: k/K, M, G, T powers of 1000; a trailing B is allowed (MiB, GB).
+_SIZE_POWER = {"": 0, "k": 1, "K": 1, "M": 2, "G": 3, "T": 4}
 
 
 def parse_rate(text: str | float, *, what: str = "--rate") -> float:
@@ -32,6 +36,26 @@ def parse_rate(text: str | float, *, what: str = "--rate") -> float:
     if value <= 0:
         raise InputError(f"{what} {text} must be positive", f"give requests per second above zero, e.g. {what} 5000")
     return value
+
+
+def parse_size(text: str, *, what: str = "--max-memory") -> int:
+    """``512Mi`` (MiB), ``2Gi``, ``2G`` (10⁹), ``1500000000`` (bytes) → bytes (> 0)."""
+    m = _SIZE.match(str(text))
+    if not m or (m.group(3) and not m.group(2)):
+        raise InputError(f"{what} {text} is not a size",
+                         f"write bytes with a unit as Kubernetes does, e.g. {what} 512Mi, {what} 2Gi or {what} 2G")
+    number, unit, binary = m.groups()
+    value = float(number) * (1024 if binary else 1000) ** _SIZE_POWER[unit]
+    if not math.isfinite(value) or value < 1:
+        raise InputError(f"{what} {text} must be positive", f"give e.g. {what} 512Mi")
+    return int(value)
+
+
+def fmt_bytes(n: int) -> str:
+    """A size in bytes as people read it: MiB below a GiB, else GiB."""
+    if n < 1 << 30:
+        return f"{n / (1 << 20):,.0f} MiB"
+    return f"{n / (1 << 30):,.2f} GiB"
 
 
 def parse_time_ns(text: str | float, *, what: str = "--duration", allow_zero: bool = False,

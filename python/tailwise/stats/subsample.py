@@ -29,6 +29,14 @@ Erlang-m). tests/unit/test_subsample.py checks the coverage by simulation.
 What is reported: ``methodology.subsample`` (its 1-in-2^d, the limit, rows collected and kept);
 ``latency.samples`` counts the rows the percentiles used; the results directory's samples file
 still holds every row the engine kept, ``used`` marking those in the statistics.
+
+An agent whose coordinator does not collect its rows holds them in a subsample of its own
+(agent/server.py, issue 33), keyed as the coordinator keys them (``source_base``: its index ×
+``AGENT_THREADS``). The levels nest — a row kept at d + 1 is kept at d — so a batch an agent
+thinned to level d, added after the coordinator's level is raised to at least d (``raise_to``),
+leaves the pool exactly "every row whose key has the pool's level of leading zero bits", across
+all agents: still a function of the key alone. The samples file then lacks the rows the agent
+left out (``methodology.subsample.agents_thinned`` says which agents, and to what).
 """
 
 from __future__ import annotations
@@ -85,13 +93,15 @@ def kept(intended_ns: np.ndarray, level: int, source: np.ndarray | None = None) 
 class Subsample:
     """The rows kept so far, at most ``limit``: ``add`` each batch as it comes, ``rows()`` sorted
     by intended time; ``select`` applies the current level to rows not kept here (a snapshot's
-    outstanding requests)."""
+    outstanding requests). ``source_base`` is added to each row's ``thread`` for its key: an
+    agent's index × ``AGENT_THREADS``, so that an agent keys its rows as its coordinator will."""
 
-    def __init__(self, dtype: np.dtype, limit: int = LIMIT):
+    def __init__(self, dtype: np.dtype, limit: int = LIMIT, source_base: int = 0):
         self.limit = limit
         self.level = 0
         self.seen = 0
         self._dtype = dtype
+        self._base = np.uint64(source_base)
         self._parts: list[np.ndarray] = []
         self._count = 0
 
@@ -99,8 +109,16 @@ class Subsample:
     def one_in(self) -> int:
         return 1 << self.level
 
+    def __len__(self) -> int:
+        return self._count
+
     def select(self, rows: np.ndarray) -> np.ndarray:
-        return rows if self.level == 0 else rows[kept(rows["intended_ns"], self.level, source_of(rows))]
+        if self.level == 0:
+            return rows
+        source = source_of(rows)
+        if self._base:
+            source = (source if source is not None else np.zeros(len(rows), np.uint64)) + self._base
+        return rows[kept(rows["intended_ns"], self.level, source)]
 
     def add(self, rows: np.ndarray) -> None:
         self.seen += len(rows)
@@ -109,9 +127,27 @@ class Subsample:
             self._parts.append(rows)
             self._count += len(rows)
         while self._count > self.limit:
-            self.level += 1
-            self._parts = [self.select(self.rows())]
-            self._count = len(self._parts[0])
+            self._raise(self.level + 1)
+
+    def raise_to(self, level: int) -> None:
+        """At least ``level`` from now on (rows kept so far filtered again): before adding a batch
+        an agent thinned to ``level`` (the levels nest, so the pool stays one level's rows)."""
+        if level > self.level:
+            self._raise(level)
+
+    def _raise(self, level: int) -> None:
+        # Part by part: a merged copy of every row would double the memory at the moment it peaks.
+        self.level = level
+        self._parts = [p for p in (self.select(p) for p in self._parts) if len(p)]
+        self._count = sum(len(p) for p in self._parts)
+
+    def drain(self) -> np.ndarray:
+        """Every row kept, in no particular order (no sort: an agent hands them on), and the
+        subsample empty again at level 0."""
+        parts, self._parts, self._count, self.level = self._parts, [], 0, 0
+        if len(parts) == 1:
+            return parts[0]
+        return np.concatenate(parts) if parts else np.zeros(0, dtype=self._dtype)
 
     def rows(self) -> np.ndarray:
         """Every row kept, sorted by intended time (merged on demand)."""

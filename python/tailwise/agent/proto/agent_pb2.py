@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n tailwise/agent/proto/agent.proto\x12\x11tailwise.agent.v1\"\x0f\n\rHealthRequest\"s\n\x06Limits\x12\x15\n\rallow_targets\x18\x01 \x03(\t\x12\x14\n\x0cmax_rate_rps\x18\x02 \x01(\x01\x12\x11\n\tmax_conns\x18\x03 \x01(\r\x12\x17\n\x0fmax_duration_ns\x18\x04 \x01(\x04\x12\x10\n\x08lease_ns\x18\x05 \x01(\x04\"\x88\x01\n\x0bHealthReply\x12\x0f\n\x07version\x18\x01 \x01(\t\x12\x10\n\x08hostname\x18\x02 \x01(\t\x12\x0c\n\x04\x63pus\x18\x03 \x03(\r\x12\r\n\x05state\x18\x04 \x01(\t\x12\x0e\n\x06run_id\x18\x05 \x01(\t\x12)\n\x06limits\x18\x06 \x01(\x0b\x32\x19.tailwise.agent.v1.Limits\"\x0e\n\x0c\x43lockRequest\"2\n\nClockReply\x12\x0f\n\x07mono_ns\x18\x01 \x01(\x04\x12\x13\n\x0brealtime_ns\x18\x02 \x01(\x04\"G\n\x10\x43onfigureRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\x0c\n\x04role\x18\x02 \x01(\t\x12\x15\n\rengine_config\x18\x03 \x01(\t\":\n\x0e\x43onfigureReply\x12\x15\n\rengine_config\x18\x01 \x01(\t\x12\x11\n\tlease_key\x18\x02 \x01(\t\"K\n\x0cStartRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\x18\n\x10start_at_mono_ns\x18\x02 \x01(\x04\x12\x11\n\tlease_key\x18\x03 \x01(\t\"#\n\nStartReply\x12\x15\n\rstart_mono_ns\x18\x01 \x01(\x04\"+\n\x06RunRef\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\x11\n\tlease_key\x18\x02 \x01(\t\"Z\n\rProgressReply\x12\x10\n\x08\x63ounters\x18\x01 \x01(\t\x12\x10\n\x08\x66inished\x18\x02 \x01(\x08\x12\x11\n\tin_flight\x18\x03 \x01(\x04\x12\x12\n\nelapsed_ns\x18\x04 \x01(\x04\"H\n\x05\x43hunk\x12\x0e\n\x04meta\x18\x01 \x01(\tH\x00\x12\'\n\x04part\x18\x02 \x01(\x0b\x32\x17.tailwise.agent.v1.PartH\x00\x42\x06\n\x04\x62ody\"\"\n\x04Part\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0c\n\x04\x64\x61ta\x18\x02 \x01(\x0c\x32\xd9\x05\n\x05\x41gent\x12J\n\x06Health\x12 .tailwise.agent.v1.HealthRequest\x1a\x1e.tailwise.agent.v1.HealthReply\x12G\n\x05\x43lock\x12\x1f.tailwise.agent.v1.ClockRequest\x1a\x1d.tailwise.agent.v1.ClockReply\x12S\n\tConfigure\x12#.tailwise.agent.v1.ConfigureRequest\x1a!.tailwise.agent.v1.ConfigureReply\x12G\n\x05Start\x12\x1f.tailwise.agent.v1.StartRequest\x1a\x1d.tailwise.agent.v1.StartReply\x12G\n\x08Progress\x12\x19.tailwise.agent.v1.RunRef\x1a .tailwise.agent.v1.ProgressReply\x12\x41\n\x08Snapshot\x12\x19.tailwise.agent.v1.RunRef\x1a\x18.tailwise.agent.v1.Chunk0\x01\x12\x44\n\x05Pause\x12\x19.tailwise.agent.v1.RunRef\x1a .tailwise.agent.v1.ProgressReply\x12\x45\n\x06Resume\x12\x19.tailwise.agent.v1.RunRef\x1a .tailwise.agent.v1.ProgressReply\x12\x43\n\x04Stop\x12\x19.tailwise.agent.v1.RunRef\x1a .tailwise.agent.v1.ProgressReply\x12?\n\x06\x46inish\x12\x19.tailwise.agent.v1.RunRef\x1a\x18.tailwise.agent.v1.Chunk0\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n tailwise/agent/proto/agent.proto\x12\x11tailwise.agent.v1\"\x0f\n\rHealthRequest\"\x9f\x01\n\x06Limits\x12\x15\n\rallow_targets\x18\x01 \x03(\t\x12\x14\n\x0cmax_rate_rps\x18\x02 \x01(\x01\x12\x11\n\tmax_conns\x18\x03 \x01(\r\x12\x17\n\x0fmax_duration_ns\x18\x04 \x01(\x04\x12\x10\n\x08lease_ns\x18\x05 \x01(\x04\x12\x18\n\x10max_memory_bytes\x18\x06 \x01(\x04\x12\x10\n\x08max_rows\x18\x07 \x01(\x04\"\x88\x01\n\x0bHealthReply\x12\x0f\n\x07version\x18\x01 \x01(\t\x12\x10\n\x08hostname\x18\x02 \x01(\t\x12\x0c\n\x04\x63pus\x18\x03 \x03(\r\x12\r\n\x05state\x18\x04 \x01(\t\x12\x0e\n\x06run_id\x18\x05 \x01(\t\x12)\n\x06limits\x18\x06 \x01(\x0b\x32\x19.tailwise.agent.v1.Limits\"\x0e\n\x0c\x43lockRequest\"2\n\nClockReply\x12\x0f\n\x07mono_ns\x18\x01 \x01(\x04\x12\x13\n\x0brealtime_ns\x18\x02 \x01(\x04\"\\\n\x10\x43onfigureRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\x0c\n\x04role\x18\x02 \x01(\t\x12\x15\n\rengine_config\x18\x03 \x01(\t\x12\x13\n\x0b\x61gent_index\x18\x04 \x01(\r\":\n\x0e\x43onfigureReply\x12\x15\n\rengine_config\x18\x01 \x01(\t\x12\x11\n\tlease_key\x18\x02 \x01(\t\"K\n\x0cStartRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\x18\n\x10start_at_mono_ns\x18\x02 \x01(\x04\x12\x11\n\tlease_key\x18\x03 \x01(\t\"#\n\nStartReply\x12\x15\n\rstart_mono_ns\x18\x01 \x01(\x04\"+\n\x06RunRef\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\x11\n\tlease_key\x18\x02 \x01(\t\"Z\n\rProgressReply\x12\x10\n\x08\x63ounters\x18\x01 \x01(\t\x12\x10\n\x08\x66inished\x18\x02 \x01(\x08\x12\x11\n\tin_flight\x18\x03 \x01(\x04\x12\x12\n\nelapsed_ns\x18\x04 \x01(\x04\"H\n\x05\x43hunk\x12\x0e\n\x04meta\x18\x01 \x01(\tH\x00\x12\'\n\x04part\x18\x02 \x01(\x0b\x32\x17.tailwise.agent.v1.PartH\x00\x42\x06\n\x04\x62ody\"\"\n\x04Part\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0c\n\x04\x64\x61ta\x18\x02 \x01(\x0c\x32\xd9\x05\n\x05\x41gent\x12J\n\x06Health\x12 .tailwise.agent.v1.HealthRequest\x1a\x1e.tailwise.agent.v1.HealthReply\x12G\n\x05\x43lock\x12\x1f.tailwise.agent.v1.ClockRequest\x1a\x1d.tailwise.agent.v1.ClockReply\x12S\n\tConfigure\x12#.tailwise.agent.v1.ConfigureRequest\x1a!.tailwise.agent.v1.ConfigureReply\x12G\n\x05Start\x12\x1f.tailwise.agent.v1.StartRequest\x1a\x1d.tailwise.agent.v1.StartReply\x12G\n\x08Progress\x12\x19.tailwise.agent.v1.RunRef\x1a .tailwise.agent.v1.ProgressReply\x12\x41\n\x08Snapshot\x12\x19.tailwise.agent.v1.RunRef\x1a\x18.tailwise.agent.v1.Chunk0\x01\x12\x44\n\x05Pause\x12\x19.tailwise.agent.v1.RunRef\x1a .tailwise.agent.v1.ProgressReply\x12\x45\n\x06Resume\x12\x19.tailwise.agent.v1.RunRef\x1a .tailwise.agent.v1.ProgressReply\x12\x43\n\x04Stop\x12\x19.tailwise.agent.v1.RunRef\x1a .tailwise.agent.v1.ProgressReply\x12?\n\x06\x46inish\x12\x19.tailwise.agent.v1.RunRef\x1a\x18.tailwise.agent.v1.Chunk0\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -33,30 +33,30 @@ if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_HEALTHREQUEST']._serialized_start=55
   _globals['_HEALTHREQUEST']._serialized_end=70
-  _globals['_LIMITS']._serialized_start=72
-  _globals['_LIMITS']._serialized_end=187
-  _globals['_HEALTHREPLY']._serialized_start=190
-  _globals['_HEALTHREPLY']._serialized_end=326
-  _globals['_CLOCKREQUEST']._serialized_start=328
-  _globals['_CLOCKREQUEST']._serialized_end=342
-  _globals['_CLOCKREPLY']._serialized_start=344
-  _globals['_CLOCKREPLY']._serialized_end=394
-  _globals['_CONFIGUREREQUEST']._serialized_start=396
-  _globals['_CONFIGUREREQUEST']._serialized_end=467
-  _globals['_CONFIGUREREPLY']._serialized_start=469
-  _globals['_CONFIGUREREPLY']._serialized_end=527
-  _globals['_STARTREQUEST']._serialized_start=529
-  _globals['_STARTREQUEST']._serialized_end=604
-  _globals['_STARTREPLY']._serialized_start=606
-  _globals['_STARTREPLY']._serialized_end=641
-  _globals['_RUNREF']._serialized_start=643
-  _globals['_RUNREF']._serialized_end=686
-  _globals['_PROGRESSREPLY']._serialized_start=688
-  _globals['_PROGRESSREPLY']._serialized_end=778
-  _globals['_CHUNK']._serialized_start=780
-  _globals['_CHUNK']._serialized_end=852
-  _globals['_PART']._serialized_start=854
-  _globals['_PART']._serialized_end=888
-  _globals['_AGENT']._serialized_start=891
-  _globals['_AGENT']._serialized_end=1620
+  _globals['_LIMITS']._serialized_start=73
+  _globals['_LIMITS']._serialized_end=232
+  _globals['_HEALTHREPLY']._serialized_start=235
+  _globals['_HEALTHREPLY']._serialized_end=371
+  _globals['_CLOCKREQUEST']._serialized_start=373
+  _globals['_CLOCKREQUEST']._serialized_end=387
+  _globals['_CLOCKREPLY']._serialized_start=389
+  _globals['_CLOCKREPLY']._serialized_end=439
+  _globals['_CONFIGUREREQUEST']._serialized_start=441
+  _globals['_CONFIGUREREQUEST']._serialized_end=533
+  _globals['_CONFIGUREREPLY']._serialized_start=535
+  _globals['_CONFIGUREREPLY']._serialized_end=593
+  _globals['_STARTREQUEST']._serialized_start=595
+  _globals['_STARTREQUEST']._serialized_end=670
+  _globals['_STARTREPLY']._serialized_start=672
+  _globals['_STARTREPLY']._serialized_end=707
+  _globals['_RUNREF']._serialized_start=709
+  _globals['_RUNREF']._serialized_end=752
+  _globals['_PROGRESSREPLY']._serialized_start=754
+  _globals['_PROGRESSREPLY']._serialized_end=844
+  _globals['_CHUNK']._serialized_start=846
+  _globals['_CHUNK']._serialized_end=918
+  _globals['_PART']._serialized_start=920
+  _globals['_PART']._serialized_end=954
+  _globals['_AGENT']._serialized_start=957
+  _globals['_AGENT']._serialized_end=1686
 # @@protoc_insertion_point(module_scope)

@@ -11,18 +11,22 @@ class HealthRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class Limits(_message.Message):
-    __slots__ = ("allow_targets", "max_rate_rps", "max_conns", "max_duration_ns", "lease_ns")
+    __slots__ = ("allow_targets", "max_rate_rps", "max_conns", "max_duration_ns", "lease_ns", "max_memory_bytes", "max_rows")
     ALLOW_TARGETS_FIELD_NUMBER: _ClassVar[int]
     MAX_RATE_RPS_FIELD_NUMBER: _ClassVar[int]
     MAX_CONNS_FIELD_NUMBER: _ClassVar[int]
     MAX_DURATION_NS_FIELD_NUMBER: _ClassVar[int]
     LEASE_NS_FIELD_NUMBER: _ClassVar[int]
+    MAX_MEMORY_BYTES_FIELD_NUMBER: _ClassVar[int]
+    MAX_ROWS_FIELD_NUMBER: _ClassVar[int]
     allow_targets: _containers.RepeatedScalarFieldContainer[str]
     max_rate_rps: float
     max_conns: int
     max_duration_ns: int
     lease_ns: int
-    def __init__(self, allow_targets: _Optional[_Iterable[str]] = ..., max_rate_rps: _Optional[float] = ..., max_conns: _Optional[int] = ..., max_duration_ns: _Optional[int] = ..., lease_ns: _Optional[int] = ...) -> None: ...
+    max_memory_bytes: int
+    max_rows: int
+    def __init__(self, allow_targets: _Optional[_Iterable[str]] = ..., max_rate_rps: _Optional[float] = ..., max_conns: _Optional[int] = ..., max_duration_ns: _Optional[int] = ..., lease_ns: _Optional[int] = ..., max_memory_bytes: _Optional[int] = ..., max_rows: _Optional[int] = ...) -> None: ...
 
 class HealthReply(_message.Message):
     __slots__ = ("version", "hostname", "cpus", "state", "run_id", "limits")
@@ -53,14 +57,16 @@ class ClockReply(_message.Message):
     def __init__(self, mono_ns: _Optional[int] = ..., realtime_ns: _Optional[int] = ...) -> None: ...
 
 class ConfigureRequest(_message.Message):
-    __slots__ = ("run_id", "role", "engine_config")
+    __slots__ = ("run_id", "role", "engine_config", "agent_index")
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
     ROLE_FIELD_NUMBER: _ClassVar[int]
     ENGINE_CONFIG_FIELD_NUMBER: _ClassVar[int]
+    AGENT_INDEX_FIELD_NUMBER: _ClassVar[int]
     run_id: str
     role: str
     engine_config: str
-    def __init__(self, run_id: _Optional[str] = ..., role: _Optional[str] = ..., engine_config: _Optional[str] = ...) -> None: ...
+    agent_index: int
+    def __init__(self, run_id: _Optional[str] = ..., role: _Optional[str] = ..., engine_config: _Optional[str] = ..., agent_index: _Optional[int] = ...) -> None: ...
 
 class ConfigureReply(_message.Message):
     __slots__ = ("engine_config", "lease_key")

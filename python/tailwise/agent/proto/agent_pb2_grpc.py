@@ -127,7 +127,9 @@ class AgentServicer:
 
     def Snapshot(self, request, context):
         """A snapshot: the sampled requests finished since the last one, those outstanding now, the
-        interval histograms changed since the last one, the stalls; streamed in chunks.
+        interval histograms changed since the last one, the stalls; streamed in chunks. Rows the
+        agent held past its ceiling come thinned to the meta's `thinned_level` (1 in 2^level, by the
+        coordinator's keys): the coordinator raises its own subsample to that level before adding them.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -355,13 +355,21 @@ _PAIR = {"prefixItems": [{"type": "integer"}, {"type": "integer"}], "minItems": 
 _ADAPTIVE = ["round_s", "coordinator", "pauses_ns", "masked_s", "history"]
 
 
+class AgentThinned(Doc):
+    """An agent that thinned the rows it held while its coordinator did not collect them (issue 33)."""
+
+    address: str = F(description="The agent, HOST:PORT as given to --agents.")
+    one_in: Int = F(description="The most it thinned to: it kept 1 in one_in of its rows (a power of 2) while they piled up, by the same keys as the subsample (its one_in is at least this).", minimum=2)
+
+
 class Subsample(Doc):
     """The bounded subsample the statistics used (stats/subsample.py): a random 1 in one_in of the rows the engine kept, so that memory does not grow with the run's length."""
 
     one_in: Int = F(description="Each row the engine kept went into the statistics with probability 1/one_in (a power of 2; 1: every row), by a hash of its intended time.", minimum=1)
     limit: Int = F(description="Rows kept for the statistics at most.", minimum=1)
-    collected: Int = F(description="Rows the engine kept over the run (all in the samples file).", minimum=0)
+    collected: Int = F(description="Rows the engine kept over the run (all in the samples file); on agents, the rows that reached the coordinator.", minimum=0)
     kept: Int = F(description="Rows in the subsample at the run's end.", minimum=0)
+    agents_thinned: list[AgentThinned] = F(None, description="A run on agents: those that held more rows than their ceiling (tailwise agent --max-memory, or the cgroup's limit) while the coordinator did not collect them, and thinned them by the subsample's own keys — unbiased, the subsample raised to their level; the samples file lacks the rows they left out. Absent when none did. Added by issue 33.")
 
 
 class Methodology(Doc):
@@ -378,7 +386,7 @@ class Methodology(Doc):
     masked_s: Num = F(None, description="Adaptive mode: kept from earlier summaries; always 0.")
     sample_every: Int = F(description="The engine's 1-in-K sampling of requests (--sample-every or automatic).", minimum=1)
     effective_sample_every: Int = F(description="sample_every × subsample.one_in × thinning.", minimum=1)
-    subsample: Subsample | None = F(None, description="The bounded subsample of the kept rows the statistics used (stats/subsample.py); null on agents, where every row is used. Added by issue 23.")
+    subsample: Subsample | None = F(None, description="The bounded subsample of the kept rows the statistics used (stats/subsample.py); on agents, of every agent's rows pooled (agents_thinned: those that thinned their own first). Added by issue 23.")
     history: list[Round] = F(None, description="Adaptive mode: one entry per round.")
     window_ns: list[Int] = F(description="[start, end) of intended time the statistics used (= latency.window).", **_PAIR)
     window_every_request: WindowEveryRequest = F(description="The every-request count and percentiles of the window (latency.window); empty without interval histograms.")
