@@ -138,10 +138,12 @@ def readme_servers(tmp_path_factory):
     with ExitStack() as stack:
         for port, kind in wanted.items():
             p = moved[port]
+            # Room for every page's keys at once (README's and load.md's): with memcached's default
+            # 64 MB, the first page's value sizes take the slabs and the next page's keys are evicted.
             if kind in ("memcached", "memcached+binary"):
-                stack.enter_context(memcached_server(port=p))
+                stack.enter_context(memcached_server(port=p, memory_mb=256))
             elif kind == "memcached+udp":
-                stack.enter_context(memcached_server(udp=True, port=p))
+                stack.enter_context(memcached_server(udp=True, port=p, memory_mb=256))
             elif kind == "redis":
                 stack.enter_context(redis_server(port=p))
             elif kind == "http":
