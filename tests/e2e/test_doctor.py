@@ -51,6 +51,31 @@ def test_the_table_has_a_row_per_knob_and_exits_0():
     assert re.search(r"\d+ to look at, \d+ not readable here, \d+ ok, \d+ not applicable", r.stdout), r.stdout
 
 
+def test_at_80_columns_a_line_per_knob_and_each_fix_command_whole():
+    """Issue 34: `tailwise doctor` off a terminal at COLUMNS=80 — no table, an entry per knob
+    (its state and what it read), each fix on its own line with its commands whole (one longer than
+    80 columns alone on its line), no line wider than 80 but such a command; a table from 120."""
+    from tailwise.render.doctor import COMMANDS, command_spans
+
+    r = subprocess.run([*CLI, "doctor"], capture_output=True, text=True, timeout=120,
+                       env={**os.environ, "COLUMNS": "80"})
+    assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
+    doc = _doc(run_cli("doctor", "--json"))
+    lines = r.stdout.splitlines()
+    assert "┃" not in r.stdout and len(lines) <= 4 * len(NAMES) + 4, r.stdout
+    cmds = [k["fix"][a:b].rstrip(";,") for k in doc["knobs"] if k["fix"] for a, b in command_spans(k["fix"])
+            if k["fix"][a:b].split()[0] in COMMANDS]
+    assert all(len(ln) <= 80 or ln.strip().rstrip(";,") in cmds for ln in lines), r.stdout
+    for k in doc["knobs"]:
+        assert any(ln.startswith(f"{k['name']} ") for ln in lines), (k["name"], r.stdout)
+    for cmd in cmds:  # read by the two calls apart (a state can change between them): each one printed, whole
+        if " ".join(cmd.split()[:3]) in r.stdout:
+            assert any(cmd in ln for ln in lines), (cmd, r.stdout)
+    wide = subprocess.run([*CLI, "doctor"], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "COLUMNS": "120"})
+    assert "┃ knob" in wide.stdout and max(len(ln) for ln in wide.stdout.splitlines()) <= 120, wide.stdout
+
+
 def test_a_loopback_target_has_no_nic():
     doc = _doc(run_cli("doctor", "synthetic://127.0.0.1:7000", "--json"))
     assert doc["interface"] == "lo" and doc["target"] == "synthetic://127.0.0.1:7000"

@@ -1,15 +1,20 @@
 """What a person reads of a run (output.py) and the settings they give (--percentiles, the workload
-file's command settings): compact by default, whole sentences, never a truncated verdict. Every
---help and the live line (live.py): tests/unit/test_output_help_and_live.py."""
+file's command settings): compact by default, whole sentences, never a truncated verdict, at the
+width of the screen (a real run at 80 columns). Every --help and the live line (live.py):
+tests/unit/test_output_help_and_live.py; every screen at 80 and 120 columns from saved summaries:
+tests/unit/test_screens.py."""
 
 import copy
 import io
 import json
+import os
+import re
+import subprocess
 
 import pytest
 from rich.console import Console
 
-from support.cli import MEASURED, run_cli
+from support.cli import CLI, CLI_TIMEOUT_S, MEASURED, run_cli
 from tailwise.render.output import print_summary
 
 
@@ -47,13 +52,22 @@ def test_an_ok_run_fits_in_25_lines_at_100_columns(summary):
 
 
 def test_failed_checks_get_one_line_each_with_cause_and_remedy(summary):
+    """Each failed check is a line (folded to the width) with its cause and remedy; the verdict's
+    sentence quotes the fix of the check it names, whose line then does not repeat it."""
     s = as_ok(summary)
     s["verdict"] = "not-measurable"
-    s["checks"][0] |= {"ok": False, "detail": "the cause, with its figure", "remedy": "the remedy"}
+    first, second = s["checks"][0], next(ch for ch in s["checks"][1:] if ch["name"] != "exclusions")
+    first |= {"ok": False, "detail": "the cause, with its figure", "remedy": "the remedy"}
+    second |= {"ok": False, "detail": "another cause; its figures", "remedy": "another remedy"}
     lines = render(s, 1000)
     failed = [ln for ln in lines if ln.startswith("✗ ")]
-    assert failed == [f"✗ {s['checks'][0]['name']}: the cause, with its figure — the remedy"], lines
-    assert any("verdict not-measurable" in ln for ln in lines)
+    assert failed == [f"✗ {first['name']}: the cause, with its figure",
+                      f"✗ {second['name']}: another cause — another remedy"], lines
+    assert lines[0].startswith("verdict not-measurable — ") and lines[0].endswith(" — fix: the remedy"), lines[0]
+    # --verbose: every check's whole text, and each failed one's remedy.
+    full = render(s, 1000, verbose=True)
+    assert f"✗ {first['name']}: the cause, with its figure — the remedy" in full
+    assert f"✗ {second['name']}: another cause; its figures — another remedy" in full
 
 
 @pytest.mark.parametrize("width", [40, 60, 100])
@@ -72,11 +86,28 @@ def test_verbose_adds_every_check(summary):
 
 
 def test_a_pipe_gets_whole_lines_and_no_ellipsis():
-    r = run_cli("run", "--rate", "2k", "--duration", "1", "--verbose")
+    r = run_cli("run", "--rate", "2k", "--duration", "1", "--verbose")  # COLUMNS=200
     assert r.returncode in MEASURED, r.stderr
     assert "…" not in r.stdout
     first = r.stdout.splitlines()[0]
-    assert "verdict ok" in first or "verdict not-measurable" in first, first
+    assert first.startswith(("verdict ok — ", "verdict imprecise — ", "verdict not-measurable — ")), first
+    assert max(len(ln) for ln in r.stdout.splitlines()) <= 200
+
+
+def test_a_real_run_fits_80_columns_off_a_terminal():
+    """Issue 34: off a terminal COLUMNS is the width — every line of a real run's result (with
+    --verbose: every check's whole text) within 80 columns, folded at spaces, continuation lines
+    indented, one unit for its latencies; its warnings on stderr stay one line each (a log)."""
+    r = subprocess.run([*CLI, "run", "--rate", "2k", "--duration", "1", "--verbose"], capture_output=True,
+                       text=True, timeout=CLI_TIMEOUT_S, env={**os.environ, "COLUMNS": "80"})
+    assert r.returncode in MEASURED, r.stderr
+    lines = r.stdout.splitlines()
+    assert max(len(ln) for ln in lines) <= 80, "\n".join(ln for ln in lines if len(ln) > 80)
+    assert lines[0].startswith("verdict ") and lines[1].startswith("  "), lines[:2]
+    times = set(re.findall(r"\d (ns|µs|ms)(?![\w/])", r.stdout))
+    assert len(times) == 1, times
+    assert re.search(r"[\d,]+ req/s offered, [\d,]+ req/s sent", " ".join(ln.strip() for ln in lines))
+    assert all(ln.startswith("warning: ") for ln in r.stderr.splitlines() if "warning" in ln)
 
 
 def test_percentiles_are_reported_as_asked_with_those_thresholds_judge():

@@ -15,7 +15,7 @@ from tailwise.cli.options import (Agents, Arrival, Bounds, Ci, Confidence, Conns
                                   Timestamps, AgentTlsCa, AgentTlsCert, AgentTlsKey, InsecurePlaintext, TokenFile,
                                   ValueSize, Verbose, Warmup, Workers, Workload)
 from tailwise.errors import InputError
-from tailwise.render.output import print_summary, set_quiet, warn
+from tailwise.render.output import print_summary, set_quiet, table_unit, warn
 from tailwise.render.run import print_run_error, print_signalled, print_thresholds, print_written
 from tailwise.spec.runspec import TIME_CAP_ENV, RunSpec
 
@@ -132,7 +132,7 @@ def _run(kw: dict) -> int:
         print(dumps(summary), flush=True)
     else:
         print_summary(summary, verbose=kw["verbose"])
-        print_thresholds(summary["thresholds"])
+        print_thresholds(summary["thresholds"], table_unit(summary))
         if kept_in and not summary["error"] and not result.interrupted and not quiet and not signals.received():
             print_written(out)
     if unwritten:

@@ -150,12 +150,13 @@ def _cell(run: dict) -> str:
     return f"{text} [{fmt_ns(run.get('low_ns'))}, {fmt_ns(run.get('high_ns'))}]"
 
 
-def diff_text(d: dict) -> str:
+def diff_text(d: dict, unit=None) -> str:
+    """The difference to the first run and its share of it; ``unit``: the screen's (render/output.TimeUnit)."""
     if d.get("diff_ns") is None:
         return "—"
     sign = "+" if d["diff_ns"] >= 0 else "−"
     rel = "" if d.get("diff_rel") is None else f" ({sign}{abs(d['diff_rel']):.1%})"
-    return f"{sign}{fmt_ns(abs(d['diff_ns']))}{rel}"
+    return f"{sign}{unit.number(abs(d['diff_ns'])) if unit else fmt_ns(abs(d['diff_ns']))}{rel}"
 
 
 def overlap_text(d: dict) -> str:
@@ -165,54 +166,76 @@ def overlap_text(d: dict) -> str:
 HEADERS = ["percentile", "run", "value", "CI", "Δ vs first", "CIs overlap"]
 
 
-def table_rows(doc: dict) -> list[list[list[str]]]:
+def table_rows(doc: dict, unit=None) -> list[list[list[str]]]:
     """The comparison as plain text, one group of rows per percentile and one row per run (the
-    terminal and the HTML share them): a fixed six columns, however many runs. A difference not
-    judged says so in the overlap column."""
+    terminal and the HTML share them): a fixed six columns, however many runs. ``unit``: the
+    terminal's one unit (its cells are then plain numbers, the unit in the headers). A difference
+    not judged says so in the overlap column."""
     fair = judged([r.get("verdict") for r in doc["runs"]])
+
+    def t(v):
+        return "—" if v is None else unit.number(v) if unit else fmt_ns(v)
+
     groups = []
     for row in doc["percentiles"]:
         rows = []
         for i, (info, run) in enumerate(zip(doc["runs"], row["runs"])):
             bounded = run.get("value_ns") is not None
-            ci = f"[{fmt_ns(run.get('low_ns'))}, {fmt_ns(run.get('high_ns'))}]" if bounded else "—"
+            ci = f"[{t(run.get('low_ns'))}, {t(run.get('high_ns'))}]" if bounded else "—"
+            value = (("≥ " if run.get("censored") else "") + t(run["value_ns"]) if unit and bounded
+                     else value_text(run))
             d = row["diffs"][i - 1] if i else None
-            rows.append([f"p{row['p']:g}" if i == 0 else "", info["label"], value_text(run), ci,
-                         "(first)" if d is None else diff_text(d),
+            rows.append([f"p{row['p']:g}" if i == 0 else "", info["label"], value, ci,
+                         "(first)" if d is None else diff_text(d, unit),
                          "" if d is None else overlap_text(d) if fair[i - 1] else NOT_JUDGED])
         groups.append(rows)
     return groups
 
 
-def print_compare(doc: dict) -> None:
-    """The runs and the table, as a person reads them (rich; no wrapping off a terminal)."""
-    from tailwise.render.output import VERDICT_COLOUR, stdout_console
+def compare_unit(doc: dict):
+    """The one unit of the comparison's screen, from its table's figures."""
+    from tailwise.render.output import unit_for
+
+    return unit_for([r.get(k) for row in doc["percentiles"] for r in row["runs"]
+                     for k in ("value_ns", "low_ns", "high_ns")])
+
+
+def print_compare(doc: dict, console=None) -> None:
+    """The runs and the table, as a person reads them, at the screen's width (render/output's
+    ``screen_width``): a line per run, then the table — no box, the percentile on its group's
+    first row, every latency in one unit (in the headers) — and the note, folded at spaces."""
     from rich.markup import escape
     from rich.table import Table
 
-    console = stdout_console()
+    from tailwise.render.output import VERDICT_COLOUR, fold, print_table, stdout_console
+
+    console = console or stdout_console()
+    unit = compare_unit(doc)
     for i, r in enumerate(doc["runs"]):
         colour = VERDICT_COLOUR.get(r["verdict"], "red")
-        rate = "—" if r["achieved_rps"] is None else f"{r['achieved_rps']:,.0f} req/s"
-        console.print(f"[bold]{i}. {escape(r['label'])}[/]  {escape(r['dir'])}  {escape(str(r['target']))}  {rate}  "
-                      f"verdict [{colour}]{escape(str(r['verdict']))}[/]", highlight=False)
+        rate = "—" if r["achieved_rps"] is None else f"{r['achieved_rps']:,.0f} req/s sent"
+        fold(console, f"[bold]{i}. {escape(r['label'])}[/] · {escape(r['dir'])} · {escape(str(r['target']))} · "
+                      f"{rate} · verdict [{colour}]{escape(str(r['verdict']))}[/]")
     confs = {r["confidence"] for r in doc["runs"]}
     conf = f"{confs.pop():.0%} CI" if len(confs) == 1 and None not in confs else "CIs at differing levels"
-    t = Table(title=f"latency percentiles ({conf}); differences to {doc['runs'][0]['label']}", title_justify="left")
+    fold(console, f"latency percentiles ({conf}) in {unit.name}; differences to {escape(doc['runs'][0]['label'])}")
+    t = Table(box=None, pad_edge=False, show_edge=False, padding=(0, 1))
     for h in HEADERS:
-        t.add_column(h, justify="left" if h == "run" else "right", overflow="fold")
-    for rows in table_rows(doc):
-        for k, cells in enumerate(rows):
+        header = f"{h} ({unit.name})" if h in ("value", "CI", "Δ vs first") else h
+        # Cells wrap at their spaces, never inside a word (print_table); a label stays whole.
+        t.add_column(header, justify="left" if h == "run" else "right", overflow="fold")
+    for rows in table_rows(doc, unit):
+        for cells in rows:
             styled = [escape(c) for c in cells]
             if cells[5] == "no":
                 styled[4], styled[5] = f"[bold]{styled[4]}[/]", "[bold]no[/]"
-            t.add_row(*styled, end_section=k == len(rows) - 1)
-    console.print(t)
-    console.print(NOTE, highlight=False)
+            t.add_row(*styled)
+    print_table(console, t)
+    fold(console, NOTE, markup=False)
     for line in not_judged_lines(doc["runs"]):
-        console.print(f"[red]{escape(line)}[/]", highlight=False)
+        fold(console, f"[red]{escape(line)}[/]")
     if "CIs at differing" in conf:
-        console.print("[yellow]the runs' confidence levels differ: the overlap test mixes levels[/]")
+        fold(console, "[yellow]the runs' confidence levels differ: the overlap test mixes levels[/]")
 
 
 def compare_html(doc: dict, png: Path) -> str:

@@ -3,27 +3,34 @@ and how a run that a signal stopped ended."""
 
 from __future__ import annotations
 
-from tailwise.render.output import err_console
+from rich.markup import escape
+
+from tailwise.render.output import TimeUnit, err_console, fold, in_unit
 
 
-def print_thresholds(rows: list[dict]) -> None:
+def print_thresholds(rows: list[dict], unit: TimeUnit | None = None) -> None:
+    """Each threshold judged, folded to stderr's width; its times in the summary's ``unit``."""
     for t in rows:
         colour = {"pass": "green", "fail": "red"}.get(t["status"], "yellow")
-        err_console.print(f"threshold {t['threshold']}: [{colour}]{t['status']}[/] — {t['detail']}")
+        detail = in_unit(t["detail"], unit) if unit else t["detail"]
+        fold(err_console, f"threshold {escape(t['threshold'])}: [{colour}]{t['status']}[/] — {escape(detail)}")
 
 
 def print_written(out: str) -> None:
-    err_console.print(f"results written to {out}/")
+    fold(err_console, f"results written to {out}/", markup=False)
 
 
 def print_signalled(out: str | None, signal_name: str, interrupted: bool, elapsed_ns: float) -> None:
     """A signal came: during the measurement (``interrupted``: it stopped there) or after it."""
     kept = f"results kept in {out}/" if out else "nothing kept on disk (--out DIR keeps the results)"
     if interrupted:
-        err_console.print(f"tailwise: interrupted after {elapsed_ns / 1e9:.1f} s of measuring ({signal_name}); {kept}")
+        fold(err_console, f"tailwise: interrupted after {elapsed_ns / 1e9:.1f} s of measuring ({signal_name}); {kept}",
+             markup=False)
     else:
-        err_console.print(f"tailwise: {signal_name} came after the measurement ended; it is complete; {kept}")
+        fold(err_console, f"tailwise: {signal_name} came after the measurement ended; it is complete; {kept}",
+             markup=False)
 
 
 def print_run_error(error: str, out: str | None) -> None:
-    err_console.print(f"tailwise: {error}" + (f" (results so far in {out}/)" if out else ""))
+    err_console.print(f"tailwise: {error}" + (f" (results so far in {out}/)" if out else ""), markup=False,
+                      highlight=False, soft_wrap=True)  # an error: one line, as every error

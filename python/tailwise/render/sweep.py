@@ -6,7 +6,10 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from tailwise.render.output import err_console, fmt_ns, stdout_console, warn
+from rich.console import Console
+
+from tailwise.render.output import (TimeUnit, err_console, fmt_ns, fold, in_unit, print_table, stdout_console,
+                                    unit_for, warn)
 from tailwise.sweep.events import Event, PointDone, Resuming, Warned
 from tailwise.sweep.search import MAX_ATTEMPTS
 
@@ -31,7 +34,7 @@ def knee_text(doc: dict) -> str | None:
     if k.get("low_rps") is not None and k.get("high_rps") is not None and k["low_rps"] < k["high_rps"]:
         cands = k.get("candidates_rps") or [k["rate_rps"]]
         allow = ("" if len(cands) < 2 else
-                 f"; the CIs allow it at {', '.join(f'{c:,.0f}' for c in cands)}")
+                 f"; the CIs allow it at {', '.join(f'{c:,.0f}' for c in cands)} req/s")
         line += f", between {k['low_rps']:,.0f} and {k['high_rps']:,.0f} req/s (the loads measured either side{allow})"
     if k.get("disturbed"):
         loads = ", ".join(f"{d['rate_rps']:,.0f} ({d['host_stall_share']:.0%})" for d in k["disturbed"])
@@ -62,7 +65,7 @@ def point_line(row: dict, n_done: int, elapsed_s: float) -> str:
     t = row["target"] or {}
     fig = (f"p{t['p']:g} {fmt_ns(t['value_ns'])} [{fmt_ns(t['low_ns'])}, {fmt_ns(t['high_ns'])}]"
            if t else "—")
-    achieved = f"{row['achieved_rps']:,.0f}" if row["achieved_rps"] is not None else "—"
+    achieved = f"{row['achieved_rps']:,.0f} req/s" if row["achieved_rps"] is not None else "—"
     state = f"saturated ({row['saturation_reason']})" if row["saturated"] else row["verdict"]
     if row["client_limited"]:
         state = f"saturated on the client's window, not the server ({row['client_limited']})"
@@ -74,40 +77,48 @@ def point_line(row: dict, n_done: int, elapsed_s: float) -> str:
 
 
 
-def print_sweep(doc: dict) -> None:
-    """The sweep's points as a table on stdout, then its answers: knee, saturation, capacity, SLO."""
+def sweep_unit(doc: dict) -> TimeUnit:
+    """The unit of a sweep's screen: from its table's figures (each point's percentile and CI)."""
+    return unit_for([(p["target"] or {}).get(k) for p in doc["points"] for k in ("value_ns", "low_ns", "high_ns")])
+
+
+def print_sweep(doc: dict, console: Console | None = None) -> None:
+    """The sweep's points as a table on stdout, then its answers: knee, saturation, capacity, SLO;
+    at the screen's width (``screen_width``), every latency in one unit (the table's, in its headers)."""
     from rich.table import Table
 
-    console = stdout_console()
-    console.print(f"tailwise sweep · {doc['target']} · p{doc['percentile']:g} with its CI", markup=False)
+    console = console or stdout_console()
+    unit = sweep_unit(doc)
+    fold(console, f"tailwise sweep · {doc['target']} · p{doc['percentile']:g} with its CI", markup=False)
     # Plain columns (as the run's table): no box, so that it fits 80 columns; nothing is cut —
-    # a verdict ("not-measurable", "undetermined (2 attempts)") or a header never ends in "…".
-    t = Table(box=None, pad_edge=False, show_edge=False, padding=(0, 2))
-    cols = ["load req/s", "sent req/s", f"p{doc['percentile']:g}", "CI", "verdict", "saturated"]
+    # a verdict ("not-measurable", "undetermined (2 attempts)") or a header never ends in "…";
+    # a cell wraps at its spaces, never inside a word (print_table).
+    t = Table(box=None, pad_edge=False, show_edge=False, padding=(0, 1))
+    cols = ["load req/s", "sent req/s", f"p{doc['percentile']:g} ({unit.name})", f"CI ({unit.name})", "verdict",
+            "saturated"]
     if doc["slo"]:
         cols.append("SLO")
     for col in cols:
-        t.add_column(col, justify="right" if "req/s" in col else "left", overflow="fold",
-                     no_wrap=col in ("CI", "verdict", "SLO"), min_width=max(len(w) for w in col.split()))
+        t.add_column(col, justify="right" if "req/s" in col else "left", overflow="fold")
     for p in doc["points"]:
         x = p["target"] or {}
         sat = ("client" if p.get("client_limited") else "yes") if p["saturated"] else ""
-        row = [f"{p['rate_rps']:,.0f}", f"{p['achieved_rps']:,.0f}" if p["achieved_rps"] else "—",
-               fmt_ns(x.get("value_ns")), f"[{fmt_ns(x.get('low_ns'))}, {fmt_ns(x.get('high_ns'))}]",
+        value = "—" if x.get("value_ns") is None else unit.number(x["value_ns"])
+        ci = ("—" if x.get("low_ns") is None and x.get("high_ns") is None else
+              f"[{'—' if x.get('low_ns') is None else unit.number(x['low_ns'])}, "
+              f"{'—' if x.get('high_ns') is None else unit.number(x['high_ns'])}]")
+        row = [f"{p['rate_rps']:,.0f}", f"{p['achieved_rps']:,.0f}" if p["achieved_rps"] else "—", value, ci,
                p["verdict"], sat]
         if doc["slo"]:
             tries = len(p.get("attempts") or ())
             row.append((p.get("slo_outcome") or "—") + (f" ({tries} attempts)" if tries > 1 else ""))
         t.add_row(*row)
-    console.print(t)
-    if (knee := knee_text(doc)) is not None:
-        console.print(knee, markup=False)
-    if (sat := saturation_text(doc)) is not None:
-        console.print(sat, markup=False)
-    if (capacity := capacity_text(doc)) is not None:
-        console.print(capacity)
-    if doc["slo"]:
-        console.print(f"SLO {doc['slo']['threshold']}: {doc['slo']['detail']}", markup=False)
+    print_table(console, t)
+    for line in (knee_text(doc), saturation_text(doc), capacity_text(doc),
+                 f"SLO {doc['slo']['threshold']}: {doc['slo']['detail']}" if doc["slo"] else None):
+        if line is not None:
+            fold(console, in_unit(line, unit), markup=False)
+
 
 def show_event(event: Event) -> None:
     """A running sweep's event, as one line on stderr."""

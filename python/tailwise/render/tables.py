@@ -1,18 +1,19 @@
-"""Tables of the commands that print one result: `tailwise model` and `tailwise calibrate`."""
+"""Tables of the commands that print one result: `tailwise model` and `tailwise calibrate`, at the
+screen's width (render/output's ``screen_width``), their sentences folded at spaces."""
 
 from __future__ import annotations
 
-from rich.console import Console
 from rich.table import Table
 
+from tailwise.render.output import fold, print_table, stdout_console
 from tailwise.spec.units import fmt_ns
 
 
 def print_model(result: dict, console=None) -> None:
     """The model's percentiles as a small rich table."""
-    console = console or Console()
+    console = console or stdout_console()
     k = result["workers"]
-    console.print(f"[bold]{result['model']}[/]: service {result['service']}, load {result['load']:g} = "
+    fold(console, f"[bold]{result['model']}[/]: service {result['service']}, load {result['load']:g} = "
                   f"{result['rate_rps']:,.0f} req/s on {k} worker{'s' if k != 1 else ''} sharing one FIFO queue; "
                   f"{result['customers']:,} customers after {result['warmup']:,} warm-up, seed {result['seed']}")
     t = Table()
@@ -20,17 +21,17 @@ def print_model(result: dict, console=None) -> None:
     t.add_column("sojourn (wait + service)", justify="right")
     for p in result["percentiles"]:
         t.add_row(f"p{p['p']:g}", fmt_ns(p["value_ns"]))
-    console.print(t)
+    print_table(console, t)
     line = f"mean {fmt_ns(result['mean_ns'])}"
     if result["analytic"]:
         line += f" ({result['analytic']['formula']}: {fmt_ns(result['analytic']['mean_ns'])})"
-    console.print(line + f"; mean service time {fmt_ns(result['mean_service_ns'])}")
+    fold(console, line + f"; mean service time {fmt_ns(result['mean_service_ns'])}")
 
 
 def print_calibration(result: dict, console=None) -> None:
-    console = console or Console()
+    console = console or stdout_console()
     c = result["clock"]
-    console.print(f"[bold]tailwise calibrate[/] — timestamp sources on this machine "
+    fold(console, f"[bold]tailwise calibrate[/] — timestamp sources on this machine "
                   f"(a clock read costs {c['monotonic_read_ns']:.0f} ns)")
     t = Table(title="round trip per source, same requests (ping-pong)")
     for col in ("path", "source", "min", "p50", "p99", "p99.9", "bias p50/p99"):
@@ -49,10 +50,10 @@ def print_calibration(result: dict, console=None) -> None:
                     else "best")
             t.add_row(p["path"], name, fmt_ns(r.get("min_ns")), fmt_ns(r.get("p50_ns")), fmt_ns(r.get("p99_ns")),
                       fmt_ns(r.get("p99.9_ns")), bias)
-    console.print(t)
+    print_table(console, t)
     for p in result["paths"]:
         if p["tried"] and p["user"]["send_side"].get("n"):
-            console.print(f"{p['path']}: user stamps add {fmt_ns(p['user']['send_side']['p50_ns'])} before the send "
+            fold(console, f"{p['path']}: user stamps add {fmt_ns(p['user']['send_side']['p50_ns'])} before the send "
                           f"and {fmt_ns(p['user']['receive_side']['p50_ns'])} after the arrival (medians)")
     m = result.get("model_bias")
     if m:
@@ -62,13 +63,13 @@ def print_calibration(result: dict, console=None) -> None:
         for name, s in m["sources"].items():
             d, cl = s["minus_model"], s["server_stalls_left_out"]["minus_model"]
             t.add_row(name, _signed(d["p50_ns"]), _signed(d["p99_ns"]), f"{_signed(cl['p50_ns'])}/{_signed(cl['p99_ns'])}")
-        console.print(t)
+        print_table(console, t)
         g = m["goal"]
-        console.print(f"goal with kernel stamps: p50 within {fmt_ns(g['within_ns']['p50_ns'])}, p99 within "
+        fold(console, f"goal with kernel stamps: p50 within {fmt_ns(g['within_ns']['p50_ns'])}, p99 within "
                       f"{fmt_ns(g['within_ns']['p99_ns'])} of the model: {'[green]met[/]' if g['met'] else '[red]missed[/]'}")
-        console.print(f"[dim]{m['note']}[/]")
+        fold(console, f"[dim]{m['note']}[/]")
     for n in result["not_tried"]:
-        console.print(f"[yellow]not tried[/]: {n['what']}" + (f" on {n['path']}" if n.get("path") else "") + f" — {n['why']}")
+        fold(console, f"[yellow]not tried[/]: {n['what']}" + (f" on {n['path']}" if n.get("path") else "") + f" — {n['why']}")
 
 
 def _signed(v: float | None) -> str:
