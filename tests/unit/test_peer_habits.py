@@ -309,6 +309,7 @@ def test_compare_does_not_call_a_difference_to_a_not_measurable_run_significant(
 def test_compare_on_the_command_line_says_why_in_one_line_per_run(runs, monkeypatch, capsys):
     code, out, err = _tailwise(monkeypatch, capsys, "compare", runs["base"], runs["bad"], runs["wide"])
     assert code == 0, err
-    reasons = [line for line in out.splitlines() if line.startswith("not judged: ")]
+    # One reason a run, folded at the screen's width: its continuation lines are indented.
+    reasons = [" ".join(part.split()) for part in re.split(r"\n(?! )", out) if part.startswith("not judged: ")]
     assert reasons == [f"not judged: bad is not-measurable, so its difference to base is not called significant, "
                        f"whatever the CIs (why: tailwise report {runs['bad']})"], out
