@@ -434,6 +434,18 @@ def test_a_point_saturated_on_the_clients_window_is_not_the_servers_capacity():
     assert conclude(rows, [60_000], None, 90.0)["capacity_rps"] == 50_000
 
 
+def test_a_saturation_within_the_rate_tolerance_says_which_rule_fired():
+    """Issue 34: the README's sweep called its 50k point saturated while quoting rates inside their
+    tolerance ("completed 48,183 req/s of 50,000 (+0.2% / −3.6%; tolerance ±5.0%)"). Within the
+    tolerance the rule that fired is Little's law's: the reason names it, with its figures."""
+    queued = _fake_point(50_000, (900, 1000, 1100), conns=8, outstanding=4, completed=48_183, response_us=800.0)
+    queued["checks"][0]["ok"] = False
+    why = saturation(queued, 20_000, None)
+    assert why.startswith("rate: responses slowed to 800.0 µs on average, so carrying 50,000 req/s needs 40.0 in "
+                          "flight (Little's law), more than 8 conns × 4 outstanding allow: the server's queue"), why
+    assert why.endswith("(+0.0% / -3.6%; tolerance ±5.0%)"), why
+
+
 def test_the_sweep_summary_declares_every_field_it_writes(fake_sweep):
     """The sweep's summary is written through its model (results/documents/sweep.py): every key it
     holds is one the model, and so docs/schema/sweep.schema.json, declares."""

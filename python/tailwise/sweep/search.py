@@ -233,9 +233,16 @@ def saturation(point: dict, base_p50_ns: float | None, limited: str | None = Non
         # The figures alone: a closed-loop law the rate check may state takes the mean response,
         # which a saturated server's own queue inflates — the window was full because the server
         # fell behind (client_limited said the window held what the server needs).
-        from tailwise.methodology.checks import rate_figures
+        from tailwise.methodology.checks import rate_figures, rate_tolerance
 
-        return "rate: " + rate_figures(target, r["achieved_rps"], r["completed_rps"], r["duration_s"])
+        figures = rate_figures(target, r["achieved_rps"], r["completed_rps"], r["duration_s"])
+        tol = rate_tolerance(target, r["duration_s"])
+        within = all(abs(x / target - 1.0) <= tol for x in (r["achieved_rps"], r["completed_rps"]))
+        if within:
+            # Both rates within tolerance: the rule that fired is Little's law's (checks.rate_check)
+            # — the server's queue lengthened each response until the window could not carry the rate.
+            return "rate: " + _queue_rule(point, target) + "; " + figures
+        return "rate: " + figures
     c = point["counters"]
     if c.get("intended") and c["sent"] < (1 - SHORTFALL) * c["intended"]:
         return limited or (f"achieved {r['achieved_rps'] or 0:,.0f} req/s of {target:,.0f} "
@@ -249,6 +256,19 @@ def saturation(point: dict, base_p50_ns: float | None, limited: str | None = Non
     if base_p50_ns and p50 and p50 > DIVERGE * base_p50_ns:
         return f"latency diverges: p50 {p50 / 1e3:,.1f} µs > {DIVERGE:g} × {base_p50_ns / 1e3:,.1f} µs at the lowest load"
     return None
+
+
+def _queue_rule(point: dict, target: float) -> str:
+    """The closed-loop rule in words, for a point whose rates were within tolerance."""
+    from tailwise.methodology.checks import little_need
+
+    cfg, response = point.get("config") or {}, response_ns(point)
+    conns, outstanding = cfg.get("conns"), cfg.get("outstanding")
+    if not response or not conns or not outstanding:
+        return "the server's queue made the response time too long for the client's window to carry the rate"
+    return (f"responses slowed to {response / 1e3:,.1f} µs on average, so carrying {target:,.0f} req/s needs "
+            f"{little_need(target, response):,.1f} in flight (Little's law), more than {conns} conns × {outstanding} "
+            f"outstanding allow: the server's queue, not the client")
 
 
 def response_ns(point: dict) -> float | None:
