@@ -107,6 +107,9 @@ class _Taken(TypedDict):
     snap_ns: int
     complete: bool
     counters: _Snapshot
+    #: The level samples and pending were thinned to by the subsample's keys (0 but after
+    #: ``Engine.thin_rows``).
+    thinned_level: int
 
 class _Counters(TypedDict):
     intended: int
@@ -155,6 +158,7 @@ class _Joined(TypedDict):
     stalled_ns: int
     stall_intervals: list[tuple[int, int]]
     samples: bytes
+    thinned_level: int
     #: Why the run ended early (the problem), and what to do about it ("" when nothing).
     error: str | None
     error_remedy: str | None
@@ -288,7 +292,8 @@ class Engine:
     @property
     def start_mono_ns(self) -> int: ...
     def snapshot(self) -> _Snapshot: ...
-    def take(self, wait_ns: int = 1_000_000_000) -> _Taken: ...
+    def take(self, wait_ns: int = 1_000_000_000, pending: bool = True) -> _Taken: ...
+    def thin_rows(self, max_rows: int, source_base: int) -> None: ...
     def intervals(self) -> Intervals: ...
     def take_stalls(self) -> list[tuple[int, int]]: ...
     def packet_intervals(self) -> list[tuple[int, int, int, int, int, int]]: ...

@@ -460,6 +460,64 @@ def test_a_silent_coordinator_leaves_the_agent_within_its_max_memory(tmp_path, u
     assert len(said) == 1 and "of 131,072 (128 MiB)" in said[0] and "keeps 1 in" in said[0], said
 
 
+def test_a_silent_coordinator_leaves_the_agent_within_its_max_memory_at_a_rate_far_above_what_it_sends(
+        tmp_path, udp_reflector):
+    """Issue 33 at an offered rate far above what the machine sends (udp+flow at 1 M packets/s, every
+    one a row, sent or not): an engine thread that far behind sends a ring of packets for seconds,
+    then ends millions at once (never sent: its ring full) — more rows than any take's cadence
+    holds. With --max-memory 320Mi (a ceiling of 262,144 rows once the rings' budget is set aside)
+    and a coordinator that keeps the lease but takes nothing until the rows would alone be 1.5 × the
+    bound (or 20 s), the agent's resident set stays under the bound all along: the engine thins past
+    its share by the subsample's keys (before, it went past 500 MiB). The rows the coordinator then
+    gets are one level's, by its own keys."""
+    from tailwise.agent.group import AgentGroup, GroupSession
+    from tailwise.stats.subsample import kept
+
+    bound = 320 << 20
+    refl = udp_reflector()
+    with agent_process("--token-file", str(token_file(tmp_path)), "--max-memory", "320Mi") as (proc, port, lines):
+        rss = [_rss_bytes(proc.pid)]
+        sampling = threading.Event()
+
+        def sample() -> None:
+            while not sampling.wait(0.05):
+                rss.append(_rss_bytes(proc.pid))
+
+        sampler = threading.Thread(target=sample, daemon=True)
+        sampler.start()
+        spec = LoadSpec(targets=[refl.addr], rate_rps=1_000_000.0, duration_ns=60 * SEC, threads=1, conns=4,
+                        outstanding=64, pin=False, timeout_ns=200_000_000, sample_every=1,
+                        protocol={"scheme": "udp+flow", "size": 64, "flows": 1})
+        group = AgentGroup([f"127.0.0.1:{port}"], TOKEN)
+        session = GroupSession(group.members, spec)
+        try:
+            # Silent for rows, not for the lease, until the rows would alone have taken the agent
+            # well past its bound (or 20 s).
+            t0 = time.monotonic()
+            while (intended := session.snapshot().get("intended", 0)) * SAMPLE_DTYPE.itemsize < 1.5 * bound \
+                    and time.monotonic() - t0 < 20:
+                time.sleep(0.25)
+            taken = session.take()
+            session.stop()
+            result = session.finish()
+        finally:
+            sampling.set()
+            sampler.join(5)
+            group.members[0].agent.close()
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=30)
+    peak = max(rss)
+    assert intended * SAMPLE_DTYPE.itemsize > bound, f"{intended:,} rows: not enough to show the bound"
+    assert peak < bound, f"{intended:,} rows, peak {peak / 2**20:.0f} MiB (start {rss[0] / 2**20:.0f})"
+    level = taken.one_in.bit_length() - 1
+    assert level >= 2 and len(taken.finished), taken.one_in
+    rows = taken.finished
+    assert kept(rows["intended_ns"], level, rows["thread"].astype(np.uint64)).all(), "one level's rows, by its keys"
+    assert result.subsample["agents_thinned"][0]["one_in"] >= 2
+    said = [line for line in ("".join(lines) + out).splitlines() if "passed this agent's ceiling" in line]
+    assert len(said) == 1 and "of 262,144 (320 MiB)" in said[0], said
+
+
 def test_a_packet_run_that_leaves_too_little_memory_for_rows_is_refused():
     """Issue 33: udp+flow's rings may take 160 MiB of the bound (packet/flows.rs): under
     --max-memory 200Mi that leaves too little for the rows, and Configure says so with the figure."""

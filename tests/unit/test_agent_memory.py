@@ -108,6 +108,45 @@ def test_held_rows_come_back_whole_until_the_ceiling_then_at_a_level():
     assert held.level == 0 and held.hand_over(rows[:0], rows[:0])[2] == 0, "empty again, at level 0"
 
 
+def test_rows_the_engine_thinned_are_held_and_handed_over_at_its_level():
+    """Past ``Held.engine_rows`` between two takes an engine thread thins its rows itself
+    (``Engine.thin_rows``) and the take says the level: the keeper raises what it holds to it, a
+    Snapshot hands the rows (and the outstanding) over at it even with nothing held."""
+    from tailwise.agent.local import SAMPLE_DTYPE
+    from tailwise.agent.server import ENGINE_SHARE
+    from tailwise.stats.subsample import AGENT_THREADS, kept
+
+    rows = np.zeros(10_000, dtype=SAMPLE_DTYPE)
+    rows["intended_ns"] = np.arange(10_000) * 1_000
+    source = np.full(10_000, 3 * AGENT_THREADS, np.uint64)
+    at = {d: rows[kept(rows["intended_ns"], d, source)] for d in (1, 2, 3)}
+    held = Held(3, 8_000, rows_per_s=0.0)
+    assert held.engine_rows == 8_000 // ENGINE_SHARE == 2 * 8_000 // PILE_SHARE, "a take's share, and a late one's"
+    got, pending, level = held.hand_over(at[2], rows[:100], 2)
+    assert level == 2 and np.array_equal(got, at[2]), "nothing held: the batch, at the engine's level"
+    assert np.array_equal(pending, rows[:100][kept(rows["intended_ns"][:100], 2, source[:100])])
+    assert held.level == 0
+    held.add(rows[:5_000])
+    held.add(at[3][at[3]["intended_ns"] >= 5_000_000], 3)
+    assert held.level == 3, "raised to the engine's level"
+    got, _, level = held.hand_over(rows[:0], rows[:0], 1)
+    assert level == 3 and np.array_equal(np.sort(got["intended_ns"]), at[3]["intended_ns"]), "one level's rows, whole"
+
+
+def test_the_engine_thins_by_the_subsamples_keys():
+    """The keys crates/tailwise-core/src/record/thin.rs computes (its test holds these figures)."""
+    from tailwise.stats.subsample import keys
+
+    times = np.array([0, 1, 123_456_789, 10**12, 2**63 + 5], dtype=np.uint64)
+    for source, want in ((0, [0xe220a8397b1dcdaf, 0x910a2dec89025cc1, 0x223c74d93deb7679, 0xf321eacbea530978,
+                               0x54a64d19d7534f30]),
+                         (1, [0x08b4fda8c892b50e, 0xe9fd6049d65af21e, 0xde59600dbe390422, 0xeb178fc5c9b6300d,
+                              0xba16740d528574fa]),
+                         (65536 * 3 + 2, [0x5862499c9f38aa24, 0x3df40a6206a43336, 0xc76401911d89587a,
+                                          0x6cb7eb79d97dde1a, 0x051c71c031c8a97f])):
+        assert [int(k) for k in keys(times, np.full(5, source, np.uint64))] == want, source
+
+
 def test_the_agent_says_its_bound_and_that_it_thinned():
     text = limits_text(["127.0.0.0/8"], 0.0, 0, 0, 5 * 10**9, [0, 1], 128 * MiB, "--max-memory", 131_072)
     assert "max memory 128 MiB (rows held between snapshots ≤ 131,072)" in text

@@ -476,22 +476,37 @@ impl PyEngine {
     /// the time they have waited (both as 48-byte little-endian rows: intended_ns, sent_ns, tx_ns,
     /// rx_user_ns, latency_ns as u64, flags, inflation_ns as u32), snap_ns, complete, counters}. The
     /// interval histograms (`intervals()`) are up to date with it. `join` returns what was never taken.
-    #[pyo3(signature = (wait_ns=1_000_000_000))]
-    fn take<'py>(&self, py: Python<'py>, wait_ns: u64) -> PyResult<Bound<'py, PyDict>> {
+    /// With `pending` false, nothing outstanding is reported: `pending` is empty, and so are the
+    /// intervals' pending histograms (for a caller that keeps only the finished rows).
+    /// `thinned_level`: the level both sets of rows were thinned to (0 but after `thin_rows`).
+    #[pyo3(signature = (wait_ns=1_000_000_000, pending=true))]
+    fn take<'py>(&self, py: Python<'py>, wait_ns: u64, pending: bool) -> PyResult<Bound<'py, PyDict>> {
         let d = PyDict::new(py);
         let guard = self.inner.lock().unwrap();
         let Some(e) = guard.as_ref() else { return Ok(d) };
-        let (t, samples, pending) = py.detach(|| {
-            let t = e.take(wait_ns);
+        let (t, samples, outstanding) = py.detach(|| {
+            let t = if pending { e.take(wait_ns) } else { e.take_finished(wait_ns) };
             let (s, p) = (t.samples.to_le_bytes(), samples_to_le_bytes(t.pending.iter()));
             (t, s, p)
         });
         d.set_item("samples", PyBytes::new(py, &samples))?;
-        d.set_item("pending", PyBytes::new(py, &pending))?;
+        d.set_item("pending", PyBytes::new(py, &outstanding))?;
+        d.set_item("thinned_level", t.thinned_level)?;
         d.set_item("snap_ns", t.snap_ns)?;
         d.set_item("complete", t.complete)?;
         d.set_item("counters", snapshot_dict(py, &t.counters)?)?;
         Ok(d)
+    }
+
+    /// From now on, an engine thread that gathers more than `max_rows` sampled rows (shared among
+    /// the threads) between two takes thins them by the statistics' own keys
+    /// (stats/subsample.py; each row's source its thread + `source_base`), a level more each time
+    /// it passes the bound; `take` and `join` say the level (`thinned_level`). For an agent, which
+    /// bounds the rows it holds by the same keys.
+    fn thin_rows(&self, max_rows: usize, source_base: u64) {
+        if let Some(e) = self.inner.lock().unwrap().as_ref() {
+            e.thin_rows(max_rows, source_base);
+        }
     }
 
     /// The every-request interval histograms (they outlive the engine).
@@ -589,6 +604,7 @@ impl PyEngine {
         d.set_item("stalled_ns", r.stalled_ns)?;
         d.set_item("stall_intervals", r.stall_intervals)?;
         d.set_item("samples", PyBytes::new(py, &samples))?;
+        d.set_item("thinned_level", r.thinned_level)?;
         // Why the run ended early: the problem and its remedy, apart.
         d.set_item("error", r.error.as_ref().map(|e| e.to_string()))?;
         d.set_item("error_remedy", r.error.as_ref().map(|e| e.remedy()))?;

@@ -213,6 +213,8 @@ class Session:
         self._steal0 = steal_ticks()
         self.wall_start_s = time.time()
         self.intervals = engine.intervals()
+        #: The level the engine thinned the rows ``finish`` returns to (0 but after ``thin_rows``).
+        self.thinned_level = 0
 
     def _relative(self, pairs) -> list[tuple[int, int]]:
         t0 = self._start_mono_ns
@@ -292,16 +294,24 @@ class Session:
         not yet taken, none left out here."""
         self._kept.limit = sys.maxsize
 
-    def take_batch(self) -> dict:
+    def take_batch(self, pending: bool = True) -> dict:
         """A snapshot as the engine hands it over (``Engine.take``: raw rows of the samples finished
         since the last take and of those outstanding now, snap_ns, complete, counters), kept
         nowhere here: an agent sends it to its coordinator, which keeps the samples. The stalls
-        logged meanwhile are collected (``engine_stalls``)."""
-        raw = self._engine.take()
+        logged meanwhile are collected (``engine_stalls``). With ``pending`` false nothing
+        outstanding is reported (no pending rows, no pending interval histograms): for a taker
+        that keeps only the finished rows, the agent's keeper."""
+        raw = self._engine.take(pending=pending)
         self.take_stalls()
         # Its coordinator keeps (and bounds) the rows: what ``finish`` returns is the rest, all of it.
         self.unbounded()
         return raw
+
+    def thin_rows(self, max_rows: int, source_base: int) -> None:
+        """An agent's session: an engine thread that gathers more than ``max_rows`` rows between two
+        takes thins them by the subsample's own keys (``Engine.thin_rows``); each take says the
+        level (``thinned_level``), and so does ``thinned_level`` here after ``finish``."""
+        self._engine.thin_rows(max_rows, source_base)
 
     def is_finished(self) -> bool:
         return self._engine.is_finished()
@@ -312,6 +322,7 @@ class Session:
     def finish(self, interrupted: bool = False) -> AgentResult:
         """Wait for the end; the result holds every sample of the run, sorted by intended time."""
         raw = self._engine.join()
+        self.thinned_level = raw.get("thinned_level", 0)
         if self.on_signal:
             signals.detach()
         self.take_stalls(engine_rest=raw["stall_intervals"])

@@ -22,7 +22,9 @@
   ``Limits.max_rows`` (derived from --max-memory or the cgroup's limit), past which they are
   thinned by the coordinator's own subsample and keys (stats/subsample.py); the next Snapshot or
   Finish hands them over with their level (``thinned_level``), and the agent says it once
-  (``Thinned``).
+  (``Thinned``). The keeper takes no pending rows, and an engine thread that gathers more than
+  ``Held.engine_rows`` between two takes (far behind its schedule, it ends millions of requests at
+  once) thins them itself by the same keys (``Engine.thin_rows``): each take says the level.
 
 The engine's calls all run under one lock: ``Engine.take`` holds the engine while it waits for its
 threads, and an engine call from another thread meanwhile would wait for it holding the
@@ -163,6 +165,12 @@ RINGS_MEMORY = 160 << 20
 #: (bench/agents/memory.py).
 ROW_COST = 4 * _core.SAMPLE_BYTES
 PILE_SHARE = 8
+#: What an engine thread far behind its schedule gathers at once is bounded too: it ends millions
+#: of requests (never sent) in a moment after seconds of sending (bench/agents/memory.py at an
+#: offered rate far above what the machine sends), more than any take's cadence holds. Past the
+#: room ROW_COST leaves it — twice ``PILE_SHARE``'s share: a take, and a late one — the engine
+#: thins them by the same keys (``Engine.thin_rows``) and says the level.
+ENGINE_SHARE = PILE_SHARE // 2
 #: The ceiling of rows without a bound (no --max-memory, no cgroup limit): 8 Mi rows, 512 MiB held
 #: (2 GiB at ROW_COST, the Kubernetes manifests' limit); 8× what a coordinator keeps for its
 #: statistics (stats/subsample.py LIMIT).
@@ -314,21 +322,26 @@ class Held:
         self.every_s = min(KEEP_S, max(MIN_KEEP_S, room_s))
         #: The agent said it thinned (once a run).
         self.said = False
+        #: The rows the engine may gather between two takes before it thins them itself.
+        self.engine_rows = max(1, max_rows // ENGINE_SHARE)
 
     @property
     def level(self) -> int:
         return self._rows.level
 
-    def add(self, rows: np.ndarray) -> None:
-        """Rows the keeper took (with ``lock`` held)."""
+    def add(self, rows: np.ndarray, level: int = 0) -> None:
+        """Rows the keeper took (with ``lock`` held), which the engine thinned to ``level``."""
+        self._rows.raise_to(level)
         self._rows.add(rows)
 
-    def hand_over(self, rows: np.ndarray, pending: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
-        """The engine's newest rows with those held, and the rows outstanding, both at the level
-        they were thinned to: (rows, pending, level). Empty after, at level 0."""
+    def hand_over(self, rows: np.ndarray, pending: np.ndarray, level: int = 0) -> tuple[np.ndarray, np.ndarray, int]:
+        """The engine's newest rows (thinned there to ``level``) with those held, and the rows
+        outstanding, both at the level they were thinned to: (rows, pending, level). Empty after,
+        at level 0."""
         with self.lock:
-            if not len(self._rows):
+            if not len(self._rows) and not level:
                 return rows, pending, 0  # nothing held: this batch as the engine gave it
+            self._rows.raise_to(level)
             self._rows.add(rows)
             level, pending = self._rows.level, self._rows.select(pending)
             return self._rows.drain(), pending, level
@@ -620,6 +633,7 @@ class AgentServer(agent_pb2_grpc.AgentServicer):
             run.session.unbounded()
             if per_s := rows_per_s(run.config):
                 run.held = Held(run.agent_index, self.limits.max_rows(run.config), per_s)
+                run.session.thin_rows(run.held.engine_rows, run.agent_index * AGENT_THREADS)
             start = run.session.start_mono_ns
             now = _core.now_ns()
         self._emit(Started(run.run_id, start, max(0, start - now)))
@@ -698,7 +712,7 @@ class AgentServer(agent_pb2_grpc.AgentServicer):
             pending, pending_parts = self._intervals(run, pending=True)
         rows, outstanding, level = decode_samples(raw["samples"]), decode_samples(raw["pending"]), 0
         if run.held is not None:
-            rows, outstanding, level = run.held.hand_over(rows, outstanding)
+            rows, outstanding, level = run.held.hand_over(rows, outstanding, raw.get("thinned_level", 0))
         meta = {"snap_ns": raw["snap_ns"], "complete": raw["complete"], "counters": dict(raw["counters"]),
                 "engine_stalls": [list(p) for p in stalls], "done": done, "pending": pending,
                 "thinned_level": level}
@@ -720,7 +734,7 @@ class AgentServer(agent_pb2_grpc.AgentServicer):
                             result.error, result.interrupted))
         rows, level = result.samples, 0
         if run.held is not None:
-            rows, _, level = run.held.hand_over(rows, rows[:0])
+            rows, _, level = run.held.hand_over(rows, rows[:0], run.session.thinned_level)
         meta = result_meta(result) | {"start_mono_ns": run.session.start_mono_ns, "done": done, "thinned_level": level}
         parts = [("latency_hist", result.latency_hist), ("send_lag_hist", result.send_lag_hist),
                  ("send_lag_unstalled_hist", result.send_lag_unstalled_hist),
@@ -781,13 +795,15 @@ class AgentServer(agent_pb2_grpc.AgentServicer):
             if not held.lock.acquire(blocking=False):
                 return None  # a Snapshot is handing the rows over: they are being taken
             try:
-                raw = run.session.take_batch()
+                # Only the finished rows: the keeper holds no pending ones (a Snapshot takes its
+                # own), and a thread far behind would censor up to a ring of packets into them.
+                raw = run.session.take_batch(pending=False)
             except BaseException:
                 held.lock.release()
                 raise
             held.taken_at = time.monotonic()
         try:
-            held.add(decode_samples(raw["samples"]))
+            held.add(decode_samples(raw["samples"]), raw.get("thinned_level", 0))
             if not held.level or held.said:
                 return None
             held.said, one_in = True, 1 << held.level

@@ -11,6 +11,7 @@ use crate::record::histogram::Histograms;
 use crate::record::interval::IntervalRecorder;
 use crate::record::linear::LinearHistogram;
 use crate::record::sample::{Sample, SampleStore};
+use crate::record::thin::Thin;
 
 /// Distinct error reasons kept per thread; the rest are counted under one line.
 const MAX_REASONS: usize = 32;
@@ -35,6 +36,8 @@ pub(crate) struct Finish {
     pub hist: Histograms,
     pub intervals: IntervalRecorder,
     pub samples: SampleStore,
+    /// How `samples` are thinned (never, unless the caller bounds them: `Engine::thin_rows`).
+    pub thin: Thin,
     pub reasons: Vec<(String, u64)>,
 }
 
@@ -50,6 +53,7 @@ impl Finish {
             hist: Histograms::new(),
             intervals: IntervalRecorder::default(),
             samples: SampleStore::default(),
+            thin: Thin::default(),
             reasons: Vec::new(),
         }
     }
@@ -77,7 +81,7 @@ impl Finish {
         }
         self.intervals.record(r.intended - self.t0, latency);
         if r.flags & SAMPLED != 0 {
-            self.samples.push(Sample {
+            let s = Sample {
                 intended_ns: r.intended - self.t0,
                 sent_ns: times.sent.saturating_sub(self.t0),
                 tx_ns: times.tx.saturating_sub(self.t0),
@@ -88,7 +92,13 @@ impl Finish {
                 inflation_ns: inflation.min(u32::MAX as u64) as u32,
                 thread: self.thread,
                 slot_wait_ns: r.slot_wait,
-            });
+            };
+            if self.thin.keeps(&s) {
+                self.samples.push(s);
+                if self.samples.len() > self.thin.bound {
+                    self.thin.raise(&mut self.samples);
+                }
+            }
         }
     }
 

@@ -7,7 +7,7 @@ use super::finish::Finish;
 use super::req::{Req, Times, SAMPLED};
 use super::{Progress, Role, Shared, Snapshot};
 use crate::record::{flags as F, interval::IntervalRecorder, sample::Sample};
-use std::sync::atomic::Ordering::{Relaxed, SeqCst};
+use std::sync::atomic::Ordering::{Acquire, Relaxed, SeqCst};
 
 pub(crate) struct Handover {
     index: usize,
@@ -24,10 +24,11 @@ impl Handover {
         Handover { index, role, t0, pending: IntervalRecorder::default(), seen: 0 }
     }
 
-    /// The snapshot the coordinator asks for, if this thread has not served it yet.
+    /// The snapshot the coordinator asks for, if this thread has not served it yet. (Acquire:
+    /// what the take stored before the seq, `snap_pending`, is seen with it.)
     #[inline]
     pub fn due(&self, shared: &Shared) -> Option<u64> {
-        let seq = shared.snap_seq.load(Relaxed);
+        let seq = shared.snap_seq.load(Acquire);
         (seq != self.seen).then_some(seq)
     }
 
@@ -37,17 +38,28 @@ impl Handover {
     where
         I: Iterator<Item = (Req, Times)>,
     {
-        if !fin.samples.is_empty() {
+        let level = fin.thin.level;
+        if !fin.samples.is_empty() || level > 0 {
             let mine = std::mem::take(&mut fin.samples);
-            shared.harvest.lock().unwrap().push(mine);
+            let mut harvest = shared.harvest.lock().unwrap();
+            if !mine.is_empty() {
+                harvest.batches.push(mine);
+            }
+            harvest.level = harvest.level.max(level); // this snapshot's pending rows' too
         }
         let mut pending = Vec::new();
-        // A load thread beside a probe has nothing timed outstanding.
-        if seq.is_some() && self.role != Role::Load {
+        // A load thread beside a probe has nothing timed outstanding; a snapshot that does not
+        // want what is outstanding (`Engine::take_finished`) gets none of it. Read after the
+        // seq: a take raises the flag's store before the seq's, and a snapshot served after the
+        // next take is asked adds nothing to it (the seq checks below).
+        if seq.is_some() && self.role != Role::Load && shared.snap_pending.load(SeqCst) {
             for (r, times) in outstanding {
                 self.pending.record(r.intended - self.t0, now - r.intended);
                 if r.flags & SAMPLED != 0 {
-                    pending.push(self.censored(r, times, now));
+                    let s = self.censored(r, times, now);
+                    if fin.thin.keeps(&s) {
+                        pending.push(s);
+                    }
                 }
             }
         }
@@ -71,6 +83,10 @@ impl Handover {
                 }
             }
             self.seen = s;
+            // A fresh start for the rows from here to the next snapshot (at the bound asked now).
+            fin.thin.level = 0;
+            fin.thin.bound = shared.thin_bound.load(Relaxed);
+            fin.thin.base = shared.thin_base.load(Relaxed);
             publish_snapshot(progress, fin, now - self.t0);
             progress.snap_seq.store(s, SeqCst);
         } else {
@@ -133,6 +149,7 @@ fn publish_snapshot(p: &Progress, fin: &Finish, elapsed_ns: u64) {
 mod tests {
     use super::*;
     use crate::load::workload::Op;
+    use crate::record::sample::Sample;
     use std::iter::empty;
 
     const T0: u64 = 1_000;
@@ -162,7 +179,7 @@ mod tests {
         h.hand_over(&shared, &mut fin, out.into_iter(), Some(1), T0 + 100);
         assert_eq!(h.due(&shared), None);
         assert!(fin.samples.is_empty());
-        assert_eq!(shared.harvest.lock().unwrap().iter().map(|s| s.len()).sum::<usize>(), 1);
+        assert_eq!(shared.harvest.lock().unwrap().batches.iter().map(|s| s.len()).sum::<usize>(), 1);
         let pending = shared.pending.lock().unwrap().1.clone();
         assert_eq!(pending.len(), 1, "the sampled one of the two outstanding");
         assert_eq!((pending[0].intended_ns, pending[0].sent_ns, pending[0].latency_ns), (20, 25, 80));
@@ -190,6 +207,54 @@ mod tests {
         h.hand_over(&shared, &mut fin, empty(), None, T0 + 200);
         assert_eq!(shared.progress[0].at_snapshot.lock().unwrap().sent, 7);
         assert_eq!(shared.progress[0].snap_seq.load(SeqCst), 1);
+    }
+
+    #[test]
+    fn a_snapshot_without_pending_hands_over_the_finished_and_censors_nothing() {
+        let shared = Shared::new(1, T0);
+        let mut fin = Finish::new(Role::Measure, 0, T0, 1_000_000);
+        fin.record(req(10, SAMPLED), Times::default(), 50, 0, 0);
+        let mut h = Handover::new(0, Role::Measure, T0);
+        ask(&shared, 1);
+        shared.snap_pending.store(false, SeqCst); // Engine::take_finished
+        let out = [(req(20, SAMPLED), Times::default()), (req(30, SAMPLED), Times::default())];
+        h.hand_over(&shared, &mut fin, out.into_iter(), Some(1), T0 + 100);
+        assert_eq!(shared.harvest.lock().unwrap().batches.iter().map(|s| s.len()).sum::<usize>(), 1);
+        assert!(shared.pending.lock().unwrap().1.is_empty(), "no pending rows");
+        let iv = shared.intervals.lock().unwrap();
+        assert_eq!((iv.window(0, 1, false).len(), iv.window(0, 1, true).len()), (1, 1), "nor pending histograms");
+        drop(iv);
+        assert_eq!(shared.progress[0].snap_seq.load(SeqCst), 1, "served all the same");
+    }
+
+    #[test]
+    fn rows_past_the_bound_are_thinned_by_key_and_handed_over_with_their_level() {
+        let shared = Shared::new(1, T0);
+        shared.thin_bound.store(100, SeqCst);
+        shared.thin_base.store(3 << 16, SeqCst);
+        let mut fin = Finish::new(Role::Measure, 0, T0, 1_000_000);
+        let mut h = Handover::new(0, Role::Measure, T0);
+        // The bound is taken at a snapshot: none before the first.
+        ask(&shared, 1);
+        h.hand_over(&shared, &mut fin, empty(), Some(1), T0 + 1);
+        for i in 0..1_000 {
+            fin.record(req(10 + i, SAMPLED), Times::default(), 50, 0, 0);
+        }
+        let level = fin.thin.level;
+        assert!(level >= 3 && fin.samples.len() <= 100, "{} rows at level {level}", fin.samples.len());
+        let out: Vec<_> = (0..1_000).map(|i| (req(2_000 + i, SAMPLED), Times::default())).collect();
+        ask(&shared, 2);
+        h.hand_over(&shared, &mut fin, out.into_iter(), Some(2), T0 + 5_000);
+        let harvest = shared.harvest.lock().unwrap();
+        assert_eq!(harvest.level, level);
+        let kept = |s: &Sample| crate::record::thin::keeps(s, level, 3 << 16);
+        let rows: Vec<Sample> = harvest.batches.iter().flat_map(|b| b.iter().copied()).collect();
+        assert_eq!(rows.iter().map(|s| s.intended_ns).collect::<Vec<_>>(),
+                   (10..1_010).filter(|&t| kept(&Sample { intended_ns: t, ..Default::default() })).collect::<Vec<_>>(),
+                   "exactly the finished rows a subsample at that level keeps");
+        let pending = shared.pending.lock().unwrap().1.clone();
+        assert!(!pending.is_empty() && pending.len() < 1_000 && pending.iter().all(kept), "the outstanding at that level too");
+        assert_eq!((fin.thin.level, fin.thin.bound), (0, 100), "a fresh start after the snapshot");
     }
 
     #[test]

@@ -51,12 +51,13 @@ use crate::packet::PacketIntervals;
 use crate::record::histogram::Histograms;
 use crate::record::interval::{Intervals, SEAL_BEHIND};
 use crate::record::sample::{Sample, SampleStore};
+use crate::record::thin;
 use crate::stamp::nic::NicStamping;
 use crate::stamp;
 use crate::time::stall::StallLog;
 use std::net::{SocketAddr, TcpStream, UdpSocket};
 use std::os::fd::{AsRawFd, RawFd};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed, Ordering::SeqCst};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed, Ordering::SeqCst};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -162,6 +163,8 @@ pub struct EngineResult {
     pub preemptions: u64,
     /// The probe thread's own counters (also in `counters`), when there is a probe.
     pub probe_counters: Option<Counters>,
+    /// The level `samples` were thinned to (as `Taken::thinned_level`).
+    pub thinned_level: u32,
 }
 
 #[derive(Default)]
@@ -184,6 +187,14 @@ pub(crate) struct Progress {
     pub at_snapshot: Mutex<Snapshot>,
 }
 
+/// The threads' samples not taken yet, and the highest level any of them (or of the pending rows
+/// handed over with them) was thinned to (record/thin.rs; 0: none thinned).
+#[derive(Default)]
+pub(crate) struct Harvest {
+    pub batches: Vec<SampleStore>,
+    pub level: u32,
+}
+
 pub(crate) struct Shared {
     pub stop: AtomicBool,
     /// While set, no request falls due: the threads hold their schedules (see `Engine::pause`).
@@ -191,13 +202,20 @@ pub(crate) struct Shared {
     pub abort: Mutex<Option<Abort>>,
     pub progress: Vec<Progress>,
     /// Samples handed over by the threads at snapshots and at their end.
-    pub harvest: Mutex<Vec<SampleStore>>,
+    pub harvest: Mutex<Harvest>,
+    /// Set by [`Engine::thin_rows`]: the rows a thread gathers between two hand-overs at most
+    /// (`usize::MAX`: no bound), and the base of their keys' source (record/thin.rs).
+    pub thin_bound: AtomicUsize,
+    pub thin_base: AtomicU64,
     /// The sampled requests outstanding at the latest snapshot (its sequence number first).
     pub pending: Mutex<(u64, Vec<Sample>)>,
     /// Every-request histograms by interval of intended time.
     pub intervals: Arc<Mutex<Intervals>>,
     /// Raised by the caller to ask every thread for a snapshot.
     pub snap_seq: AtomicU64,
+    /// Whether the snapshot asked for wants what is outstanding (set before `snap_seq` is
+    /// raised): false for [`Engine::take_finished`].
+    pub snap_pending: AtomicBool,
     /// Stalls of the engine threads of at least `stall::MASK_STALL_NS`.
     pub stall_log: StallLog,
     /// Packet mode: packet counts by interval of intended time (empty for other protocols).
@@ -214,10 +232,13 @@ impl Shared {
             paused: AtomicBool::new(false),
             abort: Mutex::new(None),
             progress: (0..threads).map(|_| Progress::default()).collect(),
-            harvest: Mutex::new(Vec::new()),
+            harvest: Mutex::new(Harvest::default()),
+            thin_bound: AtomicUsize::new(usize::MAX),
+            thin_base: AtomicU64::new(0),
             pending: Mutex::new((0, Vec::new())),
             intervals: Arc::new(Mutex::new(Intervals::default())),
             snap_seq: AtomicU64::new(0),
+            snap_pending: AtomicBool::new(true),
             stall_log: StallLog::default(),
             packets: Arc::new(Mutex::new(PacketIntervals::default())),
             busy: busy::Busy::new(threads, t0),
@@ -267,7 +288,8 @@ impl Snapshot {
 pub struct Taken {
     /// Requests finished since the previous take (answered or censored for good).
     pub samples: SampleStore,
-    /// Sampled requests outstanding at the snapshot, censored at the time they had waited.
+    /// Sampled requests outstanding at the snapshot, censored at the time they had waited (none
+    /// from [`Engine::take_finished`]).
     pub pending: Vec<Sample>,
     /// The earliest of the threads' snapshot times, ns after the schedule's start.
     pub snap_ns: u64,
@@ -275,6 +297,10 @@ pub struct Taken {
     pub complete: bool,
     /// The counters at the snapshot.
     pub counters: Snapshot,
+    /// The level `samples` and `pending` were thinned to by the statistics' keys (record/thin.rs):
+    /// they hold the rows a subsample at this level keeps. 0 unless [`Engine::thin_rows`] was
+    /// called and a thread passed its bound.
+    pub thinned_level: u32,
 }
 
 pub struct Engine {
@@ -540,6 +566,18 @@ impl Engine {
     /// samples finished since the last take, what is outstanding now (censored), and the interval
     /// histograms up to now (in [`Engine::intervals`]). `join` returns what was never taken.
     pub fn take(&self, wait_ns: u64) -> Taken {
+        self.take_snapshot(wait_ns, true)
+    }
+
+    /// As [`Engine::take`], without what is outstanding: no pending rows and no pending interval
+    /// histograms (`Intervals::pending` is left empty). For a caller that keeps only the finished
+    /// rows (an agent's keeper: agent/server.py `Held`): a thread far behind has up to a ring of
+    /// packets outstanding, which it would otherwise censor into rows at every snapshot.
+    pub fn take_finished(&self, wait_ns: u64) -> Taken {
+        self.take_snapshot(wait_ns, false)
+    }
+
+    fn take_snapshot(&self, wait_ns: u64, with_pending: bool) -> Taken {
         let sh = &self.shared;
         let seq = {
             // Under both locks, so that no thread adds to the old snapshot's pending after this.
@@ -550,6 +588,7 @@ impl Engine {
             pend.1.clear();
             iv.pending_seq = seq;
             iv.pending.clear();
+            sh.snap_pending.store(with_pending, SeqCst);
             sh.snap_seq.store(seq, SeqCst);
             seq
         };
@@ -576,24 +615,47 @@ impl Engine {
         for p in &sh.progress {
             counters.add(&p.at_snapshot.lock().unwrap());
         }
-        let pending = std::mem::take(&mut sh.pending.lock().unwrap().1);
+        let mut pending = std::mem::take(&mut sh.pending.lock().unwrap().1);
         // Every thread has handed over: the old finished intervals are encoded (memory bounded
         // in the run's length, record/interval.rs), here in the caller's thread.
         sh.intervals.lock().unwrap().seal(SEAL_BEHIND);
-        Taken { samples: self.take_harvest(), pending, snap_ns, complete, counters }
+        // Read after the pending rows: a thread hands its samples (and their level) over first.
+        let (samples, thinned_level) = self.take_harvest();
+        if thinned_level > 0 {
+            let base = sh.thin_base.load(SeqCst);
+            pending.retain(|s| thin::keeps(s, thinned_level, base));
+        }
+        Taken { samples, pending, snap_ns, complete, counters, thinned_level }
     }
 
     /// Everything finished since the last take, as one store (compacted here, in the caller's
-    /// thread, never in a timing loop).
-    fn take_harvest(&self) -> SampleStore {
-        let batches = std::mem::take(&mut *self.shared.harvest.lock().unwrap());
+    /// thread, never in a timing loop), and the level it is thinned to: the highest of the
+    /// threads' (the levels nest: a row kept at a level is kept at every lower one, so the rows of
+    /// a lower level are thinned to it here).
+    fn take_harvest(&self) -> (SampleStore, u32) {
+        let Harvest { batches, level } = std::mem::take(&mut *self.shared.harvest.lock().unwrap());
+        let base = self.shared.thin_base.load(SeqCst);
         let mut out = SampleStore::default();
         for b in batches {
-            for s in b.iter() {
+            for s in b.iter().filter(|s| thin::keeps(s, level, base)) {
                 out.push(*s);
             }
         }
-        out
+        (out, level)
+    }
+
+    /// From now on, a thread that gathers more than `max_rows` (shared among the threads) of
+    /// samples between two hand-overs thins them by the statistics' own keys (record/thin.rs;
+    /// each row's source its thread + `source_base`), a level more each time it passes the bound
+    /// again; the level is reset at each snapshot it serves. Each take says the level its rows
+    /// were thinned to (`Taken::thinned_level`). For an agent, whose rows its keeper bounds in
+    /// the same way (agent/server.py `Held`): a thread far behind its schedule ends millions of
+    /// requests at once (never sent) between two of its takes. Taken from each thread's next
+    /// snapshot on.
+    pub fn thin_rows(&self, max_rows: usize, source_base: u64) {
+        let sh = &self.shared;
+        sh.thin_base.store(source_base, SeqCst);
+        sh.thin_bound.store((max_rows / sh.progress.len().max(1)).max(1), SeqCst);
     }
 
     /// The samples finished since the last call (a snapshot: see [`Engine::take`]).
@@ -649,6 +711,7 @@ impl Engine {
             preemptions: 0,
             sample_bytes: 0,
             probe_counters: None,
+            thinned_level: 0,
         };
         for h in std::mem::take(&mut self.handles) {
             let r = match h.join() {
@@ -674,7 +737,7 @@ impl Engine {
                 count_reason(&mut out.error_reasons, reason, n);
             }
         }
-        out.samples = self.take_harvest();
+        (out.samples, out.thinned_level) = self.take_harvest();
         out.stall_intervals = self.take_stalls();
         // Everything is finished now: what was outstanding at the last snapshot is in `done`.
         let mut iv = self.shared.intervals.lock().unwrap();

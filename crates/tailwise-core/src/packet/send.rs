@@ -1,5 +1,6 @@
 //! The send side of the packet loop: every flow's queued packets written with one sendmmsg per
-//! `BATCH`, the send time stamped just before each call, the packets it took counted sent.
+//! `BATCH`, the send time stamped just before each call, the packets it took counted sent; a
+//! snapshot asked while more is left to send is served between two batches.
 
 use super::batch::BATCH;
 use super::flows::State;
@@ -30,6 +31,9 @@ impl PacketWorker {
                         self.sent(i, went, t);
                         if went < n {
                             break;
+                        }
+                        if self.flows[i].queued() > 0 {
+                            self.serve_snapshot(); // more to send: far behind (thread.rs, SERVE_EVERY)
                         }
                     }
                     Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,

@@ -198,3 +198,42 @@ fn packets_carry_their_thread_and_the_client_idle_instant() {
     }
     assert!(r.samples.iter().all(|s| s.thread < 2 && s.slot_wait_ns == 0));
 }
+
+/// Issue 33: an agent bounds the rows a thread gathers between two takes (`Engine::thin_rows`);
+/// past it the thread thins them by the statistics' own keys, and each take says the level. The
+/// rows of every take and of the end, pooled at the highest level, are exactly the rows of the
+/// run a subsample at that level keeps: every packet's (fixed arrivals: packet k intended at
+/// k × 50 µs, each ends as one row), not one more or less — whatever the takes' timing.
+#[test]
+fn rows_thinned_past_the_bound_are_exactly_one_levels_of_the_run() {
+    use crate::record::thin::keeps;
+    let base = 2 << 16;
+    let (addr, stop, h) = reflector(Impair::default());
+    let e = Engine::start(config(addr, 20_000.0, 500, 1)).unwrap();
+    e.thin_rows(300, base);
+    let mut got: Vec<(u32, Vec<crate::record::sample::Sample>)> = Vec::new();
+    for _ in 0..4 {
+        std::thread::sleep(Duration::from_millis(100));
+        let t = e.take(1_000_000_000);
+        assert!(t.pending.iter().all(|s| keeps(s, t.thinned_level, base)));
+        got.push((t.thinned_level, t.samples.iter().copied().collect()));
+    }
+    let r = e.join();
+    stop.store(true, Relaxed);
+    h.join().unwrap();
+    got.push((r.thinned_level, r.samples.iter().copied().collect()));
+    let top = got.iter().map(|(l, _)| *l).max().unwrap();
+    assert!(top >= 2, "2,000 rows a take past a bound of 300: {:?}", got.iter().map(|(l, r)| (*l, r.len())).collect::<Vec<_>>());
+    for (level, rows) in &got {
+        assert!(rows.iter().all(|s| keeps(s, *level, base)), "a take's rows are of its level");
+    }
+    let mut pooled: Vec<u64> =
+        got.iter().flat_map(|(_, rows)| rows.iter()).filter(|s| keeps(s, top, base)).map(|s| s.intended_ns).collect();
+    pooled.sort_unstable();
+    let gap = 50_000;
+    let want: Vec<u64> = (0..r.counters.intended)
+        .map(|k| k * gap)
+        .filter(|&t| keeps(&crate::record::sample::Sample { intended_ns: t, ..Default::default() }, top, base))
+        .collect();
+    assert_eq!(pooled, want, "level {top} of {} packets", r.counters.intended);
+}

@@ -38,6 +38,12 @@ const DRAIN_ON_STOP_NS: u64 = 50_000_000;
 /// Once every packet is done, the drain reads on this long: a duplicate sent right behind the
 /// last answer is still counted.
 const LINGER_NS: u64 = 5_000_000;
+/// A thread far behind its schedule queues (or finds the ring full for) millions of packets in
+/// one `fall_due` and sends for seconds in one `send_queued`: it serves a snapshot asked meanwhile
+/// after this many packets queued, and between two batches sent, not only once the iteration is
+/// over — otherwise the rows it finishes gather in it until then (issue 33: hundreds of MiB at an
+/// offered rate far above what the machine sends) and the snapshot comes too late for its taker.
+const SERVE_EVERY: u32 = 1024;
 
 pub(crate) struct PacketWorker {
     pub cfg: EngineConfig,
@@ -211,9 +217,14 @@ impl PacketWorker {
     #[inline]
     fn fall_due(&mut self, sched: &mut Schedule, next: &mut u64, paused_at: &mut Option<u64>, now: u64) {
         if paused_at.is_none() {
+            let mut n = 0u32;
             while *next <= now {
                 self.enqueue(*next, now);
                 *next = sched.next_ns();
+                n = n.wrapping_add(1);
+                if n % SERVE_EVERY == 0 {
+                    self.serve_snapshot(); // far behind: see SERVE_EVERY
+                }
             }
         }
         match (self.shared.paused.load(Relaxed), *paused_at) {
@@ -364,7 +375,7 @@ impl PacketWorker {
     }
 
     #[inline]
-    fn serve_snapshot(&mut self) {
+    pub(super) fn serve_snapshot(&mut self) {
         if let Some(seq) = self.handover.due(&self.shared) {
             self.hand_over(Some(seq));
         }
@@ -379,5 +390,96 @@ impl PacketWorker {
             (Req::new(s.intended, s.busy_from, Op::KEYLESS, s.flags), Times { sent: s.sent, tx: 0, rx_user: 0 })
         });
         self.handover.hand_over(&self.shared, &mut self.fin, outstanding, seq, now);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::load::schedule::Arrival;
+    use crate::protocol::Protocol;
+    use std::net::UdpSocket;
+
+    /// A worker of one flow to a socket that reads nothing (loopback: the datagrams are sent all
+    /// the same), its schedule `rate` packets a second of every one sampled, from `t0`.
+    fn worker(rate: f64) -> (PacketWorker, Schedule, UdpSocket) {
+        let sink = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let cfg = EngineConfig {
+            targets: vec![sink.local_addr().unwrap()],
+            rate_rps: rate,
+            duration_ns: 1_000_000_000,
+            protocol: Protocol::UdpFlow { size: 64, flows: 1 },
+            arrival: Arrival::Fixed,
+            timeout_ns: 100_000_000,
+            sample_every: 1,
+            pin: false,
+            ..EngineConfig::default()
+        };
+        let sock = UdpSocket::bind("127.0.0.1:0").unwrap();
+        sock.connect(cfg.targets[0]).unwrap();
+        sock.set_nonblocking(true).unwrap();
+        let t0 = 1_000_000_000;
+        let ctx = ThreadCtx {
+            index: 0,
+            streams: vec![Sock::Udp(sock)],
+            cfg,
+            role: Role::Measure,
+            start_ns: t0,
+            cpu: None,
+            shared: Arc::new(Shared::new(1, t0)),
+            nic: None,
+        };
+        let w = PacketWorker::new(ctx, 1);
+        let sched = Schedule::new(Arrival::Fixed, rate, t0, 0.0, 1);
+        (w, sched, sink)
+    }
+
+    /// The coordinator's side of `Engine::take`: ask for snapshot `seq`.
+    fn ask(w: &PacketWorker, seq: u64) {
+        *w.shared.pending.lock().unwrap() = (seq, Vec::new());
+        w.shared.intervals.lock().unwrap().pending_seq = seq;
+        w.shared.snap_seq.store(seq, SeqCst);
+    }
+
+    fn served(w: &PacketWorker) -> (u64, crate::engine::Snapshot) {
+        let p = &w.shared.progress[w.index];
+        (p.snap_seq.load(SeqCst), *p.at_snapshot.lock().unwrap())
+    }
+
+    /// Issue 33: a thread far behind queues a ring of packets and sends it for seconds in one
+    /// iteration; a snapshot asked meanwhile is served inside those loops, not after them.
+    #[test]
+    fn a_thread_far_behind_serves_a_snapshot_while_it_queues_and_while_it_sends() {
+        let (mut w, mut sched, _sink) = worker(1_000_000.0);
+        let (mut next, mut paused) = (sched.next_ns(), None);
+        ask(&w, 1);
+        // 10 ms of the schedule due at once: 10,000 packets queued in one call.
+        w.fall_due(&mut sched, &mut next, &mut paused, w.t0 + 10_000_000);
+        let (seq, at) = served(&w);
+        assert_eq!((seq, at.intended), (1, SERVE_EVERY as u64), "served after the first {SERVE_EVERY} queued");
+        assert_eq!(w.fin.c.intended, 10_001, "and the rest queued after");
+        ask(&w, 2);
+        w.send_queued();
+        let (seq, at) = served(&w);
+        assert_eq!((seq, at.sent), (2, BATCH as u64), "served after the first batch sent");
+        assert_eq!(w.fin.c.sent, 10_001, "and every packet sent after");
+        // Every packet queued or out: all of them outstanding at the snapshot, censored.
+        assert_eq!(w.shared.pending.lock().unwrap().1.len(), 10_001);
+    }
+
+    /// Nothing is served when nothing is asked, and a thread on time serves at the end of its
+    /// iteration as before (one packet due, one batch sent: no snapshot inside the loops).
+    #[test]
+    fn a_thread_on_time_serves_nothing_inside_its_loops() {
+        let (mut w, mut sched, _sink) = worker(1_000.0);
+        let (mut next, mut paused) = (sched.next_ns(), None);
+        w.fall_due(&mut sched, &mut next, &mut paused, w.t0 + 10_000_000);
+        ask(&w, 1);
+        w.fall_due(&mut sched, &mut next, &mut paused, w.t0 + 11_000_000);
+        w.send_queued();
+        assert_eq!(served(&w).0, 0);
+        assert_eq!((w.fin.c.intended, w.fin.c.sent), (12, 12));
+        w.serve_snapshot();
+        assert_eq!(served(&w).0, 1);
     }
 }

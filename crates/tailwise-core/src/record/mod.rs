@@ -23,6 +23,7 @@
 //! | [`sample`] | a kept request ([`sample::Sample`], 48 bytes), the chunked store, the row layout Python reads |
 //! | [`flags`] | what a sample's flags say, by name |
 //! | [`sampler`] | the random 1-in-k choice of the requests kept raw |
+//! | [`thin`] | the kept rows thinned by the statistics' own keys, for a caller that bounds them |
 
 pub mod flags;
 pub mod histogram;
@@ -30,3 +31,4 @@ pub mod interval;
 pub mod linear;
 pub mod sample;
 pub mod sampler;
+pub mod thin;

@@ -63,6 +63,16 @@ impl SampleStore {
     pub fn iter(&self) -> impl Iterator<Item = &Sample> {
         self.chunks.iter().flat_map(|c| c.iter())
     }
+    /// Keep only the samples `f` keeps, in their order (into fresh chunks, the old ones freed).
+    pub fn retain(&mut self, mut f: impl FnMut(&Sample) -> bool) {
+        let mut out = SampleStore::default();
+        for c in std::mem::take(&mut self.chunks) {
+            for s in c.iter().filter(|s| f(s)) {
+                out.push(*s);
+            }
+        }
+        *self = out;
+    }
     /// Bytes allocated for samples.
     pub fn allocated_bytes(&self) -> usize {
         self.chunks.iter().map(|c| c.capacity() * std::mem::size_of::<Sample>()).sum::<usize>()
