@@ -288,8 +288,10 @@ def test_compare_judges_ok_and_imprecise_runs(runs):
 
 
 @pytest.mark.parametrize("order", [("base", "bad"), ("bad", "base"), ("bad", "bad")])
-def test_compare_does_not_call_a_difference_to_a_not_measurable_run_significant(runs, order, capsys):
+def test_compare_does_not_call_a_difference_to_a_not_measurable_run_significant(runs, order, capsys, monkeypatch):
     from tailwise.render.compare import compare_doc, load_runs, print_compare
+
+    monkeypatch.setenv("COLUMNS", "120")  # off a terminal: the table's width, whatever the caller's
 
     doc = compare_doc(load_runs([runs[n] for n in order], list(order) if order[0] != order[1] else ["a", "b"]))
     assert_valid(doc, "compare")
@@ -299,7 +301,8 @@ def test_compare_does_not_call_a_difference_to_a_not_measurable_run_significant(
     assert "is not-measurable" in doc["note"]
     print_compare(doc)
     out = capsys.readouterr().out
-    reasons = [line for line in out.splitlines() if line.startswith("not judged: ")]
+    # One reason a run, folded at the screen's width: its continuation lines are indented.
+    reasons = [" ".join(part.split()) for part in re.split(r"\n(?! )", out) if part.startswith("not judged: ")]
     assert len(reasons) == sum(n == "bad" for n in order), out
     assert all("is not-measurable" in r and "called significant" in r for r in reasons), reasons
     p99_rows = out.split("p99", 1)[1].split("CIs overlap = no")[0]
@@ -307,6 +310,7 @@ def test_compare_does_not_call_a_difference_to_a_not_measurable_run_significant(
 
 
 def test_compare_on_the_command_line_says_why_in_one_line_per_run(runs, monkeypatch, capsys):
+    monkeypatch.setenv("COLUMNS", "120")
     code, out, err = _tailwise(monkeypatch, capsys, "compare", runs["base"], runs["bad"], runs["wide"])
     assert code == 0, err
     # One reason a run, folded at the screen's width: its continuation lines are indented.
