@@ -443,7 +443,8 @@ def _check_lines(s: dict, say, verbose: bool) -> None:
     m = s.get("methodology") or {}
     checks = s["checks"]
     failed = [ch for ch in checks if not ch["ok"]]
-    stopped = f" · stopped: {m['stopped']} ({m['rounds']} rounds)" if m.get("mode") == "adaptive" else ""
+    rounds = f"{m.get('rounds')} round{'' if m.get('rounds') == 1 else 's'}"
+    stopped = f" · stopped: {m['stopped']} ({rounds})" if m.get("mode") == "adaptive" else ""
     passed = f"all {len(checks)} passed" if not failed else f"{len(checks) - len(failed)} of {len(checks)} passed"
     say(f"checks: {passed}{stopped}" + ("" if verbose or not checks else " (--verbose: each check's figures)"))
     cause = None if verbose else cause_of(s)
