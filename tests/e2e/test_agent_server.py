@@ -406,6 +406,38 @@ def _rss_bytes(pid: int) -> int:
     return int(re.search(r"VmRSS:\s+(\d+) kB", text).group(1)) * 1024
 
 
+def _silent_coordinator(proc, port: int, spec: LoadSpec, enough) -> tuple[list[int], object, object, dict]:
+    """A real coordinator (``GroupSession``, not AgentGroup.start: no signal handler in pytest) that
+    keeps the agent's lease — its heartbeat's and these Progress calls — but takes no rows until
+    ``enough(progress)`` (or 20 s); then one take, stop and finish. The agent's resident set is read
+    from /proc every 50 ms all along. Returns (RSS samples, the take, the result, the last progress)."""
+    from tailwise.agent.group import AgentGroup, GroupSession
+
+    rss = [_rss_bytes(proc.pid)]
+    sampling = threading.Event()
+
+    def sample() -> None:
+        while not sampling.wait(0.05):
+            rss.append(_rss_bytes(proc.pid))
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    group = AgentGroup([f"127.0.0.1:{port}"], TOKEN)
+    session = GroupSession(group.members, spec)
+    try:
+        t0 = time.monotonic()
+        while not enough(progress := session.snapshot()) and time.monotonic() - t0 < 20:
+            time.sleep(0.25)
+        taken = session.take()
+        session.stop()
+        result = session.finish()
+    finally:
+        sampling.set()
+        sampler.join(5)
+        group.members[0].agent.close()
+    return rss, taken, result, progress
+
+
 def test_a_silent_coordinator_leaves_the_agent_within_its_max_memory(tmp_path, udp_reflector):
     """Issue 33: an agent started with --max-memory 128Mi (a ceiling of 131,072 rows held) runs
     a UDP load whose every request is sampled (64 bytes a row) while its coordinator — the real
@@ -414,40 +446,18 @@ def test_a_silent_coordinator_leaves_the_agent_within_its_max_memory(tmp_path, u
     read from /proc all along (the snapshot and the end too), stays under the bound; it says once
     that it thinned; the coordinator's snapshot then holds rows at the agent's level at least, and
     its result names the agent (``agents_thinned``). Before this, the rows piled up in the engine."""
-    from tailwise.agent.group import AgentGroup, GroupSession
-
     bound = 128 << 20
     refl = udp_reflector()
     with agent_process("--token-file", str(token_file(tmp_path)), "--max-memory", "128Mi") as (proc, port, lines):
         assert "max memory 128 MiB (rows held between snapshots ≤ 131,072)" in lines[-1], lines[-1]
-        rss = [_rss_bytes(proc.pid)]
-        sampling = threading.Event()
-
-        def sample() -> None:
-            while not sampling.wait(0.05):
-                rss.append(_rss_bytes(proc.pid))
-
-        sampler = threading.Thread(target=sample, daemon=True)
-        sampler.start()
         spec = LoadSpec(targets=[refl.addr], rate_rps=200_000.0, duration_ns=60 * SEC, threads=1, conns=4,
                         outstanding=64, pin=False, timeout_ns=200_000_000, sample_every=1,
                         protocol={"scheme": "udp", "size": 16})
-        group = AgentGroup([f"127.0.0.1:{port}"], TOKEN)
-        session = GroupSession(group.members, spec)  # not AgentGroup.start: no signal handler in pytest
-        try:
-            # Silent for rows, not for the lease: only the heartbeat's (and these) Progress calls.
-            room = bound - rss[0]
-            t0 = time.monotonic()
-            while (sent := session.snapshot().get("sent", 0)) * SAMPLE_DTYPE.itemsize < 1.5 * room \
-                    and time.monotonic() - t0 < 20:
-                time.sleep(0.25)
-            taken = session.take()
-            session.stop()
-            result = session.finish()
-        finally:
-            sampling.set()
-            sampler.join(5)
-            group.members[0].agent.close()
+        start = _rss_bytes(proc.pid)
+        # Silent until the rows sent would alone have taken the agent 1.5 × past its room.
+        rss, taken, result, progress = _silent_coordinator(
+            proc, port, spec, lambda p: p.get("sent", 0) * SAMPLE_DTYPE.itemsize >= 1.5 * (bound - start))
+        sent = progress.get("sent", 0)
         proc.send_signal(signal.SIGTERM)
         out, err = proc.communicate(timeout=30)
     peak = max(rss)
@@ -470,40 +480,18 @@ def test_a_silent_coordinator_leaves_the_agent_within_its_max_memory_at_a_rate_f
     bound (or 20 s), the agent's resident set stays under the bound all along: the engine thins past
     its share by the subsample's keys (before, it went past 500 MiB). The rows the coordinator then
     gets are one level's, by its own keys."""
-    from tailwise.agent.group import AgentGroup, GroupSession
     from tailwise.stats.subsample import kept
 
     bound = 320 << 20
     refl = udp_reflector()
     with agent_process("--token-file", str(token_file(tmp_path)), "--max-memory", "320Mi") as (proc, port, lines):
-        rss = [_rss_bytes(proc.pid)]
-        sampling = threading.Event()
-
-        def sample() -> None:
-            while not sampling.wait(0.05):
-                rss.append(_rss_bytes(proc.pid))
-
-        sampler = threading.Thread(target=sample, daemon=True)
-        sampler.start()
         spec = LoadSpec(targets=[refl.addr], rate_rps=1_000_000.0, duration_ns=60 * SEC, threads=1, conns=4,
                         outstanding=64, pin=False, timeout_ns=200_000_000, sample_every=1,
                         protocol={"scheme": "udp+flow", "size": 64, "flows": 1})
-        group = AgentGroup([f"127.0.0.1:{port}"], TOKEN)
-        session = GroupSession(group.members, spec)
-        try:
-            # Silent for rows, not for the lease, until the rows would alone have taken the agent
-            # well past its bound (or 20 s).
-            t0 = time.monotonic()
-            while (intended := session.snapshot().get("intended", 0)) * SAMPLE_DTYPE.itemsize < 1.5 * bound \
-                    and time.monotonic() - t0 < 20:
-                time.sleep(0.25)
-            taken = session.take()
-            session.stop()
-            result = session.finish()
-        finally:
-            sampling.set()
-            sampler.join(5)
-            group.members[0].agent.close()
+        # Silent until the rows would alone have taken the agent well past its bound.
+        rss, taken, result, progress = _silent_coordinator(
+            proc, port, spec, lambda p: p.get("intended", 0) * SAMPLE_DTYPE.itemsize >= 1.5 * bound)
+        intended = progress.get("intended", 0)
         proc.send_signal(signal.SIGTERM)
         out, err = proc.communicate(timeout=30)
     peak = max(rss)
