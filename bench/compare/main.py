@@ -33,7 +33,9 @@ if list((ROOT / "python" / "tailwise").glob("_core*.so")):
     os.environ["PYTHONPATH"] = os.pathsep.join([str(ROOT / "python"), *filter(None, [os.environ.get("PYTHONPATH")])])
 
 QUESTIONS = ("bias", "servers", "co", "loadgen", "stats", "behind")
-DEFAULT_SRC = Path("/work/shared/peers")
+#: The peers' released sources: $TAILWISE_PEERS_SRC, else ../shared/peers beside the checkout (where
+#: this project's machines keep them); without them those peers are skipped.
+DEFAULT_SRC = Path(os.environ.get("TAILWISE_PEERS_SRC") or ROOT.parent / "shared" / "peers")
 
 
 def parse_args(argv=None):

@@ -3,7 +3,7 @@
     python bench/peers/build.py [--peers-src DIR] [--scratch DIR]   # prints what it has, as JSON
 
 * from source (``--peers-src``: a directory holding ``NAME-*.tar.gz`` release archives, as
-  /work/shared/peers does, or ``NAME/`` clones): mutilate (with bench/peers/mutilate.patch: the
+  ``$TAILWISE_PEERS_SRC`` or ../shared/peers beside the checkout does, or ``NAME/`` clones): mutilate (with bench/peers/mutilate.patch: the
   Python-3 SConstruct and the NULL strtok_r save pointer), memtier_benchmark (autoreconf,
   configure, make) and wrk2 (make; it bundles LuaJIT). Each is unpacked and built once into
   ``SCRATCH/build/NAME-<digest of its source and of the patch>``; a later call finds it there.
@@ -29,6 +29,9 @@ import tarfile
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+#: The peers' released sources: $TAILWISE_PEERS_SRC, else ../shared/peers beside the checkout (where
+#: this project's machines keep them).
+DEFAULT_SRC = Path(os.environ.get("TAILWISE_PEERS_SRC") or HERE.parents[2] / "shared" / "peers")
 PATCHES = {"mutilate": HERE / "mutilate.patch"}
 #: One build step may take this long (a busy 2-vCPU machine builds memtier in ~1-2 min).
 STEP_TIMEOUT_S = 600
@@ -170,7 +173,7 @@ def all_peers(src_dir: Path | None, scratch: Path, log=print) -> dict[str, dict]
     peers: dict[str, dict] = {}
     for name in SOURCE_PEERS:
         if src_dir is None:
-            peers[name] = {"path": None, "why": "no --peers-src directory (and /work/shared/peers is absent)"}
+            peers[name] = {"path": None, "why": f"no --peers-src directory (and {DEFAULT_SRC} is absent)"}
         else:
             log(f"peers: {name} …")
             peers[name] = build_source_peer(name, src_dir, scratch)
@@ -186,7 +189,8 @@ def all_peers(src_dir: Path | None, scratch: Path, log=print) -> dict[str, dict]
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--peers-src", type=Path, default=Path("/work/shared/peers"))
+    ap.add_argument("--peers-src", type=Path, default=DEFAULT_SRC,
+                    help=f"the peers' released sources [default: $TAILWISE_PEERS_SRC, else {DEFAULT_SRC}]")
     ap.add_argument("--scratch", type=Path, default=Path.home() / ".cache" / "tailwise-bench")
     args = ap.parse_args()
     src = args.peers_src if args.peers_src.is_dir() else None

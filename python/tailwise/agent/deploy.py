@@ -25,11 +25,12 @@ import asyncssh
 
 from tailwise.agent.wire import ClientTls
 from tailwise.errors import InputError, TailwiseError
+from tailwise.spec.fleet import AGENT_PORT
 
 #: The directory under the SSH user's home that holds an agent's files (SFTP paths are relative to
 #: the home directory, as OpenSSH's sftp-server starts there).
 AGENT_DIR = ".tailwise"
-DEFAULT_PORT = 7100
+DEFAULT_PORT = AGENT_PORT
 #: Bounds, in seconds: the SSH handshake and login; one remote command; the agent answering Health
 #: after it was started; SIGTERM before SIGKILL; one host's whole start, stop or status.
 CONNECT_S = 15.0

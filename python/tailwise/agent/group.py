@@ -54,7 +54,6 @@ from tailwise.stats.subsample import AGENT_THREADS, Subsample
 START_AHEAD_NS = 500_000_000
 #: The heartbeat's period: well inside the agents' lease (5 s by default).
 HEARTBEAT_S = 1.0
-ROLES = ("symmetric", "load", "probe")
 
 
 @dataclass

@@ -17,8 +17,9 @@ import typer
 
 from tailwise.cli.exits import EXIT_OK
 from tailwise.errors import InputError
+from tailwise.spec.fleet import AGENT_PORT
 
-DEFAULT_LISTEN = "0.0.0.0:7100"
+DEFAULT_LISTEN = f"0.0.0.0:{AGENT_PORT}"
 #: agent/server.py's DEFAULT_LEASE_NS and LOOPBACK as --help shows them (without importing gRPC for
 #: every command); tests/e2e/test_agent_server.py holds them equal.
 DEFAULT_LEASE = "5s"

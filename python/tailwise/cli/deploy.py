@@ -17,8 +17,9 @@ import typer
 from tailwise.cli.exits import EXIT_ERROR, EXIT_OK
 from tailwise.cli.usage import Commands
 from tailwise.errors import InputError
+from tailwise.spec.fleet import AGENT_PORT
 
-DEFAULT_PORT = 7100  # agent/deploy.py's DEFAULT_PORT (not imported: asyncssh loads only when used)
+DEFAULT_PORT = AGENT_PORT
 DEFAULT_KNOWN_HOSTS = "~/.ssh/known_hosts"
 
 deploy_app = typer.Typer(

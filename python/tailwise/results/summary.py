@@ -29,6 +29,7 @@ from tailwise.results.documents.run import Summary, Tool
 from tailwise.results.files import (RUN_SCHEMA, SAMPLE_COLUMN_DTYPES, STAGE, check_out_dir, install,
                                     release_freed_memory, write_json, write_packet_hist_csv, write_packets_csv)
 from tailwise.stats.histogram import LinearHistogram, decode, java_rank
+from tailwise.stats import PACKET_PERCENTILES
 from tailwise.stats.quantiles import DEFAULT_PERCENTILES
 
 if TYPE_CHECKING:
@@ -317,10 +318,6 @@ def _packets(config: dict, result: AgentResult, d: dict, ps) -> dict | None:
         "max_loss": settings["max_loss"],
         "histogram": None if fine is None else _packet_hist_json(fine, ps),
     }
-
-
-#: Packet mode's every-packet percentiles, to p99.9999 (issue 22), besides the run's own.
-PACKET_PERCENTILES = (50.0, 90.0, 99.0, 99.9, 99.99, 99.999, 99.9999)
 
 
 def _packet_hist_json(fine: LinearHistogram, ps) -> dict:

@@ -17,6 +17,10 @@ from pathlib import Path
 
 from tailwise.errors import InputError
 
+#: The agent's port unless told otherwise (`tailwise agent --listen`, `deploy --port`, the image's
+#: EXPOSE and the manifests): one definition, light enough for every command's --help.
+AGENT_PORT = 7100
+
 
 def _address(text: str, flag: str) -> str:
     host, sep, port = text.strip().rpartition(":")

@@ -21,7 +21,7 @@ from tailwise.errors import HostError, InputError
 from tailwise import _core
 from tailwise.spec.target import KEYED, PACKET, UDP_SIZE, Target, parse_targets
 from tailwise.spec.units import parse_arrival, parse_dist, parse_rate, parse_time_ns
-from tailwise.spec.workload import Workload, load_file, resolve
+from tailwise.spec.workload import DEFAULT_CI, DEFAULTS, Workload, load_file, resolve
 from tailwise.stats import DEFAULT_PERCENTILES, PACKET_PERCENTILES
 
 #: An upper bound on --duration and --max-time from the environment (the README test sets it).
@@ -29,8 +29,6 @@ TIME_CAP_ENV = "TAILWISE_TIME_CAP"
 #: Without --sample-every, the engine keeps at most this many raw samples per second, so that a
 #: methodology round on everything collected stays around a second.
 AUTO_SAMPLES_PER_S = 20_000
-#: The precision asked of the percentile without --ci, unless --duration fixes the run's length.
-DEFAULT_CI = "10%"
 #: The built-in server's service time without --service.
 BUILTIN_SERVICE = "fixed:10us"
 #: A target refusing connections (or closing them before any reply) this long (the engine's
@@ -83,7 +81,7 @@ def packet_settings(st: dict[str, Any], scheme: str | None, given: set[str] | fr
         return None, None, None
     size = int(st["size"]) if st.get("size") is not None else _core.PACKET_SIZE
     flows = int(st["flows"]) if st.get("flows") is not None else _core.PACKET_FLOWS
-    max_loss = float(st.get("max_loss", 0.001))
+    max_loss = float(st.get("max_loss", DEFAULTS["max_loss"]))
     low, high = _core.PACKET_SIZE_MIN, _core.PACKET_SIZE_MAX
     if not low <= size <= high:
         raise InputError(f"--size {size} is outside {low}..{high} bytes",

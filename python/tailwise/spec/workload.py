@@ -33,6 +33,10 @@ def _as_setting(ns: int) -> str:
     return f"{ns}ns"
 
 
+#: The precision asked of the percentile without --ci, unless --duration fixes the run's length
+#: (DEFAULTS' "ci" is None: not given).
+DEFAULT_CI = "10%"
+
 #: Every setting of a measurement a workload file may hold, with its default (None: no default,
 #: or computed).
 DEFAULTS: dict[str, Any] = {
@@ -49,7 +53,7 @@ DEFAULTS: dict[str, Any] = {
     "mix": "1:0",  # the engine's set_fraction, 0 (tests/unit/test_spec.py holds them together)
     "percentile": 99.0,
     "percentiles": None,  # DEFAULT_PERCENTILES
-    "ci": None,
+    "ci": None,  # not given: DEFAULT_CI in adaptive mode, none with --duration
     "confidence": 0.95,
     "max_time": "60s",
     "duration": None,
