@@ -213,6 +213,16 @@ def test_a_rate_the_machine_carries_passes_with_an_interval_for_p99_99(udp_refle
     assert checks["arrivals"]["ok"], checks["arrivals"]
     assert checks["loss"]["ok"], checks["loss"]
     p = {row["p"]: row for row in s["latency"]["percentiles"]}[99.99]
+    broken = {n: ch["detail"] for n, ch in checks.items() if not ch["ok"] and n in ("stationarity", "independence")}
+    if s["verdict"] == "not-measurable" and broken:
+        # Over 3 minutes a noisy host can break an assumption the run rests on (a transient, a
+        # correlation that never decays): not-measurable is then the right answer, and this test's
+        # question (a rate the machine carries bounds p99.99) cannot be asked of this run.
+        from tailwise.methodology.verdict import VALIDITY
+
+        failed = [n for n in VALIDITY if n in checks and not checks[n]["ok"] and n not in broken]
+        assert not failed, [checks[n] for n in failed]
+        pytest.xfail(f"the host broke an assumption of the run: {broken}")
     if p["value_ns"] is None:
         # The host clustered the tail beyond what 3 minutes bound: never a number then, but the
         # verdict says so (imprecise: valid, no interval as narrow as asked) with its figures and
