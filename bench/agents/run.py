@@ -35,6 +35,7 @@ TOKEN = "bench-" + "0123456789abcdef" * 2
 def _inner(args: argparse.Namespace) -> dict:
     """In the coordinator's namespace: drive the agents, time each round."""
     from tailwise.agent.group import AgentGroup
+    from tailwise.agent.wire import ClientTls
     from tailwise.spec.load import LoadSpec, protocol
 
     out = {}
@@ -42,7 +43,7 @@ def _inner(args: argparse.Namespace) -> dict:
         addrs = args.agents[:n]
         spec = LoadSpec(targets=[args.target], rate_rps=args.rate, duration_ns=int(args.seconds * 1e9), conns=4 * n,
                         outstanding=4, pin=False, busy_poll=False, protocol=protocol("synthetic"), seed=1)
-        group = AgentGroup(addrs, TOKEN)
+        group = AgentGroup(addrs, TOKEN, tls=ClientTls.plain())
         session = group.start(spec)
         rounds = []
         while not session.is_finished():
@@ -71,16 +72,17 @@ def _inner(args: argparse.Namespace) -> dict:
         spec = LoadSpec(targets=[args.target], rate_rps=args.max_rate, duration_ns=int(args.seconds * 1e9),
                         conns=16 * n, outstanding=16, pin=False, busy_poll=False, sample_every=100,
                         protocol=protocol("synthetic"), seed=2)
-        r = AgentGroup(args.agents[:n], TOKEN).run(spec)
+        r = AgentGroup(args.agents[:n], TOKEN, tls=ClientTls.plain()).run(spec)
         out["max"] = {"agents": n, "offered_rps": args.max_rate, "sent_rps": r.counters.get("sent", 0) / (r.elapsed_ns / 1e9),
                       "completed_rps": r.received_in_window / (r.elapsed_ns / 1e9), "error": r.error}
     return out
 
 
 def _wait_ready(lan, token: Path, addrs: list[str]) -> None:
-    code = ("import sys,time\nfrom tailwise.agent.remote import RemoteAgent\nfrom tailwise.errors import TailwiseError\n"
+    code = ("import sys,time\nfrom tailwise.agent.remote import RemoteAgent\nfrom tailwise.agent.wire import ClientTls\n"
+            "from tailwise.errors import TailwiseError\n"
             "for a in sys.argv[1:]:\n  t=time.monotonic()+30\n  while True:\n    try:\n"
-            f"      RemoteAgent(a,{TOKEN!r},call_s=1.0).health(); break\n"
+            f"      RemoteAgent(a,{TOKEN!r},ClientTls.plain(),call_s=1.0).health(); break\n"
             "    except TailwiseError:\n      assert time.monotonic()<t, a\n      time.sleep(0.2)\n")
     subprocess.run(lan.argv("coord", [sys.executable, "-c", code, *addrs]), check=True, timeout=60,
                    env=os.environ | {"PYTHONPATH": str(ROOT / "python")})
@@ -121,8 +123,11 @@ def main() -> int:
         start("server", [sys.executable, "-m", "tailwise", "serve", "--listen", f"0.0.0.0:{SERVE_PORT}", "--service",
                          "fixed:0", "--no-pin"])
         for i in range(n_max):
+            # The bench's own namespaces are a network it trusts: the agents and the coordinator
+            # talk in the clear, as they must be told to (issue 33).
             start(f"a{i}", [sys.executable, "-m", "tailwise", "agent", "--listen", f"0.0.0.0:{AGENT_PORT}",
-                            "--token-file", str(token), "--allow-targets", f"{lan.ips['server']}/32"])
+                            "--token-file", str(token), "--allow-targets", f"{lan.ips['server']}/32",
+                            "--insecure-plaintext"])
         addrs = [f"{lan.ips[f'a{i}']}:{AGENT_PORT}" for i in range(n_max)]
         _wait_ready(lan, token, addrs)
         inner = [sys.executable, __file__, "--inner", "--agents", *addrs, "--target", f"{lan.ips['server']}:{SERVE_PORT}",
