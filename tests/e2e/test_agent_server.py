@@ -20,14 +20,11 @@ Everything is bounded in time; no assertion depends on how fast this machine is.
 
 from __future__ import annotations
 
-import datetime
 import ipaddress
 import json
 import os
 import re
-import shutil
 import signal
-import subprocess
 import threading
 import time
 from contextlib import contextmanager
@@ -39,7 +36,7 @@ import numpy as np
 import pytest
 
 from support.agents import TOKEN, agent_process, token_file
-from support.cli import CLI, run_cli
+from support.cli import run_cli
 from support.servers import free_port
 from support.tls import self_signed, write_pair
 from tailwise import _core

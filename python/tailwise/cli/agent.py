@@ -6,11 +6,9 @@ read from its file only: it is never an argument, never printed."""
 
 from __future__ import annotations
 
-import ipaddress
 import os
 import signal
 import threading
-from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
