@@ -43,9 +43,9 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "python"))
 
-from tailwise.agent import wire  # noqa: E402
-from tailwise.agent.proto import agent_pb2 as pb  # noqa: E402
-from tailwise.agent.remote import RemoteAgent  # noqa: E402
+from tailwise.agents import wire  # noqa: E402
+from tailwise.agents.proto import agent_pb2 as pb  # noqa: E402
+from tailwise.agents.client import RemoteAgent  # noqa: E402
 
 TOKEN = "bench-" + "0123456789abcdef" * 2
 METHOD = "/tailwise.agent.v1.Agent/Progress"

@@ -41,7 +41,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "python"))
 
-from tailwise.agent.remote import RemoteAgent  # noqa: E402
+from tailwise.agents.client import RemoteAgent  # noqa: E402
 from tailwise.spec.load import LoadSpec  # noqa: E402
 from tailwise.spec.units import parse_rate  # noqa: E402
 

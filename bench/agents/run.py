@@ -34,8 +34,8 @@ TOKEN = "bench-" + "0123456789abcdef" * 2
 
 def _inner(args: argparse.Namespace) -> dict:
     """In the coordinator's namespace: drive the agents, time each round."""
-    from tailwise.agent.group import AgentGroup
-    from tailwise.agent.wire import ClientTls
+    from tailwise.agents.group import AgentGroup
+    from tailwise.agents.wire import ClientTls
     from tailwise.spec.load import LoadSpec, protocol
 
     out = {}
@@ -79,7 +79,7 @@ def _inner(args: argparse.Namespace) -> dict:
 
 
 def _wait_ready(lan, token: Path, addrs: list[str]) -> None:
-    code = ("import sys,time\nfrom tailwise.agent.remote import RemoteAgent\nfrom tailwise.agent.wire import ClientTls\n"
+    code = ("import sys,time\nfrom tailwise.agents.client import RemoteAgent\nfrom tailwise.agents.wire import ClientTls\n"
             "from tailwise.errors import TailwiseError\n"
             "for a in sys.argv[1:]:\n  t=time.monotonic()+30\n  while True:\n    try:\n"
             f"      RemoteAgent(a,{TOKEN!r},ClientTls.plain(),call_s=1.0).health(); break\n"

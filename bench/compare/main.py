@@ -63,7 +63,7 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     from build import all_peers
     from common import CLIENT_CPU, SERVER_CPU, Ctx
-    from tailwise.agent.host import host_info
+    from tailwise.host.facts import host_info
 
     def log(msg: str) -> None:
         print(msg, file=sys.stderr, flush=True)

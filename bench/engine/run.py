@@ -27,7 +27,7 @@ from pathlib import Path
 
 
 from tailwise import _core
-from tailwise.agent.host import host_info
+from tailwise.host.facts import host_info
 from tailwise.stats.model import model_percentiles
 from tailwise.results.summary import decode_histogram
 from tailwise.spec.load import LoadSpec

@@ -53,7 +53,7 @@ import time
 from pathlib import Path
 
 from tailwise import _core
-from tailwise.agent.host import host_info
+from tailwise.host.facts import host_info
 
 SCENARIOS = ("default", "memcached", "memcached-20k", "builtin", "poll-block")
 #: Added to a run's --duration or --max-time before it is killed and recorded as `timeout`.

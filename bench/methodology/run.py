@@ -26,8 +26,8 @@ from pathlib import Path
 
 import numpy as np
 
-from tailwise.agent.local import SAMPLE_DTYPE
-from tailwise.agent.host import host_info
+from tailwise.results.rows import SAMPLE_DTYPE
+from tailwise.host.facts import host_info
 from tailwise.methodology.analysis import AnalysisInput, RunPlan, analyse
 from tailwise.spec.precision import Precision
 from tailwise.stats.histogram import Buckets

@@ -55,7 +55,7 @@ sys.path.insert(0, str(ROOT / "bench" / "timestamps"))
 from sockperf import _ANSI, _free_port, _wait_listening  # noqa: E402
 
 from tailwise import _core  # noqa: E402
-from tailwise.agent.host import host_info  # noqa: E402
+from tailwise.host.facts import host_info  # noqa: E402
 from tailwise.measure import netns  # noqa: E402
 
 TAILWISE = [sys.executable, "-m", "tailwise"]
@@ -83,7 +83,7 @@ def rate_arg(text: str) -> float:
 
 def cpus() -> tuple[int, int]:
     """(server CPU, client CPU): the reflector's worker 0 pins to the lowest allowed CPU, the one
-    engine thread to the highest (agent/host.pinned_cpus); sockperf is put on the same two."""
+    engine thread to the highest (host/facts.pinned_cpus); sockperf is put on the same two."""
     allowed = sorted(os.sched_getaffinity(0))
     return allowed[0], allowed[-1]
 

@@ -31,7 +31,7 @@ from sockperf import sockperf_pingpong  # noqa: E402
 
 from tailwise.measure import netns  # noqa: E402
 from tailwise.measure.calibrate import calibrate  # noqa: E402
-from tailwise.agent.host import host_info  # noqa: E402
+from tailwise.host.facts import host_info  # noqa: E402
 
 FIGS = ("min", "p50", "p99", "p99.9")
 RATE = 2_000

@@ -1,6 +1,6 @@
-"""Issue 21: the agent service (agent/server.py, `tailwise agent`) through real gRPC on 127.0.0.1.
+"""Issue 21: the agent service (agents/server.py, `tailwise agent`) through real gRPC on 127.0.0.1.
 
-A small client written here from agent.proto and agent/wire.py only (the coordinator's own client
+A small client written here from agent.proto and agents/wire.py only (the coordinator's own client
 is not used), against the real engine and the built-in server:
 
 * a whole run: Health, Clock, Configure, Start at a future instant (the schedule starts exactly
@@ -40,13 +40,13 @@ from support.cli import run_cli
 from support.servers import free_port
 from support.tls import self_signed, write_pair
 from tailwise import _core
-from tailwise.agent import wire
-from tailwise.agent.events import Dropped, LeaseExpired, Refused
-from tailwise.agent.local import SAMPLE_DTYPE
-from tailwise.agent.proto import agent_pb2 as pb
-from tailwise.agent.proto import agent_pb2_grpc
-from tailwise.agent.remote import RemoteAgent
-from tailwise.agent.server import MAX_CALLS_PER_PEER, AgentServer, Allowed, Limits, serve
+from tailwise.agents import wire
+from tailwise.agents.events import Dropped, LeaseExpired, Refused
+from tailwise.results.rows import SAMPLE_DTYPE
+from tailwise.agents.proto import agent_pb2 as pb
+from tailwise.agents.proto import agent_pb2_grpc
+from tailwise.agents.client import RemoteAgent
+from tailwise.agents.server import MAX_CALLS_PER_PEER, AgentServer, Allowed, Limits, serve
 from tailwise.measure.server import builtin_server
 from tailwise.render.agent import event_line
 from tailwise.spec.load import LoadSpec, Probe
@@ -408,7 +408,7 @@ def _silent_coordinator(proc, port: int, spec: LoadSpec, enough) -> tuple[list[i
     keeps the agent's lease — its heartbeat's and these Progress calls — but takes no rows until
     ``enough(progress)`` (or 20 s); then one take, stop and finish. The agent's resident set is read
     from /proc every 50 ms all along. Returns (RSS samples, the take, the result, the last progress)."""
-    from tailwise.agent.group import AgentGroup, GroupSession
+    from tailwise.agents.group import AgentGroup, GroupSession
 
     rss = [_rss_bytes(proc.pid)]
     sampling = threading.Event()
@@ -723,7 +723,7 @@ def test_the_agent_command_serves_and_stops_on_sigterm(tmp_path):
 
 
 def test_the_help_shows_the_servers_defaults():
-    from tailwise.agent.server import DEFAULT_LEASE_NS, LOOPBACK
+    from tailwise.agents.server import DEFAULT_LEASE_NS, LOOPBACK
     from tailwise.cli import agent as command
     from tailwise.spec.units import parse_time_ns
 
@@ -868,7 +868,7 @@ def test_tls_admits_a_client_with_the_ca_and_no_plain_one(tmp_path):
 def test_mutual_tls_refuses_a_coordinator_without_a_certificate(tmp_path):
     """Issue 33: an agent with --tls-client-ca completes the handshake only with a client that
     shows a certificate chaining to that CA; the coordinator's ClientTls shows one."""
-    from tailwise.agent.wire import ClientTls, client_tls
+    from tailwise.agents.wire import ClientTls, client_tls
     from tailwise.errors import TailwiseError
 
     server_cert, server_key = write_pair(tmp_path / "agent")

@@ -42,9 +42,9 @@ LEASE_S = 2.0
 # Polls each agent's Health (with the token) until all answer: run on the coordinator's host.
 WAIT_AGENTS = """
 import sys, time
-from tailwise.agent.remote import RemoteAgent
+from tailwise.agents.client import RemoteAgent
 from tailwise.errors import TailwiseError
-from tailwise.agent.wire import ClientTls
+from tailwise.agents.wire import ClientTls
 token, tls, addrs = open(sys.argv[1]).read().strip(), ClientTls(ca=open(sys.argv[2], "rb").read()), sys.argv[3:]
 deadline = time.monotonic() + 30
 for a in addrs:
@@ -62,8 +62,8 @@ for a in addrs:
 # Prints each agent's state (Health) as JSON: run on the coordinator's host.
 AGENT_STATES = """
 import json, sys
-from tailwise.agent.remote import RemoteAgent
-from tailwise.agent.wire import ClientTls
+from tailwise.agents.client import RemoteAgent
+from tailwise.agents.wire import ClientTls
 from tailwise.errors import TailwiseError
 token, tls, addrs = open(sys.argv[1]).read().strip(), ClientTls(ca=open(sys.argv[2], "rb").read()), sys.argv[3:]
 out = {}
@@ -403,8 +403,8 @@ def test_a_sweep_measures_every_point_through_the_agents(tmp_path):
 # Asks one agent's Health in the clear, as --insecure-plaintext allows: run on the coordinator's host.
 PLAIN_HEALTH = """
 import sys, time
-from tailwise.agent.remote import RemoteAgent
-from tailwise.agent.wire import ClientTls
+from tailwise.agents.client import RemoteAgent
+from tailwise.agents.wire import ClientTls
 from tailwise.errors import InputError, TailwiseError
 token, address = open(sys.argv[1]).read().strip(), sys.argv[2]
 try:

@@ -16,7 +16,8 @@ from tailwise import _core
 from tailwise.results import summary as results
 from tailwise.spec import target
 from tailwise.stats import model
-from tailwise.agent.local import SAMPLE_DTYPE, Flag, LocalAgent
+from tailwise.driver.local import LocalAgent
+from tailwise.results.rows import SAMPLE_DTYPE, Flag
 from tailwise.spec.load import LoadSpec
 from tailwise.errors import InputError
 from tailwise.methodology import analysis, checks, controller

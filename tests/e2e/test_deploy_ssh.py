@@ -42,8 +42,8 @@ import tailwise
 from support.cli import run_cli
 from support.servers import free_port
 from support.tls import write_pair
-from tailwise.agent.remote import RemoteAgent
-from tailwise.agent.wire import ClientTls
+from tailwise.agents.client import RemoteAgent
+from tailwise.agents.wire import ClientTls
 from tailwise.errors import TailwiseError
 
 TOKEN = "deploy-test-token-0123456789abcdef"
@@ -295,7 +295,7 @@ def test_stop_kills_an_agent_deaf_to_sigterm_and_never_a_stranger(ssh_host, toke
     """A process of ours (its command line names the token file) that ignores SIGTERM, in its own
     session as deploy starts agents: SIGKILL after the bound, the whole group. A pid file naming a
     process that is not ours (here: this test) or none: nothing is signalled."""
-    from tailwise.agent.deploy import TERM_S
+    from tailwise.agents.deploy import TERM_S
 
     port = free_port()
     d = ssh_host.agent_dir()

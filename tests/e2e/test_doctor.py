@@ -15,7 +15,7 @@ import pytest
 from support.cli import MEASURED, CLI, run_cli
 from support.schemas import assert_valid
 from support.servers import in_ci
-from tailwise.agent.doctor import KNOBS
+from tailwise.host.doctor import KNOBS
 from tailwise.results.documents.base import STRICT
 from tailwise.results.documents.doctor import Doctor
 

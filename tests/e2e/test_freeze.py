@@ -24,7 +24,7 @@ import pandas as pd
 import pytest
 
 from support.live_run import Run, assert_freeze_visible, freeze, need_test_hook
-from tailwise.agent.local import Flag
+from tailwise.results.rows import Flag
 from tailwise.stats.quantiles import estimate_percentile
 
 FREEZES_S = (0.02, 0.2, 1.0)

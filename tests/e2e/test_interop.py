@@ -243,7 +243,7 @@ def test_histogram_percentiles_are_read_as_java_reads_them():
     """The summary's every-request percentiles: the ⌈p/100 · N⌉-th smallest request, as Java's
     getValueAtPercentile (and its log processor) reads them — never one request lower, as hdrh's
     rounding of the rank can be."""
-    from tailwise.results.summary import _hist_json, value_at_percentile
+    from tailwise.results.summary import hist_json, value_at_percentile
 
     h = HdrHistogram(1, 3_600_000_000_000, 3)
     for v in range(1, 11):  # 1 … 10 ns
@@ -251,7 +251,7 @@ def test_histogram_percentiles_are_read_as_java_reads_them():
     # 14 % of 10 requests: the 2nd smallest (only 10 % are ≤ 1 ns); hdrh 0.10 answers 1 ns.
     assert value_at_percentile(h, 14) == 2 and h.get_value_at_percentile(14) == 1
     assert [value_at_percentile(h, p) for p in (0, 10, 10.0001, 50, 90, 99, 100)] == [1, 1, 2, 5, 9, 10, 10]
-    assert [x["value_ns"] for x in _hist_json(h, (14, 50, 99))["percentiles"]] == [2, 5, 10]
+    assert [x["value_ns"] for x in hist_json(h, (14, 50, 99))["percentiles"]] == [2, 5, 10]
 
 
 # --------------------------------------------------------------------------- latency.hgrm
@@ -300,7 +300,7 @@ def test_sample_times_are_signed_so_differences_can_be_negative(tmp_path):
     import pyarrow.csv as pacsv
     import pyarrow.parquet as pq
 
-    from tailwise.agent.local import SAMPLE_DTYPE, Flag
+    from tailwise.results.rows import SAMPLE_DTYPE, Flag
     from tailwise.results.dataset import read_samples
     from tailwise.results.files import SAMPLE_COLUMN_DTYPES
     from tailwise.results.summary import SIGNED_NS_COLUMNS, sample_columns

@@ -20,7 +20,7 @@ from support.agents import agent_process, token_file
 from support.cli import MEASURED, CLI, run_cli
 from support.schemas import assert_valid
 
-from tailwise.agent.host import listener_cpus
+from tailwise.host.facts import listener_cpus
 from tailwise.measure import netns
 from tailwise.results.documents.base import STRICT
 from tailwise.results.documents.run import Summary
@@ -191,7 +191,7 @@ def test_counts_are_exact_across_a_veth_pair():
 
 
 def test_a_rate_the_machine_carries_passes_with_an_interval_for_p99_99(udp_reflector):
-    # The network function runs where the engine does (the highest CPU: agent/host.pinned_cpus),
+    # The network function runs where the engine does (the highest CPU: host/facts.pinned_cpus),
     # which sleeps between packets (--poll block, the default), so that the coordinator's CPU is
     # its own. With the reflector on the coordinator's CPU (serve's default pin, CPU 0) the two
     # share it and the tail comes in longer clusters: 60 s at 20k pps gave n_eff 10.1–18.2k for

@@ -1,5 +1,5 @@
 """Issue 33, item 3: an agent's memory — its bound (--max-memory, or its cgroup's limit), the
-ceiling of rows it derives from it, and how it says it thinned (agent/server.py, agent/host.py).
+ceiling of rows it derives from it, and how it says it thinned (agents/server.py, host/facts.py).
 The rows' thinning itself, and the coordinator's pooling of it: tests/unit/test_subsample.py."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 
 from tailwise import _core
-from tailwise.agent.events import Thinned
-from tailwise.agent.host import cgroup_memory_max
-from tailwise.agent.server import (BASE_MEMORY, DEFAULT_MAX_ROWS, KEEP_S, MIN_KEEP_S, MIN_MEMORY, MIN_ROWS, PILE_SHARE,
+from tailwise.agents.events import Thinned
+from tailwise.host.facts import cgroup_memory_max
+from tailwise.agents.server import (BASE_MEMORY, DEFAULT_MAX_ROWS, KEEP_S, MIN_KEEP_S, MIN_MEMORY, MIN_ROWS, PILE_SHARE,
                                    RINGS_MEMORY, ROW_COST, Held, Limits, rows_per_s)
 from tailwise.errors import InputError
 from tailwise.render.agent import event_line, limits_text
@@ -91,7 +91,7 @@ def test_the_keeper_takes_sooner_when_rows_come_fast_for_the_room():
 
 
 def test_held_rows_come_back_whole_until_the_ceiling_then_at_a_level():
-    from tailwise.agent.local import SAMPLE_DTYPE
+    from tailwise.results.rows import SAMPLE_DTYPE
     from tailwise.stats.subsample import AGENT_THREADS, kept
 
     rows = np.zeros(10_000, dtype=SAMPLE_DTYPE)
@@ -112,8 +112,8 @@ def test_rows_the_engine_thinned_are_held_and_handed_over_at_its_level():
     """Past ``Held.engine_rows`` between two takes an engine thread thins its rows itself
     (``Engine.thin_rows``) and the take says the level: the keeper raises what it holds to it, a
     Snapshot hands the rows (and the outstanding) over at it even with nothing held."""
-    from tailwise.agent.local import SAMPLE_DTYPE
-    from tailwise.agent.server import ENGINE_SHARE
+    from tailwise.results.rows import SAMPLE_DTYPE
+    from tailwise.agents.server import ENGINE_SHARE
     from tailwise.stats.subsample import AGENT_THREADS, kept
 
     rows = np.zeros(10_000, dtype=SAMPLE_DTYPE)

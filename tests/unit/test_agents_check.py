@@ -7,9 +7,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tailwise.agent.group import OWNED_DTYPE, OWNER_DTYPE, _owned, _unowned
+from tailwise.agents.group import OWNED_DTYPE, OWNER_DTYPE, _owned, _unowned
 from tailwise.stats.subsample import Subsample
-from tailwise.agent.local import SAMPLE_DTYPE, AgentShare, Taken
+from tailwise.driver.local import Taken
+from tailwise.results.measured import AgentShare
+from tailwise.results.rows import SAMPLE_DTYPE
 from tailwise.methodology.analysis import AnalysisInput, RunPlan, analyse
 from tailwise.methodology.remedies import Advice, OverloadedAgents
 from tailwise.methodology.words import remedy_words
@@ -47,7 +49,7 @@ def _share(address: str, counters: dict, role: str = "symmetric", rate_rps: floa
 
 
 def _pooled(per_agent: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
-    """Rows of several agents pooled as a run on agents pools them (agent/group.GroupSession)."""
+    """Rows of several agents pooled as a run on agents pools them (agents/group.GroupSession)."""
     pool = Subsample(OWNED_DTYPE)
     for i, rows in enumerate(per_agent):
         pool.add(_owned(rows, i))

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tailwise.agent.local import SAMPLE_DTYPE, Flag
+from tailwise.results.rows import SAMPLE_DTYPE, Flag
 from tailwise.methodology.analysis import (
     INTERVAL_NS,
     AnalysisInput,

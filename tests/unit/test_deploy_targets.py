@@ -1,12 +1,12 @@
 """`tailwise deploy`'s input, checked before any host is reached: `--ssh USER@HOST[:PORT]` as
-agent/deploy.py's SshTarget reads it (and the `--agents` address it makes), the agent's flags as
+agents/deploy.py's SshTarget reads it (and the `--agents` address it makes), the agent's flags as
 `tailwise agent` checks them. The SSH side itself: tests/e2e/test_deploy_ssh.py."""
 
 from __future__ import annotations
 
 import pytest
 
-from tailwise.agent.deploy import SshTarget
+from tailwise.agents.deploy import SshTarget
 from tailwise.cli.deploy import _agent_args, _command, _targets
 from tailwise.errors import InputError
 

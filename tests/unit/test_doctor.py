@@ -1,4 +1,4 @@
-"""`tailwise doctor`'s knobs (agent/doctor.py) on a fake sysfs/procfs tree: each state read from
+"""`tailwise doctor`'s knobs (host/doctor.py) on a fake sysfs/procfs tree: each state read from
 files, a missing file unreadable (never ok), /proc/stat samples, the kernel command line, and
 which warnings a run gets. The command itself, as root and unprivileged: tests/e2e/test_doctor.py."""
 
@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from tailwise.agent import doctor as d
-from tailwise.agent.doctor import (KNOBS, BusyPoll, Clocksource, Coalescing, Context, CpuSample, CStates, Doctor,
+from tailwise.host import doctor as d
+from tailwise.host.doctor import (KNOBS, BusyPoll, Clocksource, Coalescing, Context, CpuSample, CStates, Doctor,
                                    Governor, IrqAffinity, Isolation, NicNuma, OtherLoad, RunShape, Smt, State, Steal,
                                    Thp, Turbo, cmdline, cpu_text, default_interface, parse_stat, stat_shares)
 

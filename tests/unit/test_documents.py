@@ -160,9 +160,9 @@ _HOST = {"hostname": "h", "kernel": "6.1", "cpu_model": None, "cores": 2, "usabl
 
 
 def _knobs(tmp_path) -> list[dict]:
-    """Every knob as agent/doctor.py writes it: on an empty tree (unreadable, each with its
+    """Every knob as host/doctor.py writes it: on an empty tree (unreadable, each with its
     reason), then one of each other state with its readings."""
-    from tailwise.agent.doctor import Doctor as Examine, Fact, State
+    from tailwise.host.doctor import Doctor as Examine, Fact, State
 
     knobs = [f.as_json() for f in Examine(tmp_path, iface="eth9", cpus={1}, sample_s=0).facts()]
     knobs[0] = Fact("governor", State.OK, "performance", "why", None, "/sys/…", None,
@@ -176,7 +176,7 @@ def _knobs(tmp_path) -> list[dict]:
 def test_the_doctor_model_takes_what_tailwise_doctor_writes(tmp_path):
     """Every key is declared (strictly), written back as given, and valid against the generated
     schema; one entry per knob, each state with its detail."""
-    from tailwise.agent.doctor import KNOBS
+    from tailwise.host.doctor import KNOBS
 
     knobs = _knobs(tmp_path)
     doc = report(host=_HOST, target=None, interface="eth9", interface_note=None, cpus={1, 0}, sample_s=0.5, knobs=knobs)

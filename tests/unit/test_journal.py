@@ -8,7 +8,7 @@ import json
 import numpy as np
 
 from tailwise import _core
-from tailwise.agent.local import SAMPLE_DTYPE
+from tailwise.results.rows import SAMPLE_DTYPE
 from tailwise.results.files import install, result_entries
 from tailwise.results.journal import COLLECTED, Journal, read_samples
 

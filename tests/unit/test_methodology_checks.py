@@ -5,7 +5,7 @@ in test_delays.py."""
 import numpy as np
 import pytest
 
-from tailwise.agent.local import SAMPLE_DTYPE
+from tailwise.results.rows import SAMPLE_DTYPE
 from tailwise.methodology.analysis import AnalysisInput, RunPlan, analyse
 from tailwise.spec.precision import Precision
 from tailwise.methodology.checks import confidence_check, errors_check, rate_check

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from tailwise import _core
-from tailwise.agent.local import SAMPLE_DTYPE
+from tailwise.results.rows import SAMPLE_DTYPE
 from tailwise.errors import InputError
 from tailwise.methodology.analysis import AnalysisInput, RunPlan, analyse
 from tailwise.methodology.checks import loss_check

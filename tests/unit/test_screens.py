@@ -1,6 +1,6 @@
 """Every screen at the width it is shown on (issue 34, item 2), rendered in process from saved
 summaries (tests/unit/screens/: real runs, a real sweep, `tailwise doctor --json` here and with its
-knobs set to warn with the fixes agent/doctor.py writes): `tailwise run` ok, imprecise and
+knobs set to warn with the fixes host/doctor.py writes): `tailwise run` ok, imprecise and
 not-measurable (the host's pauses; a closed loop, the client's), the sweep, compare, doctor — at 80
 and 120 columns off a terminal (COLUMNS), each with and without --verbose where it has one.
 

@@ -8,7 +8,7 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
-from tailwise.agent.local import SAMPLE_DTYPE
+from tailwise.results.rows import SAMPLE_DTYPE
 from tailwise.results import samples as files
 from tailwise.results.summary import sample_columns
 from tailwise.stats.quantiles import percentile_ci
@@ -201,13 +201,13 @@ def test_equal_intended_times_of_two_threads_or_agents_are_chosen_independently(
 # --------------------------------------------------------------------------- agents that thin (issue 33)
 
 class _ThinningAgent:
-    """What a coordinator (agent/group.py's ``GroupSession``) sees of an agent that holds its rows
-    as agent/server.py does (``Held``: keyed as the coordinator keys them, thinned past
+    """What a coordinator (agents/group.py's ``GroupSession``) sees of an agent that holds its rows
+    as agents/server.py does (``Held``: keyed as the coordinator keys them, thinned past
     ``max_rows``), fed by the test instead of an engine: ``finish_tick`` is a batch of rows the
     engine finished, ``keep`` the agent's keeper taking it while the coordinator is silent."""
 
     def __init__(self, address: str, index: int, max_rows: int):
-        from tailwise.agent.server import Held
+        from tailwise.agents.server import Held
 
         self.address, self.index = address, index
         self.held = Held(index, max_rows, rows_per_s=0.0)
@@ -232,7 +232,7 @@ class _ThinningAgent:
         return SimpleNamespace(cpus=[0, 1])
 
     def clock_offset(self):
-        from tailwise.agent.remote import ClockOffset
+        from tailwise.agents.client import ClockOffset
 
         return ClockOffset(0, 1_000)
 
@@ -272,8 +272,8 @@ def test_agents_that_thin_apart_pool_into_exactly_one_levels_rows():
     exactly every agent's rows so far whose key (time and thread + index × AGENT_THREADS) has the
     pool's level of leading zero bits, the level at least each agent's; and the result names the
     agents that thinned, each with its 1 in 2^d."""
-    from tailwise.agent.group import GroupSession, Member, _numbered
-    from tailwise.agent.local import Flag
+    from tailwise.agents.group import GroupSession, Member, _numbered
+    from tailwise.results.rows import Flag
     from tailwise.spec.load import LoadSpec
     from tailwise.stats.subsample import source_of
 
@@ -333,8 +333,8 @@ def test_intervals_keep_their_coverage_when_an_agent_thins():
     its other rows and the other agent's come unthinned; pooled as the coordinator pools them (its
     level raised to the agent's first), the 95 % intervals of p50 and p99 still cover the true quantiles in 95 % ± 3 % of 400
     runs: the thinning is a function of the key alone, never of the latency or of when a row came."""
-    from tailwise.agent.group import OWNED_DTYPE, _numbered, _owned
-    from tailwise.agent.server import Held
+    from tailwise.agents.group import OWNED_DTYPE, _numbered, _owned
+    from tailwise.agents.server import Held
 
     rng = np.random.default_rng(34)
     sigma, mu = 0.8, 11.0

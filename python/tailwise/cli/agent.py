@@ -1,4 +1,4 @@
-"""`tailwise agent`: the agent service (agent/server.py) on HOST:PORT until SIGINT/SIGTERM.
+"""`tailwise agent`: the agent service (agents/server.py) on HOST:PORT until SIGINT/SIGTERM.
 
 The command line is a contract: deploy/ (the image, the Kubernetes manifests, the systemd unit)
 starts agents with these flags and tests/e2e/test_deploy.py holds them to --help. The token is
@@ -18,7 +18,7 @@ from tailwise.errors import InputError
 from tailwise.spec.fleet import AGENT_PORT
 
 DEFAULT_LISTEN = f"0.0.0.0:{AGENT_PORT}"
-#: agent/server.py's DEFAULT_LEASE_NS and LOOPBACK as --help shows them (without importing gRPC for
+#: agents/server.py's DEFAULT_LEASE_NS and LOOPBACK as --help shows them (without importing gRPC for
 #: every command); tests/e2e/test_agent_server.py holds them equal.
 DEFAULT_LEASE = "5s"
 LOOPBACK_TEXT = "127.0.0.0/8,::1/128"
@@ -35,7 +35,7 @@ def _listen(text: str) -> str:
 
 
 def _networks(text: str | None):
-    from tailwise.agent.server import LOOPBACK, Allowed
+    from tailwise.agents.server import LOOPBACK, Allowed
 
     if text is None:
         return LOOPBACK
@@ -52,7 +52,7 @@ def _networks(text: str | None):
 
 def _tls(cert: str | None, key: str | None, client_ca: str | None) -> tuple[bytes, bytes, bytes | None] | None:
     """(certificate chain, private key, the CA client certificates must chain to) PEM; None: no TLS."""
-    from tailwise.agent.wire import read_pem
+    from tailwise.agents.wire import read_pem
 
     if (cert is None) != (key is None):
         given, missing = ("--tls-cert", "--tls-key") if cert else ("--tls-key", "--tls-cert")
@@ -78,7 +78,7 @@ def _plaintext(address: str, tls: object, insecure: bool) -> None:
 
 def _cpus(text: str | None) -> list[int] | None:
     """--cpus: the CPUs this process (and so the engine's threads) may use, applied now."""
-    from tailwise.agent.host import cpu_list, restrict_cpus
+    from tailwise.host.facts import cpu_list, restrict_cpus
 
     if text is None:
         return None
@@ -98,7 +98,7 @@ def _cpus(text: str | None) -> list[int] | None:
 
 def _limits(allow_targets: str | None, max_rate: str | None, max_conns: int | None, max_duration: str | None,
             lease: str, max_memory: str | None = None):
-    from tailwise.agent.server import Limits
+    from tailwise.agents.server import Limits
     from tailwise.spec.runspec import positive
     from tailwise.spec.units import parse_rate, parse_size, parse_time_ns
 
@@ -117,9 +117,9 @@ def _limits(allow_targets: str | None, max_rate: str | None, max_conns: int | No
 
 
 def _check_memory(memory: int, what: str, remedy: str) -> None:
-    """Refuse a bound too small to run at all (agent/server.py, ``MIN_MEMORY``): ``remedy`` with
+    """Refuse a bound too small to run at all (agents/server.py, ``MIN_MEMORY``): ``remedy`` with
     the least one in it."""
-    from tailwise.agent.server import MIN_MEMORY, MIN_ROWS
+    from tailwise.agents.server import MIN_MEMORY, MIN_ROWS
     from tailwise.spec.units import fmt_bytes
 
     if memory < MIN_MEMORY:
@@ -133,7 +133,7 @@ def _memory_default(limits):
     """Without --max-memory: the cgroup's limit (a container's, a systemd unit's MemoryMax=), if any."""
     from dataclasses import replace
 
-    from tailwise.agent.host import cgroup_memory_max
+    from tailwise.host.facts import cgroup_memory_max
     from tailwise.spec.units import fmt_bytes
 
     if limits.max_memory or (memory := cgroup_memory_max()) is None:
@@ -197,7 +197,7 @@ def agent(
     # gRPC's own log lines would repeat our one-line errors (GRPC_VERBOSITY=debug shows them); it
     # reads the variable when it loads.
     os.environ.setdefault("GRPC_VERBOSITY", "NONE")
-    from tailwise.agent.wire import read_token
+    from tailwise.agents.wire import read_token
 
     address = _listen(listen)
     token = read_token(token_file)
@@ -210,8 +210,8 @@ def agent(
 
 def _serve(address: str, token: str, tls: tuple[bytes, bytes, bytes | None] | None, limits,
            cpus: list[int] | None) -> int:
-    from tailwise.agent.host import fix_mmap_threshold
-    from tailwise.agent.server import AgentServer, serve
+    from tailwise.host.facts import fix_mmap_threshold
+    from tailwise.agents.server import AgentServer, serve
     from tailwise.render.agent import limits_text, show_event, show_listening, show_stopped
 
     # Freed batches of rows go back to the system, so that the agent stays within --max-memory.

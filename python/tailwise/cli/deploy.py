@@ -1,5 +1,5 @@
 """`tailwise deploy start|stop|status --ssh USER@HOST …`: agents on bare machines over SSH
-(agent/deploy.py does it, render/deploy.py says it).
+(agents/deploy.py does it, render/deploy.py says it).
 
 The commands and their flags are a contract (README "Deploying agents", deploy/README.md). The
 agent's own flags are checked here as `tailwise agent` checks them, before any host is reached.
@@ -59,7 +59,7 @@ InsecurePlaintext = Annotated[bool, typer.Option(
 
 
 def _targets(texts: list[str]):
-    from tailwise.agent.deploy import SshTarget
+    from tailwise.agents.deploy import SshTarget
 
     targets = [SshTarget.parse(t.strip()) for text in texts for t in text.split(",") if t.strip()]
     seen = set()
@@ -86,7 +86,7 @@ def _existing(path: str, flag: str, fix: str) -> str:
 
 
 def _ssh(identity: str | None, known_hosts: str):
-    from tailwise.agent.deploy import SshOptions
+    from tailwise.agents.deploy import SshOptions
 
     kh = _existing(known_hosts, "--known-hosts", "connect once with ssh USER@HOST to check and record the host's key "
                                                  "there, or give --known-hosts FILE")
@@ -98,7 +98,7 @@ def _ssh(identity: str | None, known_hosts: str):
 def _agent_args(allow_targets: str | None, max_rate: str | None, max_conns: int | None, max_duration: str | None,
                 lease: str | None, cpus: str | None, max_memory: str | None = None) -> list[str]:
     """The agent's flags as given, once `tailwise agent`'s own checks accept them."""
-    from tailwise.agent.host import cpu_list
+    from tailwise.host.facts import cpu_list
     from tailwise.cli.agent import DEFAULT_LEASE, _limits
 
     _limits(allow_targets, max_rate, max_conns, max_duration, lease or DEFAULT_LEASE, max_memory)
@@ -115,9 +115,9 @@ def _agent_args(allow_targets: str | None, max_rate: str | None, max_conns: int 
 
 
 def _client_tls(ca: str | None, cert: str | None, key: str | None, insecure: bool, targets, port: int):
-    """How this machine asks the agents Health (agent/wire.ClientTls), or a one-line refusal to send
+    """How this machine asks the agents Health (agents/wire.ClientTls), or a one-line refusal to send
     the token in the clear to a host that is not this one."""
-    from tailwise.agent.wire import client_tls
+    from tailwise.agents.wire import client_tls
     from tailwise.spec.fleet import check_client_tls, refuse_plaintext
 
     check_client_tls(ca, cert, key, insecure)
@@ -202,9 +202,9 @@ def start(
 ) -> int:
     """Start an agent on every host at once and wait until each answers; all or none. Prints `--agents H:PORT,…` for `run`."""
     from tailwise import __version__
-    from tailwise.agent.deploy import AgentLaunch
-    from tailwise.agent.deploy import start as start_agents
-    from tailwise.agent.wire import read_token
+    from tailwise.agents.deploy import AgentLaunch
+    from tailwise.agents.deploy import start as start_agents
+    from tailwise.agents.wire import read_token
     from tailwise.render.deploy import show_started
 
     targets, port = _targets(ssh), _port(port)
@@ -231,8 +231,8 @@ def start(
 def stop(ssh: Ssh, port: Port = DEFAULT_PORT, identity: Identity = None,
          known_hosts: KnownHosts = DEFAULT_KNOWN_HOSTS) -> int:
     """Stop the agent `deploy start` left on every host (SIGTERM, then SIGKILL); remove its token and pid files."""
-    from tailwise.agent.deploy import DeployError
-    from tailwise.agent.deploy import stop as stop_agents
+    from tailwise.agents.deploy import DeployError
+    from tailwise.agents.deploy import stop as stop_agents
     from tailwise.render.deploy import show_stopped
 
     targets, port = _targets(ssh), _port(port)
@@ -247,9 +247,9 @@ def status(ssh: Ssh, token_file: StatusTokenFile, port: Port = DEFAULT_PORT, age
            insecure_plaintext: InsecurePlaintext = False, identity: Identity = None,
            known_hosts: KnownHosts = DEFAULT_KNOWN_HOSTS) -> int:
     """For every host: whether the agent runs, and whether it answers Health (its state). Exit 0 only if all answer."""
-    from tailwise.agent.deploy import Status
-    from tailwise.agent.deploy import status as agents_status
-    from tailwise.agent.wire import read_token
+    from tailwise.agents.deploy import Status
+    from tailwise.agents.deploy import status as agents_status
+    from tailwise.agents.wire import read_token
     from tailwise.render.deploy import show_status
 
     targets, port = _targets(ssh), _port(port)

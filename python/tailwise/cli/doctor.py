@@ -1,4 +1,4 @@
-"""`tailwise doctor`: the host's sources of jitter, one line per knob (agent/doctor.py reads them,
+"""`tailwise doctor`: the host's sources of jitter, one line per knob (host/doctor.py reads them,
 render/doctor.py prints them). A report: exit 0 whatever it finds, 2 on bad input."""
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ def doctor(
 
     Example: tailwise doctor memcached://10.0.0.5:11211 --json
     """
-    from tailwise.agent.doctor import SAMPLE_S, Doctor, default_interface, route_interface
-    from tailwise.agent.host import host_info, pinned_cpus
+    from tailwise.host.doctor import SAMPLE_S, Doctor, default_interface, route_interface
+    from tailwise.host.facts import host_info, pinned_cpus
     from tailwise.render.doctor import print_doctor
     from tailwise.results.documents.doctor import report
     from tailwise.results.files import dumps

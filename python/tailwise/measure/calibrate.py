@@ -35,12 +35,13 @@ from dataclasses import replace
 import numpy as np
 
 from tailwise import _core
-from tailwise.agent.local import Flag, LocalAgent
+from tailwise.driver.local import LocalAgent
+from tailwise.results.rows import Flag
 from tailwise.spec.load import LoadSpec, protocol
 from tailwise.errors import TailwiseError
 from tailwise.results.documents.calibrate import Calibration
 from tailwise.results.files import CALIBRATE_SCHEMA
-from tailwise.agent.host import host_info
+from tailwise.host.facts import host_info
 from tailwise.spec.runspec import hardware_stamping
 
 SCHEMA = CALIBRATE_SCHEMA

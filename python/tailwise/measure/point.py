@@ -18,9 +18,10 @@ from pathlib import Path
 from typing import Callable, Protocol
 
 from tailwise import signals
-from tailwise.agent.local import AgentResult, LocalAgent
+from tailwise.driver.local import LocalAgent
+from tailwise.results.measured import AgentResult
 from tailwise.errors import InputError
-from tailwise.agent.host import host_info, isolated_cpus, listener_cpus, pinned_cpus
+from tailwise.host.facts import host_info, isolated_cpus, listener_cpus, pinned_cpus
 from tailwise.methodology.checks import Setting
 from tailwise.measure.server import builtin_server, server_stats
 from tailwise.spec.fleet import Fleet
@@ -49,7 +50,7 @@ class Setup:
     fleet: Fleet | None = None
     #: The agents' shared token, read once from --token-file (never printed or written).
     token: str = field(default="", repr=False)
-    #: How to talk to the agents (agent/wire.ClientTls; None: in the clear, to loopback agents).
+    #: How to talk to the agents (agents/wire.ClientTls; None: in the clear, to loopback agents).
     tls: object = field(default=None, repr=False)
 
 
@@ -146,7 +147,7 @@ def _prepare_fleet(rs: RunSpec, fleet: Fleet) -> Setup:
     """The agents load and measure: nothing of this machine's CPUs is the engine's; the built-in
     server (no target) workers take this machine's, sleeping between requests."""
     # gRPC (~22 MB resident) only for a run on agents.
-    from tailwise.agent.wire import client_tls, read_token
+    from tailwise.agents.wire import client_tls, read_token
 
     token = read_token(fleet.token_file)
     tls = client_tls(fleet.tls_ca, fleet.tls_cert, fleet.tls_key, fleet.insecure_plaintext)
@@ -161,9 +162,9 @@ KNOB_SAMPLE_S = 0.25
 
 
 def host_knobs(rs: RunSpec, local: bool, server_spin: bool, warn: Warn | None) -> list[dict]:
-    """The host's sources of jitter (agent/doctor.py) for the summary's host, and with ``warn`` one
+    """The host's sources of jitter (host/doctor.py) for the summary's host, and with ``warn`` one
     line for each knob in warn state that matters for this run (``Knob.matters``)."""
-    from tailwise.agent.doctor import Doctor, RunShape, route_interface
+    from tailwise.host.doctor import Doctor, RunShape, route_interface
 
     iface, note = ("lo", None) if rs.builtin else route_interface(rs.targets[0].socket_addr())
     engine = rs.threads + (1 if rs.probe_conns else 0)
@@ -201,7 +202,7 @@ def _setting(rs: RunSpec, engine_threads: int, local: bool, own: bool, theirs: l
 
 def _local_target_cpus(rs: RunSpec) -> list[set[int] | None]:
     """The CPUs each process serving a target on this host may run on (None: not found or not
-    readable), found by its listening TCP or bound UDP socket (agent/host.listener_cpus)."""
+    readable), found by its listening TCP or bound UDP socket (host/facts.listener_cpus)."""
     ports = {(int(t.socket_addr().rsplit(":", 1)[1]), "udp" if t.scheme in DATAGRAM else "tcp") for t in rs.targets}
     return [listener_cpus(port, proto) for port, proto in sorted(ports)]
 
@@ -234,7 +235,8 @@ def measure(rs: RunSpec, setup: Setup, command: str, display: Display | None = N
     from tailwise.methodology.controller import fixed_methodology
     from tailwise.results.files import release_freed_memory
     from tailwise.results.journal import LOCAL_SAMPLES, Journal
-    from tailwise.results.summary import amend, build_summary
+    from tailwise.methodology.summarize import build_summary
+    from tailwise.results.summary import amend
 
     signals.check()  # a stop signal between measurements (a sweep's points) ends here
     config = rs.config(command)
@@ -250,7 +252,7 @@ def measure(rs: RunSpec, setup: Setup, command: str, display: Display | None = N
         if setup.fleet is None:
             agent = LocalAgent()
         else:
-            from tailwise.agent.group import AgentGroup
+            from tailwise.agents.group import AgentGroup
 
             agent = AgentGroup(list(setup.fleet.agents), setup.token, setup.fleet.probe_agent, setup.tls)
         journal = {} if setup.fleet is None or collected is None else {"journal": Journal(collected, config)}

@@ -1,7 +1,7 @@
 """One pass of every check over a consistent snapshot of a run: a pure function of the data.
 
 The order is the methodology's (Lancet Fig. 4, completed): load → arrivals → stationarity →
-independence → confidence → consistency. A run on several agents (agent/group.py) adds one check
+independence → confidence → consistency. A run on several agents (agents/group.py) adds one check
 to the load step, ``agents``: each agent's own send rate and arrivals (``agent_figures``). ``Analysis.state`` names the first step that failed, or
 ``done``; the controller decides from it whether to collect more or conclude.
 
@@ -47,7 +47,8 @@ import numpy as np
 from scipy.stats import binom
 
 from tailwise import _core
-from tailwise.agent.local import AgentShare, Flag
+from tailwise.results.measured import AgentShare
+from tailwise.results.rows import Flag
 from tailwise.methodology.checks import (
     AgentFigures,
     Check,
@@ -145,7 +146,7 @@ class AnalysisInput:
     engine_stalls: Sequence[tuple[int, int]] = ()
     target_stalls: Sequence[tuple[int, int]] = ()
     every_request: Callable[[int, int], Buckets | None] | None = None
-    #: A run on several agents: each agent's share and counters (agent/local.py, ``AgentShare``),
+    #: A run on several agents: each agent's share and counters (driver/local.py, ``AgentShare``),
     #: and which of them each sample is (an index into ``agents``, aligned with ``samples``).
     agents: Sequence[AgentShare] = ()
     owner: np.ndarray | None = None

@@ -49,7 +49,8 @@ from typing import Callable
 import numpy as np
 
 from tailwise import signals
-from tailwise.agent.local import AgentResult, Session, Taken
+from tailwise.driver.local import Session, Taken
+from tailwise.results.measured import AgentResult
 from tailwise.spec.load import LoadSpec
 from tailwise.methodology.analysis import STEPS, Analysis, AnalysisInput, RunPlan, analyse
 from tailwise.spec.precision import Precision

@@ -1,11 +1,11 @@
 """What `tailwise agent` prints: one line when it listens (with its fences), the clear-text warning
-without TLS, and one line per run event (agent/events.py). Never the token."""
+without TLS, and one line per run event (agents/events.py). Never the token."""
 
 from __future__ import annotations
 
 import sys
 
-from tailwise.agent.events import (Closing, Configured, Dropped, Event, Finished, LeaseExpired, Refused, Started,
+from tailwise.agents.events import (Closing, Configured, Dropped, Event, Finished, LeaseExpired, Refused, Started,
                                    Stopped, Thinned)
 from tailwise.spec.units import fmt_bytes, fmt_ns
 

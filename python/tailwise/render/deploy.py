@@ -1,4 +1,4 @@
-"""What `tailwise deploy` prints: one line per host (agent/deploy.py's results), an agent's log
+"""What `tailwise deploy` prints: one line per host (agents/deploy.py's results), an agent's log
 tail under its error, and for `start` the `--agents` value alone on stdout, for `run` to take.
 Never the token."""
 
@@ -8,7 +8,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import TypeVar
 
-from tailwise.agent.deploy import AGENT_DIR, TERM_S, DeployError, StartOutcome, Status, Stopped
+from tailwise.agents.deploy import AGENT_DIR, TERM_S, DeployError, StartOutcome, Status, Stopped
 
 PREFIX = "tailwise deploy: "
 T = TypeVar("T")

@@ -96,7 +96,7 @@ def thin(x: np.ndarray, y: np.ndarray, log_y: bool = True) -> tuple[np.ndarray, 
 
 def read_used_latencies(directory: Path) -> np.ndarray | None:
     """Latencies (ns) of the samples that went into the statistics (``used`` = 1, answered), or None."""
-    from tailwise.agent.local import Flag
+    from tailwise.results.rows import Flag
     from tailwise.results.dataset import read_samples
 
     if not any((directory / f"samples.{ext}").is_file() for ext in ("parquet", "csv")):

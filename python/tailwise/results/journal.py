@@ -10,7 +10,7 @@ each snapshot's rows, each finished interval's histogram and each agent's counte
 * ``format.json``: what the files are — the run, its agents and their tags, the samples' row
   layout (numpy: ``np.fromfile(path, dtype=np.dtype(doc["sample_dtype"]))``);
 * ``samples-TAG.bin``: each agent's sampled rows, 64-byte little-endian records as the engine
-  writes them (agent/local.SAMPLE_DTYPE), in the order they arrived;
+  writes them (driver/local.SAMPLE_DTYPE), in the order they arrived;
 * ``latency-TAG.hlog``: each agent's every-request interval histograms, an HdrHistogram interval
   log tagged ``TAG`` (the same lines as the final tagged log), a line per finished 100 ms;
 * ``counters.jsonl``: one JSON line per agent per snapshot (``t_s`` after the start, ``agent``,
@@ -39,12 +39,12 @@ from typing import IO
 import numpy as np
 
 from tailwise import _core
-from tailwise.agent.local import SAMPLE_DTYPE
+from tailwise.results.rows import SAMPLE_DTYPE
 from tailwise.results.files import write_json
 from tailwise.results.summary import agent_tag, interval_log_header, interval_log_line
 
 COLLECTED = "collected"
-#: A run in this process appends only its rows, here inside ``COLLECTED`` (agent/local.Session):
+#: A run in this process appends only its rows, here inside ``COLLECTED`` (driver/local.Session):
 #: the results directory's samples file is written from it (results/summary.write_out).
 LOCAL_SAMPLES = "samples-local.bin"
 SCHEMA = "tailwise.collected/1"

@@ -1,5 +1,5 @@
 """The results directory's samples file, written in bounded memory from the rows a run appended to
-disk as they came (agent/local.Session's ``samples_file``; on agents, the journal's files).
+disk as they came (driver/local.Session's ``samples_file``; on agents, the journal's files).
 
 The rows arrive in the order requests finished, not in intended order, and the file is sorted by
 intended time (docs/results.md). So it is written by an external merge sort: the rows are read in

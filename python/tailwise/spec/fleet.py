@@ -6,7 +6,7 @@ The token never crosses a network in the clear unless the user said so: an agent
 loopback needs TLS (``--agent-tls-ca``) or ``--insecure-plaintext`` (issue 33).
 
 Parsed once, like the other specs; the token itself is read where the agents are called
-(agent/wire.py ``read_token``), never kept in a spec that could be printed or written.
+(agents/wire.py ``read_token``), never kept in a spec that could be printed or written.
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ def refuse_plaintext(address: str, flag: str) -> None:
 
 
 def check_client_tls(ca: str | None, cert: str | None, key: str | None, insecure_plaintext: bool) -> None:
-    """The coordinator's TLS flags agree with each other (the files are read later, agent/wire.py)."""
+    """The coordinator's TLS flags agree with each other (the files are read later, agents/wire.py)."""
     if ca is not None and not Path(ca).is_file():
         raise InputError(f"--agent-tls-ca {ca} is not a file",
                          "give the CA certificate (PEM) the agents' certificates chain to")

@@ -1,6 +1,6 @@
 """The run summary (``tailwise.summary/1``): summary.json of a run directory and ``run --json``.
 
-One definition: results/summary.build_summary writes it through these models, and
+One definition: methodology/summarize.build_summary writes it through these models, and
 docs/schema/summary.schema.json is generated from them (``python -m tailwise.results.documents``).
 """
 
@@ -553,7 +553,7 @@ KNOB_STATES = ("ok", "warn", "unreadable", "not-applicable")
 
 
 class Knob(Doc):
-    """One of the host's sources of jitter as `tailwise doctor` read it (python/tailwise/agent/doctor.py, one class per knob): what it read, whether that is fine for the tail, why it matters and the command that would fix it. A file that is missing or unreadable makes the knob unreadable with the reason, never ok."""
+    """One of the host's sources of jitter as `tailwise doctor` read it (python/tailwise/host/doctor.py, one class per knob): what it read, whether that is fine for the tail, why it matters and the command that would fix it. A file that is missing or unreadable makes the knob unreadable with the reason, never ok."""
 
     name: str = F(description="The knob: governor, cstates, turbo, smt, isolation, nic-numa, thp, coalescing, irq-affinity, busy-poll, clocksource, steal, other-load (later versions may add knobs).", minLength=1)
     state: Literal[KNOB_STATES] = F(description="ok: fine for the tail; warn: it can move the tail (detail says how, fix what to do); unreadable: a file or system call could not be read (detail says which and why); not-applicable: it does not apply here (detail says why: a loopback target has no NIC, one NUMA node no remote one).")
@@ -677,7 +677,7 @@ class Barrier(Doc):
 
 
 class Summary(Doc):
-    """The summary of one measurement: `tailwise run --json` on stdout, summary.json in a `tailwise run --out DIR` directory, and points/NNN-RATErps/summary.json of a sweep. Written by python/tailwise/results/summary.py build_summary through the models of python/tailwise/results/documents/run.py, which this schema is generated from; see docs/results.md. Versioning: later versions of schema 1 add fields, never rename or retype one, so additional properties are allowed everywhere. A value that is unknown is null, never NaN and never 0. Units are in the field names: _ns nanoseconds, _s seconds, _rps requests per second; p is a percentile in percent (0-100)."""
+    """The summary of one measurement: `tailwise run --json` on stdout, summary.json in a `tailwise run --out DIR` directory, and points/NNN-RATErps/summary.json of a sweep. Written by python/tailwise/methodology/summarize.py build_summary through the models of python/tailwise/results/documents/run.py, which this schema is generated from; see docs/results.md. Versioning: later versions of schema 1 add fields, never rename or retype one, so additional properties are allowed everywhere. A value that is unknown is null, never NaN and never 0. Units are in the field names: _ns nanoseconds, _s seconds, _rps requests per second; p is a percentile in percent (0-100)."""
 
     schema_: Literal["tailwise.summary/1"] = F(alias="schema", description="This document's schema and its version.")
     tool: Tool = F(description="The tool that wrote the document.")

@@ -1,13 +1,13 @@
-"""Agents run load and measure. The controller talks to the ``Agent`` interface only.
+"""The engine's driver: start the in-process Rust engine, poll it, take snapshots, pause, stop, finish.
 
-``LocalAgent`` drives the in-process Rust engine; a remote agent (gRPC, later) wraps a
-``LocalAgent`` on another host behind the same interface.
+The controller talks to the ``Agent`` interface only: ``LocalAgent`` here drives the engine in this
+process; a group of agents on other hosts (agents/group.py) stands behind the same interface.
+What a run hands back is plain data of results/ (``AgentResult``, rows of ``SAMPLE_DTYPE``).
 """
 
 from __future__ import annotations
 
 import contextlib
-import enum
 import os
 import sys
 import time
@@ -19,128 +19,11 @@ import numpy as np
 
 from tailwise import _core, signals
 from tailwise.errors import TailwiseError
-from tailwise.agent.host import steal_ticks
+from tailwise.host.facts import steal_ticks
+from tailwise.results.measured import AgentResult, AgentShare
+from tailwise.results.rows import SAMPLE_DTYPE, decode_samples
 from tailwise.spec.load import LoadSpec
 from tailwise.stats.subsample import Subsample
-
-#: One row per kept request, as the engine writes it (record/sample.rs, `Sample`; the layout is the
-#: engine's own, ``_core.SAMPLE_FIELDS``): times in ns since the engine's start; sent_ns/rx_user_ns
-#: are the user-space clock around the system calls, tx_ns the kernel's transmit stamp (0: none);
-#: latency_ns from the intended send time, to the kernel's receive stamp when flags has KERNEL_RX,
-#: else to rx_user_ns (for a censored sample, the time it had been outstanding: a lower bound);
-#: busy_from_ns, the latest instant at or before the intended time at which every engine thread was
-#: certified idle (nothing before it can have delayed this request at a FIFO target serving only this
-#: client: engine/busy.rs); flags (``Flag``); for an ``INFLATED`` sample, inflation_ns: how much of its
-#: latency may be its engine thread's own stall; thread, the engine thread that sent it; slot_wait_ns,
-#: how long it was due while every slot of its thread was held by the target (never more: the
-#: client's own lateness is sent_ns − intended_ns − slot_wait_ns; 0 in packet mode).
-SAMPLE_DTYPE = np.dtype({"names": [name for name, _, _ in _core.SAMPLE_FIELDS],
-                         "offsets": [offset for _, offset, _ in _core.SAMPLE_FIELDS],
-                         "formats": [code for _, _, code in _core.SAMPLE_FIELDS],
-                         "itemsize": _core.SAMPLE_BYTES})
-
-#: A sample's flags, the engine's own bits (``_core.SAMPLE_FLAGS``; what each means:
-#: crates/tailwise-core/src/record/flags.rs): CENSORED (no reply: the latency is a lower
-#: bound), TIMEOUT, NEVER_SENT, FAILED (lost with a connection that failed for good), PENDING
-#: (outstanding at a snapshot or the stop), ERROR_REPLY, RESENT, ENGINE_STALL (intended while its
-#: engine thread could not run, or in the guard after), INFLATED (outstanding across an engine
-#: stall: may include up to inflation_ns of it), KERNEL_RX (the reply time is the kernel's receive
-#: stamp), KERNEL_TX (tx_ns is the kernel's transmit stamp of its send).
-Flag = enum.IntFlag("Flag", _core.SAMPLE_FLAGS, module=__name__, qualname="Flag")
-
-
-@dataclass(frozen=True)
-class AgentShare:
-    """One agent of a run on several client machines (agent/group.py), as the coordinator knows it:
-    what it was asked (its share), its clock, its counters so far and how it failed, if it did.
-    The agents check reads it (methodology/analysis.py), and the summary's ``agents`` is made of it
-    (``report``)."""
-
-    address: str
-    #: "symmetric" (loads and measures), "load" (loads only: counted, not timed) or "probe".
-    role: str
-    #: Its share of the rate (a probe agent: the probe's rate).
-    rate_rps: float
-    threads: int
-    conns: int
-    #: Whether its requests are timed (kept as samples): not for a load agent.
-    timed: bool
-    #: Its schedule's process (``exp``, ``fixed``, …): what its arrivals are tested against.
-    arrival: str
-    clock_offset_ns: int | None
-    clock_rtt_ns: int | None
-    counters: dict = field(default_factory=dict)
-    error: str | None = None
-
-    def achieved_rps(self, elapsed_s: float) -> float | None:
-        """Its send rate over the schedule's time (``elapsed_s``, the coordinator's pauses left out)."""
-        return self.counters.get("sent", 0) / elapsed_s if elapsed_s > 0 and self.counters else None
-
-    def report(self, elapsed_s: float) -> dict:
-        """What the summary says of this agent (results/documents/run.py, ``AgentReport``)."""
-        return {"address": self.address, "role": self.role, "rate_rps": self.rate_rps,
-                "achieved_rps": self.achieved_rps(elapsed_s), "threads": self.threads, "conns": self.conns,
-                "timed": self.timed, "clock_offset_ns": self.clock_offset_ns, "clock_rtt_ns": self.clock_rtt_ns,
-                "counters": self.counters, "error": self.error}
-
-
-@dataclass
-class AgentResult:
-    counters: dict
-    elapsed_ns: int
-    received_in_window: int
-    latency_hist: bytes  # HdrHistogram V2 compressed
-    send_lag_hist: bytes
-    send_lag_unstalled_hist: bytes  # send lag of requests no engine stall (> 20 µs iteration) delayed
-    stalls: int
-    stalled_ns: int
-    samples: np.ndarray  # SAMPLE_DTYPE, sorted by intended send time: every sampled request
-    error: str | None
-    error_reasons: list[tuple[str, int]]
-    pinned_cpus: list[int | None]
-    cpu_ns: int
-    preemptions: int = 0
-    probe_counters: dict | None = None  # the latency probe's own (also in counters)
-    steal_s: float | None = None  # hypervisor steal time across the host's CPUs during the run
-    interrupted: bool = False
-    wall_start_s: float = field(default=0.0)
-    #: Stalls (≥ 200 µs without running) of the engine threads, as (start, end) ns after the
-    #: schedule's start (the requests they delayed are flagged ENGINE_STALL / INFLATED).
-    engine_stalls_ns: list[tuple[int, int]] = field(default_factory=list)
-    #: Stalls of an in-process target (the built-in server's workers): the target's own
-    #: behaviour, kept in the statistics and reported as host noise.
-    target_stalls_ns: list[tuple[int, int]] = field(default_factory=list)
-    #: The every-request histograms by 100 ms of intended time (``_core.Intervals``).
-    intervals: object = None
-    #: A run on several agents (agent/group.py): each agent's share, clock offset and counters,
-    #: and how together they started; None for the in-process agent.
-    agents: list[AgentShare] | None = None
-    barrier: dict | None = None
-    #: A run on several agents: which agent each row of ``samples`` is (its index in ``agents``).
-    owner: np.ndarray | None = None
-    #: Packet mode (udp+flow): per 100 ms interval of intended time, (index, sent, received,
-    #: lost, reordered, duplicates) (``Engine.packet_intervals``); empty for other protocols.
-    packet_intervals: list[tuple[int, int, int, int, int, int]] = field(default_factory=list)
-    #: Packet mode: every answered packet at 100 ns (``Engine.join``'s ``packet_hist``: bin_ns,
-    #: range_ns, counts as u64 LE, above; stats/histogram.LinearHistogram); None otherwise.
-    packet_hist: dict | None = None
-    #: ``samples`` is a bounded subsample (stats/subsample.py) of every row kept: its 1-in-m, the
-    #: limit, the rows collected and kept (``Subsample.report``); None: every row is in ``samples``.
-    subsample: dict | None = None
-    #: Every row the engine kept, as they came (64-byte rows, not sorted): what the results
-    #: directory's samples file is written from (results/summary.write_out); on agents, one file
-    #: per agent (the journal's). None: not written.
-    samples_file: Path | list[Path] | None = None
-    #: Why every row could not be kept on disk during the run (the disk full): the results
-    #: directory's samples file then holds ``samples`` only. None: nothing went wrong.
-    samples_file_error: str | None = None
-    #: Why a run on agents gave up writing what it collected as it came (``collected/``, the disk
-    #: full: results/journal.py); its results are written all the same. None: nothing went wrong.
-    journal_error: str | None = None
-
-
-def decode_samples(raw: bytes) -> np.ndarray:
-    return np.frombuffer(raw, dtype=SAMPLE_DTYPE)
 
 
 @dataclass
@@ -289,7 +172,7 @@ class Session:
                      one_in=self._kept.one_in)
 
     def unbounded(self) -> None:
-        """An agent's session: its rows are bounded by the agent (``agent/server.Held``) and its
+        """An agent's session: its rows are bounded by the agent (``agents/server.Held``) and its
         coordinator, which thin them by keys of their own; what ``finish`` returns is every row
         not yet taken, none left out here."""
         self._kept.limit = sys.maxsize
@@ -380,7 +263,7 @@ class LocalAgent:
     def start(self, spec: LoadSpec, stall_sources: tuple[StallSource, ...] = (), on_signal: bool = True,
               samples_file: Path | None = None) -> Session:
         """Start the engine. ``on_signal``: a stop signal stops it (signals.py, the commands that
-        measure); an agent service (agent/server.py) handles its own signals and passes False.
+        measure); an agent service (agents/server.py) handles its own signals and passes False.
         ``samples_file``: where every row kept is appended as it comes (None: nowhere)."""
         # The engine raises tailwise.errors' classes itself, each with its problem and remedy.
         engine = _core.Engine(spec.to_json())

@@ -1,5 +1,5 @@
 """What an agent service tells its caller, as values: `tailwise agent` (cli/agent.py) shows them,
-one line each (render/agent.py), so the service itself (agent/server.py) prints nothing."""
+one line each (render/agent.py), so the service itself (agents/server.py) prints nothing."""
 
 from __future__ import annotations
 

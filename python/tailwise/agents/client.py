@@ -1,5 +1,5 @@
-"""The coordinator's end of one agent (agent/proto/agent.proto): every call with the token and a
-deadline, every failure a ``TailwiseError`` naming the agent (agent/wire.py)."""
+"""The coordinator's end of one agent (agents/proto/agent.proto): every call with the token and a
+deadline, every failure a ``TailwiseError`` naming the agent (agents/wire.py)."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ from typing import Any
 import grpc
 
 from tailwise import _core
-from tailwise.agent.proto import agent_pb2 as pb
-from tailwise.agent.proto.agent_pb2_grpc import AgentStub
-from tailwise.agent.wire import ClientTls, bearer, problem, unchunk
+from tailwise.agents.proto import agent_pb2 as pb
+from tailwise.agents.proto.agent_pb2_grpc import AgentStub
+from tailwise.agents.wire import ClientTls, bearer, problem, unchunk
 from tailwise.spec.fleet import refuse_plaintext
 
 #: A call's deadline unless it waits for the run (Finish).

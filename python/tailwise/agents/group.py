@@ -1,14 +1,14 @@
 """Several agents as one: the coordinator's side of a run on many client machines.
 
 ``AgentGroup`` has the ``Agent`` interface and ``GroupSession`` the ``Session`` one
-(agent/local.py), so that the controller and the methodology run unchanged on one machine or
+(driver/local.py), so that the controller and the methodology run unchanged on one machine or
 many (Lancet, ATC'19, §4: a coordinator drives throughput, latency and symmetric agents).
 
 * The rate (and the connections) are split over the agents that load, in proportion to their
   engine threads; each agent gets its own seed. With a probe agent, the others only load
   (``timed`` false: counted, not timed) and the probe agent alone measures, Poisson, one request
   outstanding per connection (engine/config.rs, ``Probe``).
-* Start: the coordinator estimates each agent's clock offset (agent/remote.py) and gives each the
+* Start: the coordinator estimates each agent's clock offset (agents/client.py) and gives each the
   same future instant on its own clock; what each really started at, converted back, gives the
   barrier's spread, reported with the offsets.
 * Snapshots and the end: counters are added, histograms merged bucket by bucket (never
@@ -16,7 +16,7 @@ many (Lancet, ATC'19, §4: a coordinator drives throughput, latency and symmetri
   as one agent's are; every row goes to the journal's files, which the samples file is written
   from). An agent's sample times count from its own
   time zero; the barrier makes those zeros one instant to within the spread. An agent that held
-  its rows past its ceiling while the coordinator did not collect them (agent/server.py, ``Held``)
+  its rows past its ceiling while the coordinator did not collect them (agents/server.py, ``Held``)
   sends them thinned to a level, keyed as here (it is told its index): the subsample is raised
   to that level before they are added, so that it stays one level's rows of every agent, and
   the summary names the agent (``methodology.subsample.agents_thinned``). What each agent did
@@ -41,10 +41,11 @@ from typing import Any, Callable, Protocol
 import numpy as np
 
 from tailwise import _core, signals
-from tailwise.agent.local import (SAMPLE_DTYPE, AgentResult, AgentShare, StallSource, Taken, decode_samples,
-                                  run_to_end)
-from tailwise.agent.remote import ClockOffset, RemoteAgent
-from tailwise.agent.wire import ClientTls
+from tailwise.driver.local import StallSource, Taken, run_to_end
+from tailwise.results.measured import AgentResult, AgentShare
+from tailwise.results.rows import SAMPLE_DTYPE, decode_samples
+from tailwise.agents.client import ClockOffset, RemoteAgent
+from tailwise.agents.wire import ClientTls
 from tailwise.errors import TailwiseError
 from tailwise.spec.load import LoadSpec, Probe
 from tailwise.stats.histogram import LinearHistogram
@@ -71,7 +72,7 @@ class Member:
     error: str | None = None
 
     def share(self) -> AgentShare:
-        """This agent as the analysis and the summary read it (agent/local.py, ``AgentShare``)."""
+        """This agent as the analysis and the summary read it (driver/local.py, ``AgentShare``)."""
         spec = self.spec
         return AgentShare(
             address=self.agent.address, role=self.role, rate_rps=spec.offered_rps if spec else 0.0,
@@ -252,7 +253,7 @@ class GroupSession:
         self._kept = Subsample(OWNED_DTYPE)
         #: The subsample's rows last split into engine rows and owners (``_pooled``).
         self._split: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
-        #: The highest level each agent thinned its rows to (agent/server.py, ``Held``), by index.
+        #: The highest level each agent thinned its rows to (agents/server.py, ``Held``), by index.
         self.thinned: dict[int, int] = {}
         self._failed: str | None = None
         #: The coordinator stopped the agents (its rounds concluded, another agent failed, a
@@ -283,7 +284,7 @@ class GroupSession:
         for m in self.members:
             if m.role == "probe":
                 m.spec = probe_spec(self.spec)
-        # A probe agent is given the run's probe and runs it alone (agent/server.py, ``_for_role``).
+        # A probe agent is given the run's probe and runs it alone (agents/server.py, ``_for_role``).
         # Its index is the one its rows are numbered with (``_numbered``): it keys them as here.
         self._each(lambda m: m.agent.configure(self.run_id, m.role,
                                                (self.spec if m.role == "probe" else m.spec).engine_config(),

@@ -28,7 +28,7 @@ from enum import Enum
 from pathlib import Path
 from typing import Callable, ClassVar
 
-from tailwise.agent.host import cpu_list
+from tailwise.host.facts import cpu_list
 
 #: How long `tailwise doctor` samples /proc/stat (steal, other tenants' CPU, SMT siblings' load).
 SAMPLE_S = 0.5

@@ -1,4 +1,4 @@
-"""Regenerate the agent service's stubs from agent.proto: ``python -m tailwise.agent.proto``.
+"""Regenerate the agent service's stubs from agent.proto: ``python -m tailwise.agents.proto``.
 
 grpcio-tools' protoc writes ``agent_pb2.py`` (messages), ``agent_pb2.pyi`` (their types) and
 ``agent_pb2_grpc.py`` (the service) beside the .proto; they are checked in, so that running the
@@ -12,13 +12,13 @@ import sys
 from pathlib import Path
 
 #: The directory that holds the ``tailwise`` package: protoc's include root, so that the
-#: generated modules import each other as ``tailwise.agent.proto.…``.
+#: generated modules import each other as ``tailwise.agents.proto.…``.
 ROOT = Path(__file__).resolve().parents[3]
-PROTO = "tailwise/agent/proto/agent.proto"
+PROTO = "tailwise/agents/proto/agent.proto"
 
 
 def generate(out: Path) -> None:
-    """Write the stubs under ``out`` (``out/tailwise/agent/proto/``)."""
+    """Write the stubs under ``out`` (``out/tailwise/agents/proto/``)."""
     from grpc_tools import protoc
 
     out.mkdir(parents=True, exist_ok=True)

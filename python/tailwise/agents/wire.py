@@ -1,6 +1,6 @@
-"""What crosses the agent service's wire besides its messages (agent/proto/agent.proto): the
-token, problems as gRPC statuses, and results in chunks. The agent's server (agent/server.py) and
-the coordinator's client (agent/remote.py) both use these, so the two sides agree by construction.
+"""What crosses the agent service's wire besides its messages (agents/proto/agent.proto): the
+token, problems as gRPC statuses, and results in chunks. The agent's server (agents/server.py) and
+the coordinator's client (agents/client.py) both use these, so the two sides agree by construction.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Any
 
 import grpc
 
-from tailwise.agent.proto import agent_pb2 as pb
+from tailwise.agents.proto import agent_pb2 as pb
 from tailwise.errors import HostError, InputError, TailwiseError, TargetError
 
 #: The metadata key every call carries the token in, as ``Bearer TOKEN``.

@@ -23,7 +23,7 @@ from typing import Any, TypeVar
 
 import asyncssh
 
-from tailwise.agent.wire import ClientTls
+from tailwise.agents.wire import ClientTls
 from tailwise.errors import InputError, TailwiseError
 from tailwise.spec.fleet import AGENT_PORT
 
@@ -387,7 +387,7 @@ async def _port_open(host: str, port: int, timeout: float) -> bool:
 async def _ready(h: _Host, launch: AgentLaunch, token: str, pid: int) -> tuple[str, str]:
     """Wait until the agent answers Health with the token (its version, hostname), or fail with its
     log's tail. Its port is awaited first: gRPC's reconnect back-off would slow every try after."""
-    from tailwise.agent.remote import RemoteAgent
+    from tailwise.agents.client import RemoteAgent
 
     address = h.target.agent_address(h.port)
     deadline = time.monotonic() + launch.ready_s
@@ -487,7 +487,7 @@ def stop(targets: Sequence[SshTarget], port: int, ssh: SshOptions) -> list[Stopp
 # --------------------------------------------------------------------------- status
 
 async def _status_one(target: SshTarget, port: int, token: str, ssh: SshOptions, tls: ClientTls | None) -> Status:
-    from tailwise.agent.remote import RemoteAgent
+    from tailwise.agents.client import RemoteAgent
 
     async def on(h: _Host) -> Status:
         r = await h.sh('if ours; then echo "$pid"; exit 0; fi\n'

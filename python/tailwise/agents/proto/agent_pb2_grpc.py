@@ -3,7 +3,7 @@
 import grpc
 import warnings
 
-from tailwise.agent.proto import agent_pb2 as tailwise_dot_agent_dot_proto_dot_agent__pb2
+from tailwise.agents.proto import agent_pb2 as tailwise_dot_agents_dot_proto_dot_agent__pb2
 
 GRPC_GENERATED_VERSION = '1.85.1'
 GRPC_VERSION = grpc.__version__
@@ -18,7 +18,7 @@ except ImportError:
 if _version_not_supported:
     raise RuntimeError(
         f'The grpc package installed is at version {GRPC_VERSION},'
-        + ' but the generated code in tailwise/agent/proto/agent_pb2_grpc.py depends on'
+        + ' but the generated code in tailwise/agents/proto/agent_pb2_grpc.py depends on'
         + f' grpcio>={GRPC_GENERATED_VERSION}.'
         + f' Please upgrade your grpc module to grpcio>={GRPC_GENERATED_VERSION}'
         + f' or downgrade your generated code using grpcio-tools<={GRPC_VERSION}.'
@@ -36,53 +36,53 @@ class AgentStub:
         """
         self.Health = channel.unary_unary(
                 '/tailwise.agent.v1.Agent/Health',
-                request_serializer=tailwise_dot_agent_dot_proto_dot_agent__pb2.HealthRequest.SerializeToString,
-                response_deserializer=tailwise_dot_agent_dot_proto_dot_agent__pb2.HealthReply.FromString,
+                request_serializer=tailwise_dot_agents_dot_proto_dot_agent__pb2.HealthRequest.SerializeToString,
+                response_deserializer=tailwise_dot_agents_dot_proto_dot_agent__pb2.HealthReply.FromString,
                 _registered_method=True)
         self.Clock = channel.unary_unary(
                 '/tailwise.agent.v1.Agent/Clock',
-                request_serializer=tailwise_dot_agent_dot_proto_dot_agent__pb2.ClockRequest.SerializeToString,
-                response_deserializer=tailwise_dot_agent_dot_proto_dot_agent__pb2.ClockReply.FromString,
+                request_serializer=tailwise_dot_agents_dot_proto_dot_agent__pb2.ClockRequest.SerializeToString,
+                response_deserializer=tailwise_dot_agents_dot_proto_dot_agent__pb2.ClockReply.FromString,
                 _registered_method=True)
         self.Configure = channel.unary_unary(
                 '/tailwise.agent.v1.Agent/Configure',
-                request_serializer=tailwise_dot_agent_dot_proto_dot_agent__pb2.ConfigureRequest.SerializeToString,
-                response_deserializer=tailwise_dot_agent_dot_proto_dot_agent__pb2.ConfigureReply.FromString,
+                request_serializer=tailwise_dot_agents_dot_proto_dot_agent__pb2.ConfigureRequest.SerializeToString,
+                response_deserializer=tailwise_dot_agents_dot_proto_dot_agent__pb2.ConfigureReply.FromString,
                 _registered_method=True)
         self.Start = channel.unary_unary(
                 '/tailwise.agent.v1.Agent/Start',
-                request_serializer=tailwise_dot_agent_dot_proto_dot_agent__pb2.StartRequest.SerializeToString,
-                response_deserializer=tailwise_dot_agent_dot_proto_dot_agent__pb2.StartReply.FromString,
+                request_serializer=tailwise_dot_agents_dot_proto_dot_agent__pb2.StartRequest.SerializeToString,
+                response_deserializer=tailwise_dot_agents_dot_proto_dot_agent__pb2.StartReply.FromString,
                 _registered_method=True)
         self.Progress = channel.unary_unary(
                 '/tailwise.agent.v1.Agent/Progress',
-                request_serializer=tailwise_dot_agent_dot_proto_dot_agent__pb2.RunRef.SerializeToString,
-                response_deserializer=tailwise_dot_agent_dot_proto_dot_agent__pb2.ProgressReply.FromString,
+                request_serializer=tailwise_dot_agents_dot_proto_dot_agent__pb2.RunRef.SerializeToString,
+                response_deserializer=tailwise_dot_agents_dot_proto_dot_agent__pb2.ProgressReply.FromString,
                 _registered_method=True)
         self.Snapshot = channel.unary_stream(
                 '/tailwise.agent.v1.Agent/Snapshot',
-                request_serializer=tailwise_dot_agent_dot_proto_dot_agent__pb2.RunRef.SerializeToString,
-                response_deserializer=tailwise_dot_agent_dot_proto_dot_agent__pb2.Chunk.FromString,
+                request_serializer=tailwise_dot_agents_dot_proto_dot_agent__pb2.RunRef.SerializeToString,
+                response_deserializer=tailwise_dot_agents_dot_proto_dot_agent__pb2.Chunk.FromString,
                 _registered_method=True)
         self.Pause = channel.unary_unary(
                 '/tailwise.agent.v1.Agent/Pause',
-                request_serializer=tailwise_dot_agent_dot_proto_dot_agent__pb2.RunRef.SerializeToString,
-                response_deserializer=tailwise_dot_agent_dot_proto_dot_agent__pb2.ProgressReply.FromString,
+                request_serializer=tailwise_dot_agents_dot_proto_dot_agent__pb2.RunRef.SerializeToString,
+                response_deserializer=tailwise_dot_agents_dot_proto_dot_agent__pb2.ProgressReply.FromString,
                 _registered_method=True)
         self.Resume = channel.unary_unary(
                 '/tailwise.agent.v1.Agent/Resume',
-                request_serializer=tailwise_dot_agent_dot_proto_dot_agent__pb2.RunRef.SerializeToString,
-                response_deserializer=tailwise_dot_agent_dot_proto_dot_agent__pb2.ProgressReply.FromString,
+                request_serializer=tailwise_dot_agents_dot_proto_dot_agent__pb2.RunRef.SerializeToString,
+                response_deserializer=tailwise_dot_agents_dot_proto_dot_agent__pb2.ProgressReply.FromString,
                 _registered_method=True)
         self.Stop = channel.unary_unary(
                 '/tailwise.agent.v1.Agent/Stop',
-                request_serializer=tailwise_dot_agent_dot_proto_dot_agent__pb2.RunRef.SerializeToString,
-                response_deserializer=tailwise_dot_agent_dot_proto_dot_agent__pb2.ProgressReply.FromString,
+                request_serializer=tailwise_dot_agents_dot_proto_dot_agent__pb2.RunRef.SerializeToString,
+                response_deserializer=tailwise_dot_agents_dot_proto_dot_agent__pb2.ProgressReply.FromString,
                 _registered_method=True)
         self.Finish = channel.unary_stream(
                 '/tailwise.agent.v1.Agent/Finish',
-                request_serializer=tailwise_dot_agent_dot_proto_dot_agent__pb2.RunRef.SerializeToString,
-                response_deserializer=tailwise_dot_agent_dot_proto_dot_agent__pb2.Chunk.FromString,
+                request_serializer=tailwise_dot_agents_dot_proto_dot_agent__pb2.RunRef.SerializeToString,
+                response_deserializer=tailwise_dot_agents_dot_proto_dot_agent__pb2.Chunk.FromString,
                 _registered_method=True)
 
 
@@ -167,53 +167,53 @@ def add_AgentServicer_to_server(servicer, server):
     rpc_method_handlers = {
             'Health': grpc.unary_unary_rpc_method_handler(
                     servicer.Health,
-                    request_deserializer=tailwise_dot_agent_dot_proto_dot_agent__pb2.HealthRequest.FromString,
-                    response_serializer=tailwise_dot_agent_dot_proto_dot_agent__pb2.HealthReply.SerializeToString,
+                    request_deserializer=tailwise_dot_agents_dot_proto_dot_agent__pb2.HealthRequest.FromString,
+                    response_serializer=tailwise_dot_agents_dot_proto_dot_agent__pb2.HealthReply.SerializeToString,
             ),
             'Clock': grpc.unary_unary_rpc_method_handler(
                     servicer.Clock,
-                    request_deserializer=tailwise_dot_agent_dot_proto_dot_agent__pb2.ClockRequest.FromString,
-                    response_serializer=tailwise_dot_agent_dot_proto_dot_agent__pb2.ClockReply.SerializeToString,
+                    request_deserializer=tailwise_dot_agents_dot_proto_dot_agent__pb2.ClockRequest.FromString,
+                    response_serializer=tailwise_dot_agents_dot_proto_dot_agent__pb2.ClockReply.SerializeToString,
             ),
             'Configure': grpc.unary_unary_rpc_method_handler(
                     servicer.Configure,
-                    request_deserializer=tailwise_dot_agent_dot_proto_dot_agent__pb2.ConfigureRequest.FromString,
-                    response_serializer=tailwise_dot_agent_dot_proto_dot_agent__pb2.ConfigureReply.SerializeToString,
+                    request_deserializer=tailwise_dot_agents_dot_proto_dot_agent__pb2.ConfigureRequest.FromString,
+                    response_serializer=tailwise_dot_agents_dot_proto_dot_agent__pb2.ConfigureReply.SerializeToString,
             ),
             'Start': grpc.unary_unary_rpc_method_handler(
                     servicer.Start,
-                    request_deserializer=tailwise_dot_agent_dot_proto_dot_agent__pb2.StartRequest.FromString,
-                    response_serializer=tailwise_dot_agent_dot_proto_dot_agent__pb2.StartReply.SerializeToString,
+                    request_deserializer=tailwise_dot_agents_dot_proto_dot_agent__pb2.StartRequest.FromString,
+                    response_serializer=tailwise_dot_agents_dot_proto_dot_agent__pb2.StartReply.SerializeToString,
             ),
             'Progress': grpc.unary_unary_rpc_method_handler(
                     servicer.Progress,
-                    request_deserializer=tailwise_dot_agent_dot_proto_dot_agent__pb2.RunRef.FromString,
-                    response_serializer=tailwise_dot_agent_dot_proto_dot_agent__pb2.ProgressReply.SerializeToString,
+                    request_deserializer=tailwise_dot_agents_dot_proto_dot_agent__pb2.RunRef.FromString,
+                    response_serializer=tailwise_dot_agents_dot_proto_dot_agent__pb2.ProgressReply.SerializeToString,
             ),
             'Snapshot': grpc.unary_stream_rpc_method_handler(
                     servicer.Snapshot,
-                    request_deserializer=tailwise_dot_agent_dot_proto_dot_agent__pb2.RunRef.FromString,
-                    response_serializer=tailwise_dot_agent_dot_proto_dot_agent__pb2.Chunk.SerializeToString,
+                    request_deserializer=tailwise_dot_agents_dot_proto_dot_agent__pb2.RunRef.FromString,
+                    response_serializer=tailwise_dot_agents_dot_proto_dot_agent__pb2.Chunk.SerializeToString,
             ),
             'Pause': grpc.unary_unary_rpc_method_handler(
                     servicer.Pause,
-                    request_deserializer=tailwise_dot_agent_dot_proto_dot_agent__pb2.RunRef.FromString,
-                    response_serializer=tailwise_dot_agent_dot_proto_dot_agent__pb2.ProgressReply.SerializeToString,
+                    request_deserializer=tailwise_dot_agents_dot_proto_dot_agent__pb2.RunRef.FromString,
+                    response_serializer=tailwise_dot_agents_dot_proto_dot_agent__pb2.ProgressReply.SerializeToString,
             ),
             'Resume': grpc.unary_unary_rpc_method_handler(
                     servicer.Resume,
-                    request_deserializer=tailwise_dot_agent_dot_proto_dot_agent__pb2.RunRef.FromString,
-                    response_serializer=tailwise_dot_agent_dot_proto_dot_agent__pb2.ProgressReply.SerializeToString,
+                    request_deserializer=tailwise_dot_agents_dot_proto_dot_agent__pb2.RunRef.FromString,
+                    response_serializer=tailwise_dot_agents_dot_proto_dot_agent__pb2.ProgressReply.SerializeToString,
             ),
             'Stop': grpc.unary_unary_rpc_method_handler(
                     servicer.Stop,
-                    request_deserializer=tailwise_dot_agent_dot_proto_dot_agent__pb2.RunRef.FromString,
-                    response_serializer=tailwise_dot_agent_dot_proto_dot_agent__pb2.ProgressReply.SerializeToString,
+                    request_deserializer=tailwise_dot_agents_dot_proto_dot_agent__pb2.RunRef.FromString,
+                    response_serializer=tailwise_dot_agents_dot_proto_dot_agent__pb2.ProgressReply.SerializeToString,
             ),
             'Finish': grpc.unary_stream_rpc_method_handler(
                     servicer.Finish,
-                    request_deserializer=tailwise_dot_agent_dot_proto_dot_agent__pb2.RunRef.FromString,
-                    response_serializer=tailwise_dot_agent_dot_proto_dot_agent__pb2.Chunk.SerializeToString,
+                    request_deserializer=tailwise_dot_agents_dot_proto_dot_agent__pb2.RunRef.FromString,
+                    response_serializer=tailwise_dot_agents_dot_proto_dot_agent__pb2.Chunk.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -241,8 +241,8 @@ class Agent:
             request,
             target,
             '/tailwise.agent.v1.Agent/Health',
-            tailwise_dot_agent_dot_proto_dot_agent__pb2.HealthRequest.SerializeToString,
-            tailwise_dot_agent_dot_proto_dot_agent__pb2.HealthReply.FromString,
+            tailwise_dot_agents_dot_proto_dot_agent__pb2.HealthRequest.SerializeToString,
+            tailwise_dot_agents_dot_proto_dot_agent__pb2.HealthReply.FromString,
             options,
             channel_credentials,
             insecure,
@@ -268,8 +268,8 @@ class Agent:
             request,
             target,
             '/tailwise.agent.v1.Agent/Clock',
-            tailwise_dot_agent_dot_proto_dot_agent__pb2.ClockRequest.SerializeToString,
-            tailwise_dot_agent_dot_proto_dot_agent__pb2.ClockReply.FromString,
+            tailwise_dot_agents_dot_proto_dot_agent__pb2.ClockRequest.SerializeToString,
+            tailwise_dot_agents_dot_proto_dot_agent__pb2.ClockReply.FromString,
             options,
             channel_credentials,
             insecure,
@@ -295,8 +295,8 @@ class Agent:
             request,
             target,
             '/tailwise.agent.v1.Agent/Configure',
-            tailwise_dot_agent_dot_proto_dot_agent__pb2.ConfigureRequest.SerializeToString,
-            tailwise_dot_agent_dot_proto_dot_agent__pb2.ConfigureReply.FromString,
+            tailwise_dot_agents_dot_proto_dot_agent__pb2.ConfigureRequest.SerializeToString,
+            tailwise_dot_agents_dot_proto_dot_agent__pb2.ConfigureReply.FromString,
             options,
             channel_credentials,
             insecure,
@@ -322,8 +322,8 @@ class Agent:
             request,
             target,
             '/tailwise.agent.v1.Agent/Start',
-            tailwise_dot_agent_dot_proto_dot_agent__pb2.StartRequest.SerializeToString,
-            tailwise_dot_agent_dot_proto_dot_agent__pb2.StartReply.FromString,
+            tailwise_dot_agents_dot_proto_dot_agent__pb2.StartRequest.SerializeToString,
+            tailwise_dot_agents_dot_proto_dot_agent__pb2.StartReply.FromString,
             options,
             channel_credentials,
             insecure,
@@ -349,8 +349,8 @@ class Agent:
             request,
             target,
             '/tailwise.agent.v1.Agent/Progress',
-            tailwise_dot_agent_dot_proto_dot_agent__pb2.RunRef.SerializeToString,
-            tailwise_dot_agent_dot_proto_dot_agent__pb2.ProgressReply.FromString,
+            tailwise_dot_agents_dot_proto_dot_agent__pb2.RunRef.SerializeToString,
+            tailwise_dot_agents_dot_proto_dot_agent__pb2.ProgressReply.FromString,
             options,
             channel_credentials,
             insecure,
@@ -376,8 +376,8 @@ class Agent:
             request,
             target,
             '/tailwise.agent.v1.Agent/Snapshot',
-            tailwise_dot_agent_dot_proto_dot_agent__pb2.RunRef.SerializeToString,
-            tailwise_dot_agent_dot_proto_dot_agent__pb2.Chunk.FromString,
+            tailwise_dot_agents_dot_proto_dot_agent__pb2.RunRef.SerializeToString,
+            tailwise_dot_agents_dot_proto_dot_agent__pb2.Chunk.FromString,
             options,
             channel_credentials,
             insecure,
@@ -403,8 +403,8 @@ class Agent:
             request,
             target,
             '/tailwise.agent.v1.Agent/Pause',
-            tailwise_dot_agent_dot_proto_dot_agent__pb2.RunRef.SerializeToString,
-            tailwise_dot_agent_dot_proto_dot_agent__pb2.ProgressReply.FromString,
+            tailwise_dot_agents_dot_proto_dot_agent__pb2.RunRef.SerializeToString,
+            tailwise_dot_agents_dot_proto_dot_agent__pb2.ProgressReply.FromString,
             options,
             channel_credentials,
             insecure,
@@ -430,8 +430,8 @@ class Agent:
             request,
             target,
             '/tailwise.agent.v1.Agent/Resume',
-            tailwise_dot_agent_dot_proto_dot_agent__pb2.RunRef.SerializeToString,
-            tailwise_dot_agent_dot_proto_dot_agent__pb2.ProgressReply.FromString,
+            tailwise_dot_agents_dot_proto_dot_agent__pb2.RunRef.SerializeToString,
+            tailwise_dot_agents_dot_proto_dot_agent__pb2.ProgressReply.FromString,
             options,
             channel_credentials,
             insecure,
@@ -457,8 +457,8 @@ class Agent:
             request,
             target,
             '/tailwise.agent.v1.Agent/Stop',
-            tailwise_dot_agent_dot_proto_dot_agent__pb2.RunRef.SerializeToString,
-            tailwise_dot_agent_dot_proto_dot_agent__pb2.ProgressReply.FromString,
+            tailwise_dot_agents_dot_proto_dot_agent__pb2.RunRef.SerializeToString,
+            tailwise_dot_agents_dot_proto_dot_agent__pb2.ProgressReply.FromString,
             options,
             channel_credentials,
             insecure,
@@ -484,8 +484,8 @@ class Agent:
             request,
             target,
             '/tailwise.agent.v1.Agent/Finish',
-            tailwise_dot_agent_dot_proto_dot_agent__pb2.RunRef.SerializeToString,
-            tailwise_dot_agent_dot_proto_dot_agent__pb2.Chunk.FromString,
+            tailwise_dot_agents_dot_proto_dot_agent__pb2.RunRef.SerializeToString,
+            tailwise_dot_agents_dot_proto_dot_agent__pb2.Chunk.FromString,
             options,
             channel_credentials,
             insecure,

@@ -1,4 +1,4 @@
-"""The agent service (agent/proto/agent.proto): ``AgentServer`` runs a coordinator's load with one
+"""The agent service (agents/proto/agent.proto): ``AgentServer`` runs a coordinator's load with one
 ``LocalAgent`` session at a time, closed to strangers.
 
 * Every call carries the shared token (``TokenCheck``, a server interceptor: UNAUTHENTICATED
@@ -28,7 +28,7 @@
 
 The engine's calls all run under one lock: ``Engine.take`` holds the engine while it waits for its
 threads, and an engine call from another thread meanwhile would wait for it holding the
-interpreter. Nothing here prints: what happens is told to ``on_event`` (agent/events.py).
+interpreter. Nothing here prints: what happens is told to ``on_event`` (agents/events.py).
 """
 
 from __future__ import annotations
@@ -52,12 +52,14 @@ import grpc
 import numpy as np
 
 from tailwise import _core
-from tailwise.agent import wire
-from tailwise.agent.events import (Closing, Configured, Dropped, Event, Finished, LeaseExpired, Refused, Started,
+from tailwise.agents import wire
+from tailwise.agents.events import (Closing, Configured, Dropped, Event, Finished, LeaseExpired, Refused, Started,
                                    Stopped, Thinned)
-from tailwise.agent.local import SAMPLE_DTYPE, AgentResult, LocalAgent, Session, decode_samples
-from tailwise.agent.proto import agent_pb2 as pb
-from tailwise.agent.proto import agent_pb2_grpc
+from tailwise.driver.local import LocalAgent, Session
+from tailwise.results.measured import AgentResult
+from tailwise.results.rows import SAMPLE_DTYPE, decode_samples
+from tailwise.agents.proto import agent_pb2 as pb
+from tailwise.agents.proto import agent_pb2_grpc
 from tailwise.errors import HostError, InputError, TailwiseError
 from tailwise.spec.load import LoadSpec
 from tailwise.spec.units import fmt_bytes, fmt_ns

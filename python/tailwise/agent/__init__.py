@@ -1,1 +1,0 @@
-"""The engine's drivers: the agent interface, snapshots, the local in-process agent, the client host's facts."""

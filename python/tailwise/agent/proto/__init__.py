@@ -1,1 +1,0 @@
-"""The agent service's wire format: agent.proto and its generated stubs (``python -m tailwise.agent.proto``)."""

@@ -1,0 +1,1 @@
+"""This host: the facts every summary carries (CPUs, kernel, steal) and doctor's tuning knobs."""
