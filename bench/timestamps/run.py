@@ -66,7 +66,7 @@ def main() -> None:
     ours: dict[str, dict[str, list[dict]]] = {p: {"kernel": [], "user": []} for p in paths}
     theirs: dict[str, list[dict]] = {p: [] for p in paths}
     for i in range(args.repeats):
-        cal = calibrate(seconds=args.seconds, with_model=False)
+        cal = calibrate(seconds=args.seconds, with_model=False).to_json()
         for p in cal["paths"]:
             if p["tried"]:
                 for src in ("kernel", "user"):
@@ -81,7 +81,7 @@ def main() -> None:
     for path in paths:
         rtt[path] = {src: {f: _median(runs, f) for f in FIGS} for src, runs in ours[path].items()}
         rtt[path]["sockperf_tcp"] = {f: _median(theirs[path], f) for f in FIGS}
-    model = calibrate(seconds=args.seconds, with_model=True)["model_bias"]
+    model = calibrate(seconds=args.seconds, with_model=True).to_json()["model_bias"]
 
     print(f"round trip (µs), ping-pong at {RATE} req/s, median of {args.repeats} runs")
     print(f"{'path':9} {'source':13} " + " ".join(f"{f:>7}" for f in FIGS))

@@ -234,7 +234,7 @@ def test_java_log_processor_reads_the_agents_tagged_log(run_dir, tmp_path):
 
 
 def _java_ticks(h: HdrHistogram):
-    from tailwise.results.summary import HGRM_TICKS_PER_HALF, JavaPercentileIterator
+    from tailwise.results.export.histograms import HGRM_TICKS_PER_HALF, JavaPercentileIterator
 
     return JavaPercentileIterator(h, HGRM_TICKS_PER_HALF)
 
@@ -283,7 +283,7 @@ def test_hgrm_is_what_java_writes_for_the_histogram(run_dir, tmp_path):
 
 
 def test_hgrm_of_an_empty_histogram(tmp_path):
-    from tailwise.results.summary import write_hgrm
+    from tailwise.results.export.histograms import write_hgrm
 
     write_hgrm(tmp_path / "e.hgrm", base64.b64decode(HdrHistogram(1, 3_600_000_000_000, 3).encode()))
     rows, footer = parse_distribution((tmp_path / "e.hgrm").read_text())
@@ -303,7 +303,7 @@ def test_sample_times_are_signed_so_differences_can_be_negative(tmp_path):
     from tailwise.results.rows import SAMPLE_DTYPE, Flag
     from tailwise.results.dataset import read_samples
     from tailwise.results.files import SAMPLE_COLUMN_DTYPES
-    from tailwise.results.summary import SIGNED_NS_COLUMNS, sample_columns
+    from tailwise.results.export.samples import SIGNED_NS_COLUMNS, sample_columns
 
     rows = np.zeros(2, dtype=SAMPLE_DTYPE)
     for name, values in {"intended_ns": (1_000, 2_000), "sent_ns": (1_200, 0), "tx_ns": (1_150, 0),
@@ -312,7 +312,7 @@ def test_sample_times_are_signed_so_differences_can_be_negative(tmp_path):
         rows[name] = values
     columns = sample_columns(rows)
     columns["used"] = np.array([1, 0], dtype=np.uint8)
-    table = pa.table(columns)  # as write_out writes them
+    table = pa.table(columns)  # as the samples exporter writes them
     (tmp_path / "p").mkdir()
     (tmp_path / "c").mkdir()
     pq.write_table(table, tmp_path / "p" / "samples.parquet")
@@ -330,7 +330,7 @@ def test_samples_files_of_a_run_have_signed_times(run_dir):
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from tailwise.results.summary import SIGNED_NS_COLUMNS
+    from tailwise.results.export.samples import SIGNED_NS_COLUMNS
 
     _, out = run_dir
     schema = pq.read_schema(out / "samples.parquet")

@@ -68,7 +68,7 @@ def test_the_interval_logs_of_several_agents_add_up_interval_by_interval(tmp_pat
     from hdrh.histogram import HdrHistogram
     from hdrh.log import HistogramLogReader
 
-    from tailwise.results.summary import write_interval_logs
+    from tailwise.results.export.intervals import write_interval_logs
 
     rng = np.random.default_rng(5)
     a = {i: rng.integers(1_000, 10**6, 50 + i) for i in (0, 1, 3)}

@@ -15,6 +15,7 @@ from tailwise.agents.server import (BASE_MEMORY, DEFAULT_MAX_ROWS, KEEP_S, MIN_K
 from tailwise.errors import InputError
 from tailwise.render.agent import event_line, limits_text
 from tailwise.render.output import agent_lines
+from tailwise.results.documents.run import AgentReport, Methodology, Summary
 from tailwise.results.documents.run import Subsample as SubsampleDoc
 from tailwise.spec.units import fmt_bytes, parse_size
 
@@ -167,8 +168,10 @@ def test_the_summary_names_the_agents_that_thinned():
     assert SubsampleDoc.model_validate(doc).to_json() == doc
     alone = {k: v for k, v in doc.items() if k != "agents_thinned"}
     assert SubsampleDoc.model_validate(alone).to_json() == alone, "absent when no agent thinned"
-    summary = {"agents": [{"address": "10.0.0.2:7100", "role": "symmetric", "counters": {}},
-                          {"address": "10.0.0.3:7100", "role": "symmetric", "counters": {}}],
-               "methodology": {"subsample": doc}}
+    agents = [AgentReport(address=address, role="symmetric", rate_rps=5e3, achieved_rps=5e3, threads=1, conns=8,
+                          timed=True, clock_offset_ns=0, clock_rtt_ns=1_000, counters={}, error=None)
+              for address in ("10.0.0.2:7100", "10.0.0.3:7100")]
+    summary = Summary.model_construct(agents=agents, barrier=None,
+                                      methodology=Methodology.model_construct(subsample=SubsampleDoc.model_validate(doc)))
     first, second = agent_lines(summary)
     assert "thinned to 1 in 8 there" in first and "thinned" not in second

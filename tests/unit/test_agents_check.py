@@ -4,6 +4,9 @@ agent; the results name each agent's interval log; the summary's lines show the 
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -16,11 +19,17 @@ from tailwise.methodology.analysis import AnalysisInput, RunPlan, analyse
 from tailwise.methodology.remedies import Advice, OverloadedAgents
 from tailwise.methodology.words import remedy_words
 from tailwise.render.output import agent_lines
-from tailwise.results.summary import AGENT_TAG, agent_tag
+from tailwise.results.documents.run import Summary
+from tailwise.results.export.intervals import AGENT_TAG, agent_tag
 from tailwise.spec.precision import Precision
 
 SHARE_RPS = 5_000.0
 SPAN_S = 4.0
+
+
+def _summary_with(**fields) -> dict:
+    """A real run's summary (tests/unit/screens/run-ok.json) with ``fields`` in place of its own."""
+    return json.loads((Path(__file__).parent / "screens" / "run-ok.json").read_text()) | fields
 A0, A1, A2 = "10.0.0.2:7100", "10.0.0.3:7100", "10.0.0.4:7100"
 
 
@@ -165,13 +174,14 @@ def test_agent_tags_are_file_and_log_safe():
 
 
 def test_the_summary_shows_one_line_per_agent_and_the_barrier():
-    s = {"agents": [_share(A0, _counters(20_000)).report(SPAN_S),
-                    {**_share(A1, _counters(100) | {"timeouts": 3}).report(SPAN_S), "error": "gone"}],
-         "barrier": {"asked_ns": 1, "spread_ns": 1_500_000, "clock_uncertainty_ns": 40_000, "late_ns": 0}}
+    s = Summary.model_validate(_summary_with(
+        agents=[_share(A0, _counters(20_000)).report(SPAN_S),
+                {**_share(A1, _counters(100) | {"timeouts": 3}).report(SPAN_S), "error": "gone"}],
+        barrier={"asked_ns": 1, "spread_ns": 1_500_000, "clock_uncertainty_ns": 40_000, "late_ns": 0}))
     lines = agent_lines(s)
     assert len(lines) == 3
     assert lines[0].startswith(f"agent {A0} (symmetric): share 5,000 req/s, sent 5,000 req/s, clock offset +1.0 µs ± 40.0 µs")
     assert "0 / 3 errors / timeouts — failed: gone" in lines[1]
     assert lines[2] == ("barrier: the agents started within 1.50 ms of each other (clocks known to ± 40.0 µs), the "
                         "last 0 ns after the instant asked")
-    assert agent_lines({"agents": None}) == []
+    assert agent_lines(Summary.model_validate(_summary_with())) == []  # a run on this host: no agents

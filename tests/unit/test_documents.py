@@ -68,13 +68,14 @@ def test_undeclared_keys_are_kept_but_refused_in_strict_validation():
 
 
 def test_amend_sets_declared_fields_only():
-    doc: dict = {}
-    amend(doc, Summary, thresholds=[], sweep={"index": 1, "rate_rps": 2e3, "grid_size": 3})
-    assert doc == {"thresholds": [], "sweep": {"index": 1, "rate_rps": 2e3, "grid_size": 3}}
+    doc = Summary.model_construct()
+    amend(doc, thresholds=[], sweep={"index": 1, "rate_rps": 2e3, "grid_size": 3})
+    assert doc.to_json() == {"thresholds": [], "sweep": {"index": 1, "rate_rps": 2e3, "grid_size": 3}}
+    assert doc.sweep.grid_size == 3  # read back by attribute, as a model
     with pytest.raises(KeyError):
-        amend(doc, Summary, not_a_field=1)
+        amend(doc, not_a_field=1)
     with pytest.raises(ValidationError):
-        amend(doc, Summary, thresholds=[{"threshold": "p99<1ms"}])  # a threshold without its verdict
+        amend(doc, thresholds=[{"threshold": "p99<1ms"}])  # a threshold without its verdict
 
 
 # --------------------------------------------------------------------------- the calibration

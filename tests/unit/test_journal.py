@@ -9,7 +9,8 @@ import numpy as np
 
 from tailwise import _core
 from tailwise.results.rows import SAMPLE_DTYPE
-from tailwise.results.files import install, result_entries
+from tailwise.results.export import install_results as install
+from tailwise.results.files import result_entries
 from tailwise.results.journal import COLLECTED, Journal, read_samples
 
 AGENTS = [("10.0.0.2:7100", "symmetric"), ("[fd00::3]:7100", "symmetric")]

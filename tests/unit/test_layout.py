@@ -14,7 +14,7 @@ PACKAGE = Path(__file__).resolve().parents[2] / "python" / "tailwise"
 
 #: Lowest first. errors, signals and the extension are used by every layer.
 LAYERS = {
-    "errors": 0, "signals": 0, "_core": 0,
+    "errors": 0, "signals": 0, "warning": 0, "_core": 0,
     "stats": 1,          # plain functions on numpy arrays
     "host": 1,           # this host's facts and tuning knobs, read from /proc and /sys
     "spec": 2,           # what to measure, parsed and validated

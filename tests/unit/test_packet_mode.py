@@ -5,6 +5,7 @@ summary's packets object and packets.csv — all on fabricated values, no traffi
 from __future__ import annotations
 
 import json
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -16,7 +17,9 @@ from tailwise.methodology.analysis import AnalysisInput, RunPlan, analyse
 from tailwise.methodology.checks import loss_check
 from tailwise.methodology.remedies import Advice
 from tailwise.methodology.words import remedy_words
-from tailwise.results.files import PACKETS_HEADER, write_packets_csv
+from tailwise.results.export import RunFiles
+from tailwise.results.export.packets import PacketsCsv
+from tailwise.results.files import PACKETS_HEADER
 from tailwise.spec.load import LoadSpec
 from tailwise.spec.precision import Precision
 from tailwise.spec.runspec import RunSpec
@@ -129,7 +132,9 @@ def test_a_packet_run_is_judged_on_loss_not_on_timeouts():
 
 
 def test_packets_csv_has_one_row_per_interval(tmp_path):
-    path = tmp_path / "packets.csv"
-    write_packets_csv(path, [(0, 10, 9, 1, 0, 0), (1, 12, 12, 0, 2, 1)])
+    # A packet run's summary has its packets block; the exporter reads only that and the result's intervals.
+    run = RunFiles(SimpleNamespace(packets=True), SimpleNamespace(packet_intervals=[(0, 10, 9, 1, 0, 0), (1, 12, 12, 0, 2, 1)]))
+    path, = PacketsCsv().write(tmp_path, run)
+    assert path == tmp_path / "packets.csv"
     assert path.read_text().splitlines() == [PACKETS_HEADER, "0,0.0,10,9,1,0,0", "1,0.1,12,12,0,2,1"]
     assert PACKETS_HEADER == "interval,start_s,sent,received,lost,reordered,duplicates"

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from pathlib import Path
 import re
 import shlex
 import sys
@@ -256,12 +257,16 @@ def test_deploy_status_says_what_its_token_file_is_for():
 # ------------------------------------------------------------------------------------ compare
 
 def _summary(verdict: str, p99_ns: float) -> dict:
-    """A run's summary.json as docs/results.md describes it, only what compare reads."""
-    return {"schema": "tailwise.summary/1", "target": "synthetic://127.0.0.1:7000", "verdict": verdict,
-            "rate": {"target_rps": 10_000.0, "achieved_rps": 9_990.0}, "config": {"service": "exp:10us"},
-            "latency": {"confidence": 0.95, "percentiles": [
-                {"p": 50.0, "value_ns": 10_000.0, "low_ns": 9_900.0, "high_ns": 10_100.0},
-                {"p": 99.0, "value_ns": p99_ns, "low_ns": 0.95 * p99_ns, "high_ns": 1.05 * p99_ns}]}}
+    """A real run's summary.json (tests/unit/screens/run-ok.json) with the verdict and p99 given:
+    two percentiles, p50 the same in every run and p99 with a ±5 % interval."""
+    doc = json.loads((Path(__file__).parent / "screens" / "run-ok.json").read_text())
+    doc["verdict"] = verdict
+    doc["latency"]["percentiles"] = [
+        {"p": 50.0, "value_ns": 10_000.0, "low_ns": 9_900.0, "high_ns": 10_100.0, "n_effective": 5_000.0,
+         "samples_needed": None, "censored": False},
+        {"p": 99.0, "value_ns": p99_ns, "low_ns": 0.95 * p99_ns, "high_ns": 1.05 * p99_ns, "n_effective": 5_000.0,
+         "samples_needed": None, "censored": False}]
+    return doc
 
 
 @pytest.fixture
@@ -276,14 +281,14 @@ def runs(tmp_path):
     return dirs
 
 
-def _p99_diff(doc: dict) -> dict:
+def _p99_diff(doc) -> dict:
     return next(row for row in doc["percentiles"] if row["p"] == 99.0)["diffs"][0]
 
 
 def test_compare_judges_ok_and_imprecise_runs(runs):
     from tailwise.render.compare import compare_doc, load_runs
 
-    doc = compare_doc(load_runs([runs["base"], runs["wide"]], None))
+    doc = compare_doc(load_runs([runs["base"], runs["wide"]], None)).to_json()
     assert _p99_diff(doc)["ci_overlap"] is False and "not judged" not in doc["note"].lower()
 
 
@@ -293,13 +298,14 @@ def test_compare_does_not_call_a_difference_to_a_not_measurable_run_significant(
 
     monkeypatch.setenv("COLUMNS", "120")  # off a terminal: the table's width, whatever the caller's
 
-    doc = compare_doc(load_runs([runs[n] for n in order], list(order) if order[0] != order[1] else ["a", "b"]))
+    typed = compare_doc(load_runs([runs[n] for n in order], list(order) if order[0] != order[1] else ["a", "b"]))
+    doc = typed.to_json()
     assert_valid(doc, "compare")
     diff = _p99_diff(doc)
     assert diff["diff_ns"] != 0 or order[0] == order[1]
     assert diff["ci_overlap"] is None  # the CIs may be disjoint: that is not called significant
     assert "is not-measurable" in doc["note"]
-    print_compare(doc)
+    print_compare(typed)
     out = capsys.readouterr().out
     # One reason a run, folded at the screen's width: its continuation lines are indented.
     reasons = [" ".join(part.split()) for part in re.split(r"\n(?! )", out) if part.startswith("not judged: ")]

@@ -30,6 +30,8 @@ from tailwise.render.compare import Entry, compare_doc, print_compare
 from tailwise.render.doctor import COMMANDS, WIDE, command_spans, print_doctor
 from tailwise.render.output import fold_text, in_unit, print_summary, screen_width, short_text, table_unit
 from tailwise.render.sweep import print_sweep
+from tailwise.results.documents.run import Summary
+from tailwise.results.documents.sweep import SweepSummary
 
 SCREENS = Path(__file__).parent / "screens"
 RUNS = {"run-ok": None, "run-imprecise": "the client", "run-not-measurable": "the host",
@@ -42,6 +44,11 @@ BOX = set("┏┳┓┃┡╇┩│├┼┤└┴┘━─")
 
 def load(name: str) -> dict:
     return json.loads((SCREENS / f"{name}.json").read_text())
+
+
+def typed(doc: dict) -> Summary:
+    """A run's summary as the commands hand it to the screens: its model, read by attribute."""
+    return Summary.model_validate(doc)
 
 
 def screen(monkeypatch, capsys, width: int, show, *args, **kwargs) -> list[str]:
@@ -99,13 +106,13 @@ def units(lines: list[str]) -> set[str]:
 def test_a_run_fits_the_screen_whole_in_one_unit(monkeypatch, capsys, name, verbose, width):
     s = load(name)
     before = copy.deepcopy(s)
-    lines = screen(monkeypatch, capsys, width, print_summary, s, verbose=verbose)
+    lines = screen(monkeypatch, capsys, width, print_summary, typed(s), verbose=verbose)
     assert_fits(lines, width)
-    assert_unbroken(lines, screen(monkeypatch, capsys, WHOLE, print_summary, s, verbose=verbose))
+    assert_unbroken(lines, screen(monkeypatch, capsys, WHOLE, print_summary, typed(s), verbose=verbose))
     # One unit for every latency on the screen (the table's), the checks' sentences included.
     assert len(units(lines)) == 1, units(lines)
     # Rates per second, counts without a rate's unit.
-    head = next(ln for ln in screen(monkeypatch, capsys, WHOLE, print_summary, s) if " req/s offered, " in ln)
+    head = next(ln for ln in screen(monkeypatch, capsys, WHOLE, print_summary, typed(s)) if " req/s offered, " in ln)
     assert re.search(r"· [\d,]+ req/s offered, [\d,]+ req/s sent, [\d,]+ req/s completed over [\d.]+ s$", head), head
     assert re.search(r"^requests: [\d,]+ sent, [\d,]+ received, ", "\n".join(lines), re.M)
     assert s == before, "rendering changed the summary"
@@ -114,7 +121,7 @@ def test_a_run_fits_the_screen_whole_in_one_unit(monkeypatch, capsys, name, verb
 @pytest.mark.parametrize("name", list(RUNS))
 def test_the_verdict_is_one_sentence_with_its_likely_cause_and_fix(monkeypatch, capsys, name):
     s = load(name)
-    lines = screen(monkeypatch, capsys, 80, print_summary, s)
+    lines = screen(monkeypatch, capsys, 80, print_summary, typed(s))
     sentence = unfold(lines)
     assert sentence.startswith(f"verdict {s['verdict']} — "), sentence
     who = RUNS[name]
@@ -124,26 +131,29 @@ def test_the_verdict_is_one_sentence_with_its_likely_cause_and_fix(monkeypatch, 
     assert f"most likely {who}" in sentence, sentence
     fix = (s["precision"]["remedy"]["words"] if s["verdict"] == "imprecise" else
            next(ch["remedy"] for ch in s["checks"] if not ch["ok"] and ch["remedy"]))
-    assert sentence.endswith(f" — fix: {in_unit(fix, table_unit(s))}"), sentence
+    assert sentence.endswith(f" — fix: {in_unit(fix, table_unit(typed(s)))}"), sentence
 
 
 def everything(s: dict) -> dict:
     """A summary with every optional line a run can print: keys, a probe, packets, agents and
     their barrier, the server's own count (differing), its error, error reasons, an engine error."""
     s = copy.deepcopy(s)
-    s["config"]["workload"] = "examples/workload.toml"
+    s["config"]["workload"] = {"keys": 10_000, "key_size": "16", "value_size": "64", "popularity": "uniform",
+                               "set_fraction": 0.1, "mean_key_bytes": 16.0, "mean_value_bytes": 64.0}
     s["counters"] |= {"gets": 9_000, "hits": 8_000, "misses": 1_000, "sets": 1_000, "stored": 1_000, "never_sent": 12}
     s["hit_ratio"] = 8 / 9
-    s["probe"] = {"conns": 4, "rate_rps": 1_000.0}
+    s["probe"] = {"conns": 4, "rate_rps": 1_000.0, "counters": None}
     s["packets"] = {"sent": 200_000, "received": 199_990, "rate_pps": 100_000.0, "bits_per_s": 51.2e6,
                     "size_bytes": 64, "lost": 10, "loss_ratio": 5e-5, "reordered": 3, "reorder_max": 2,
-                    "duplicates": 0, "flows": 16}
+                    "duplicates": 0, "flows": 16, "payload_bytes": 18, "sent_pps": 100_005.0,
+                    "resolution_ns": 100, "max_loss": 0.001}
     s["agents"] = [{"address": f"10.0.0.{i}:7000", "role": "symmetric", "rate_rps": 5_000.0, "achieved_rps": 4_990.0,
+                    "threads": 1, "conns": 8, "timed": True,
                     "clock_offset_ns": -12_345.0 * i, "clock_rtt_ns": 80_000.0, "counters": {"errors": 0, "timeouts": i},
                     "error": "it stopped answering: no reply for 2 s" if i == 2 else None} for i in (1, 2)]
-    s["barrier"] = {"spread_ns": 150_000.0, "clock_uncertainty_ns": 40_000.0, "late_ns": 90_000.0}
-    s["target_stats"] = {**(s.get("target_stats") or {}), "source": "memcached stats",
-                         "delta": {"gets": 9_001, "sets": 1_000, "hits": 8_000, "misses": 1_001}, "agrees": False,
+    s["barrier"] = {"asked_ns": 1_000_000, "spread_ns": 150_000.0, "clock_uncertainty_ns": 40_000.0, "late_ns": 90_000.0}
+    s["target_stats"] = {"target": "memcached://127.0.0.1:11211", "source": "memcached stats", "before": {}, "after": {},
+                         "delta": {"gets": 9_001, "sets": 1_000, "hits": 8_000, "misses": 1_001, "connections": 3}, "agrees": False,
                          "error": "stats after the run: the connection was refused"}
     s["error_reasons"] = [{"reason": "SERVER_ERROR out of memory storing object", "count": 3},
                           {"reason": "no reply within 1,000 ms", "count": 2}]
@@ -155,9 +165,9 @@ def everything(s: dict) -> dict:
 @pytest.mark.parametrize("verbose", [False, True], ids=["short", "verbose"])
 def test_every_line_a_run_can_print_fits(monkeypatch, capsys, verbose, width):
     s = everything(load("run-not-measurable"))
-    lines = screen(monkeypatch, capsys, width, print_summary, s, verbose=verbose)
+    lines = screen(monkeypatch, capsys, width, print_summary, typed(s), verbose=verbose)
     assert_fits(lines, width)
-    assert_unbroken(lines, screen(monkeypatch, capsys, WHOLE, print_summary, s, verbose=verbose))
+    assert_unbroken(lines, screen(monkeypatch, capsys, WHOLE, print_summary, typed(s), verbose=verbose))
     assert len(units(lines)) == 1, units(lines)
     text = " ".join(ln.strip() for ln in lines)
     for said in ("keys: 9,000 gets", "probe's requests only (4 conns × 1 at 1,000 req/s)", "packets: 200,000 sent",
@@ -169,7 +179,7 @@ def test_every_line_a_run_can_print_fits(monkeypatch, capsys, verbose, width):
 def test_a_failed_check_is_short_by_default_and_whole_with_verbose(monkeypatch, capsys):
     s = load("run-not-measurable")
     failed = next(ch for ch in s["checks"] if not ch["ok"])
-    short, full = (" ".join(ln.strip() for ln in screen(monkeypatch, capsys, 80, print_summary, s, verbose=v))
+    short, full = (" ".join(ln.strip() for ln in screen(monkeypatch, capsys, 80, print_summary, typed(s), verbose=v))
                    for v in (False, True))
     assert f"✗ {failed['name']}: {short_text(failed['detail'])}" in short
     assert failed["detail"] not in short and failed["detail"] in full, failed["detail"]
@@ -184,7 +194,7 @@ def test_the_percentile_rows_stay_one_line_at_80_columns(monkeypatch, capsys):
     """The issue's "needed" alone on a line: every row of the table is one line at 80 columns."""
     for name in RUNS:
         s = load(name)
-        lines = screen(monkeypatch, capsys, 80, print_summary, s)
+        lines = screen(monkeypatch, capsys, 80, print_summary, typed(s))
         top = next(i for i, ln in enumerate(lines) if ln.startswith("percentile "))
         end = next(i for i, ln in enumerate(lines) if ln.startswith("requests: "))
         rows = lines[top + 1:end]
@@ -198,9 +208,9 @@ def test_a_sweep_fits_the_screen(monkeypatch, capsys, width):
     doc = load("sweep")
     doc["knee"] = {**doc["knee"], "disturbed": [{"rate_rps": p["rate_rps"], "host_stall_share": 0.02}
                                                 for p in doc["points"][1:]]}
-    lines = screen(monkeypatch, capsys, width, print_sweep, doc)
+    lines = screen(monkeypatch, capsys, width, print_sweep, SweepSummary.model_validate(doc))
     assert_fits(lines, width)
-    assert_unbroken(lines, screen(monkeypatch, capsys, WHOLE, print_sweep, doc))
+    assert_unbroken(lines, screen(monkeypatch, capsys, WHOLE, print_sweep, SweepSummary.model_validate(doc)))
     assert len(units(lines)) == 1, units(lines)
     text = "\n".join(lines)
     for p in doc["points"]:
@@ -210,13 +220,13 @@ def test_a_sweep_fits_the_screen(monkeypatch, capsys, width):
 
 @pytest.mark.parametrize("width", WIDTHS)
 def test_compare_fits_the_screen(monkeypatch, capsys, width):
-    entries = [Entry(Path("results") / name, name.removeprefix("run-"), load(name)) for name in RUNS]
+    entries = [Entry(Path("results") / name, name.removeprefix("run-"), typed(load(name))) for name in RUNS]
     doc = compare_doc(entries)
     lines = screen(monkeypatch, capsys, width, print_compare, doc)
     assert_fits(lines, width)
     assert_unbroken(lines, screen(monkeypatch, capsys, WHOLE, print_compare, doc))
     assert len(units(lines)) == 1, units(lines)
-    assert sum("(first)" in ln for ln in lines) == len(doc["percentiles"])
+    assert sum("(first)" in ln for ln in lines) == len(doc.percentiles)
 
 
 # ------------------------------------------------------------------------------------- doctor

@@ -10,7 +10,7 @@ import pyarrow.parquet as pq
 
 from tailwise.results.rows import SAMPLE_DTYPE
 from tailwise.results import samples as files
-from tailwise.results.summary import sample_columns
+from tailwise.results.export.samples import sample_columns
 from tailwise.stats.quantiles import percentile_ci
 from tailwise.stats.subsample import AGENT_THREADS, Subsample, kept, keys
 

@@ -3,9 +3,11 @@ stalls, the client's window), checked exactly, and the conclusions from what was
 deterministic fake sequence of points (measure() replaced, nothing sent; one `sweep --resume` with
 nothing left to do). The sweeps against the built-in server: tests/e2e/test_sweep.py."""
 
+import copy
 import errno
 import json
 import os
+from pathlib import Path
 
 import pytest
 
@@ -13,12 +15,42 @@ from support.cli import run_cli
 from support.schemas import assert_valid
 from tailwise.errors import InputError
 from tailwise.render.sweep import capacity_text, knee_text
+from tailwise.results.documents.run import Percentile, Summary
+from tailwise.results.documents.sweep import Point, SweepSummary
 from tailwise.sweep.events import PointDone, Resuming
 from tailwise.sweep.search import (Outcome, capacity_of, conclude, host_shortfall, host_stall_share, kneedle, next_index,
                                    parse_rates, point_row, rising, saturation)
 
 
 NO, SAT = Outcome(False, False), Outcome(True, False)
+
+#: A real run's summary (the built-in server, verdict ok), what every fake point here starts from.
+REAL = json.loads((Path(__file__).parent / "screens" / "run-ok.json").read_text())
+
+
+def merged(base: dict, over: dict) -> dict:
+    """``base`` with ``over`` laid on it, object by object (a list or a value replaces)."""
+    out = copy.deepcopy(base)
+    for k, v in over.items():
+        out[k] = merged(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out
+
+
+def summary(**over) -> Summary:
+    """A point's summary: the real run's, with ``over`` laid on it, read as the sweep reads it."""
+    return Summary.model_validate(merged(REAL, over))
+
+
+def row(**fields) -> Point:
+    """A sweep's point row with the fields the conclusions read (the rest unset)."""
+    if isinstance(fields.get("target"), dict):
+        fields["target"] = Percentile.model_construct(**fields["target"])
+    return Point.model_construct(**({"client_limited": None, "achieved_rps": None, "host_stall_share": None} | fields))
+
+
+def sweep_doc(**fields) -> SweepSummary:
+    """A sweep's summary with only the fields a line reads."""
+    return SweepSummary.model_construct(**fields)
 
 
 MEETS = Outcome(False, True)
@@ -68,27 +100,28 @@ def test_kneedle_on_exact_curves():
 
 
 def test_capacity_is_a_lower_bound_where_the_saturated_point_completed_its_load():
-    def row(rate, completed, saturated=True):
-        return {"rate_rps": rate, "completed_rps": completed, "saturated": saturated}
+    def point(rate, completed, saturated=True):
+        return row(rate_rps=rate, completed_rps=completed, saturated=saturated)
 
-    assert capacity_of([row(10e3, 10e3, False)]) == (None, False)
+    assert capacity_of([point(10e3, 10e3, False)]) == (None, False)
     # The server fell behind: its throughput, measured.
-    assert capacity_of([row(40e3, 39.9e3, False), row(50e3, 44_166)]) == (44_166, False)
+    assert capacity_of([point(40e3, 39.9e3, False), point(50e3, 44_166)]) == (44_166, False)
     # The latency diverged while the server kept up (39,643 of 40,000: within 5 %): at least that.
-    assert capacity_of([row(30e3, 30e3, False), row(40e3, 39_643)]) == (39_643, True)
-    assert capacity_text({"capacity_rps": 39_643, "capacity_lower_bound": True}).startswith("capacity: ≥ 39,643 req/s")
-    assert capacity_text({"capacity_rps": 44_166, "capacity_lower_bound": False}) == \
+    assert capacity_of([point(30e3, 30e3, False), point(40e3, 39_643)]) == (39_643, True)
+    assert capacity_text(sweep_doc(capacity_rps=39_643, capacity_lower_bound=True)).startswith(
+        "capacity: ≥ 39,643 req/s")
+    assert capacity_text(sweep_doc(capacity_rps=44_166, capacity_lower_bound=False)) == \
         "capacity: 44,166 req/s completed at saturation"
-    assert capacity_text({"capacity_rps": None}) is None
+    assert capacity_text(sweep_doc(capacity_rps=None)) is None
 
 
 def test_host_stall_share_is_the_requests_a_stall_and_its_drain_can_delay():
     # 0.1 s stalled at ρ = 0.6 over 2 worker-seconds (busy 1.2 s): 0.1 / (0.4 × 2) = 12.5 %.
-    s = {"target_stats": {"source": "builtin-server", "utilisation": 0.6, "busy_s": 1.2, "stalled_s": 0.1}}
+    s = summary(target_stats={"utilisation": 0.6, "busy_s": 1.2, "stalled_s": 0.1})
     assert host_stall_share(s) == pytest.approx(0.125)
-    s["target_stats"] |= {"utilisation": 1.02, "busy_s": 2.04, "stalled_s": 0.2}  # saturated: ρ capped at 0.95, share at 1
-    assert host_stall_share(s) == 1.0
-    assert host_stall_share({"target_stats": None}) is None  # another target: its stalls are not seen
+    # Saturated: ρ capped at 0.95, the share at 1.
+    assert host_stall_share(summary(target_stats={"utilisation": 1.02, "busy_s": 2.04, "stalled_s": 0.2})) == 1.0
+    assert host_stall_share(summary(target_stats=None)) is None  # another target: its stalls are not seen
 
 
 def test_replies_a_host_stall_pushed_past_the_window_are_no_saturation():
@@ -97,44 +130,46 @@ def test_replies_a_host_stall_pushed_past_the_window_are_no_saturation():
     and the sweep stopped there as saturated."""
     point = {"rate": {"target_rps": 25_000.0, "achieved_rps": 25_370.0, "completed_rps": 23_658.0, "duration_s": 1.0},
              "target_stats": {"source": "builtin-server", "utilisation": 0.2626, "busy_s": 0.2626, "stalled_s": 0.1057},
-             "checks": [{"name": "rate", "ok": False, "detail": "sent 25,370 req/s and completed 23,658 req/s"}],
-             "counters": {"sent": 25_370}, "latency": {"window": {"percentiles": [{"p": 50.0, "value_ns": 13_439}]}}}
-    assert host_stall_share(point) == pytest.approx(0.1057 / 0.7374)
-    assert "not saturated" in host_shortfall(point)
-    assert saturation(point, 13_311) is None
+             "checks": [{"name": "rate", "ok": False, "detail": "sent 25,370 req/s and completed 23,658 req/s",
+                         "remedy": None, "statistic": None}],
+             "counters": {"intended": 25_370, "sent": 25_370, "timeouts": 0, "errors": 0},
+             "latency": {"window": {"percentiles": [{"p": 50.0, "value_ns": 13_439}]}}}
+    assert host_stall_share(summary(**point)) == pytest.approx(0.1057 / 0.7374)
+    assert "not saturated" in host_shortfall(summary(**point))
+    assert saturation(summary(**point), 13_311) is None
     # Without the stalls, or with a server busy all the time, or a client that did not send its
     # load, the same shortfall is a saturation.
-    for change in ({"target_stats": point["target_stats"] | {"stalled_s": 0.01}},
-                   {"target_stats": point["target_stats"] | {"utilisation": 0.97, "busy_s": 0.97}},
-                   {"rate": point["rate"] | {"achieved_rps": 22_000.0}},
+    for change in ({"target_stats": {"stalled_s": 0.01}},
+                   {"target_stats": {"utilisation": 0.97, "busy_s": 0.97}},
+                   {"rate": {"achieved_rps": 22_000.0}},
                    {"target_stats": None}):
-        other = point | change
+        other = summary(**merged(point, change))
         assert host_shortfall(other) is None and saturation(other, 13_311).startswith("rate: ")
     # A shortfall the rate check lets pass needs no explaining.
-    assert host_shortfall(point | {"rate": point["rate"] | {"completed_rps": 24_500.0}}) is None
+    assert host_shortfall(summary(**merged(point, {"rate": {"completed_rps": 24_500.0}}))) is None
 
 
 def test_the_knee_is_uncertain_where_the_hosts_stalls_own_the_points_above_it():
     """A CI run: 100 ms stalls of the server at 30k and 40k req/s raised their p99 to ~100 ms, and
     Kneedle put the knee at 20k, half the server's capacity. The knee says so."""
-    def row(i, rate, p99_us, share, saturated=False):
-        return {"index": i, "rate_rps": rate, "saturated": saturated, "saturation_reason": "x" if saturated else None,
-                "target": {"p": 99.0, "value_ns": p99_us * 1e3, "low_ns": p99_us * 950, "high_ns": p99_us * 1050},
-                "every_ns": p99_us * 1e3, "completed_rps": rate, "client_limited": None,
-                "host_stall_share": share, "meets_slo": None, "slo": None}
+    def point(i, rate, p99_us, share, saturated=False):
+        return row(index=i, rate_rps=rate, saturated=saturated, saturation_reason="x" if saturated else None,
+                   target={"p": 99.0, "value_ns": p99_us * 1e3, "low_ns": p99_us * 950, "high_ns": p99_us * 1050},
+                   every_ns=p99_us * 1e3, completed_rps=rate, host_stall_share=share, meets_slo=None, slo=None)
 
-    rows = [row(0, 10e3, 346, 0.012), row(1, 20e3, 461, 0.012), row(2, 30e3, 94_372, 0.16),
-            row(3, 40e3, 99_090, 0.315), row(4, 50e3, 161_481, 1.0, saturated=True)]
-    doc = {"percentile": 99.0} | conclude(rows, [r["rate_rps"] for r in rows], None, 99.0)
-    assert doc["knee"]["rate_rps"] == 20e3
-    assert doc["knee"]["disturbed"] == [{"rate_rps": 30e3, "host_stall_share": 0.16},
-                                        {"rate_rps": 40e3, "host_stall_share": 0.315}]
+    rows = [point(0, 10e3, 346, 0.012), point(1, 20e3, 461, 0.012), point(2, 30e3, 94_372, 0.16),
+            point(3, 40e3, 99_090, 0.315), point(4, 50e3, 161_481, 1.0, saturated=True)]
+    knee = conclude(rows, [r.rate_rps for r in rows], None, 99.0).knee
+    assert knee.rate_rps == 20e3
+    assert [d.to_json() for d in knee.disturbed] == [{"rate_rps": 30e3, "host_stall_share": 0.16},
+                                                     {"rate_rps": 40e3, "host_stall_share": 0.315}]
+    doc = sweep_doc(percentile=99.0, knee=knee)
     assert "uncertain" in knee_text(doc) and "30,000 (16%), 40,000 (32%)" in knee_text(doc)
     # The same curve with quiet points above the knee: no caveat. At p50, 16 % is not enough to own it.
     for r in rows[2:4]:
-        r["host_stall_share"] = 0.004
-    assert conclude(rows, [r["rate_rps"] for r in rows], None, 99.0)["knee"]["disturbed"] == []
-    assert knee_text({"percentile": 99.0, "knee": None}) is None
+        r.host_stall_share = 0.004
+    assert conclude(rows, [r.rate_rps for r in rows], None, 99.0).knee.disturbed == []
+    assert knee_text(sweep_doc(percentile=99.0, knee=None)) is None
 
 
 # --------------------------------------------------------------------------- issue 19: conclusions
@@ -153,11 +188,11 @@ def _pct(p: float, ci_us: tuple[float, float, float] | None) -> dict:
 def _fake_point(rate: float, p90_us: tuple[float, float, float] | None, *, conns: int = 8, outstanding: int = 4,
                 completed: float | None = None, late: int = 0, response_us: float = 30.0,
                 verdict: str | None = None) -> dict:
-    """A point's summary with what the sweep reads of it."""
+    """A point's summary as JSON: the real run's, with what the sweep reads of it laid on it."""
     completed = rate if completed is None else completed
     ok = completed >= 0.95 * rate
     every90 = int((p90_us[1] if p90_us else 900.0) * 1e3)
-    return {
+    return merged(REAL, {
         "verdict": verdict or ("ok" if ok else "not-measurable"), "error": None,
         "rate": {"target_rps": rate, "achieved_rps": rate, "completed_rps": completed, "duration_s": 1.0,
                  "paused_s": 0.0},
@@ -170,7 +205,7 @@ def _fake_point(rate: float, p90_us: tuple[float, float, float] | None, *, conns
                                                {"p": 99.0, "value_ns": 2 * every90}]}},
         "target_stats": None, "methodology": {"response_mean_ns": response_us * 1e3},
         "config": {"conns": conns, "outstanding": outstanding},
-    }
+    })
 
 
 @pytest.fixture
@@ -180,7 +215,7 @@ def fake_sweep(monkeypatch, tmp_path):
 
     import tailwise.measure.point
     from tailwise.measure.point import Measurement
-    import tailwise.results.summary
+    import tailwise.results.export
     from tailwise.results.files import write_json
     from tailwise.spec.runspec import RunSpec
     from tailwise.sweep.run import Plan, Sweep
@@ -195,26 +230,27 @@ def fake_sweep(monkeypatch, tmp_path):
             measured.append((spec.rate_rps, n + 1))
             figures = sequence[spec.rate_rps]
             s = figures[min(n, len(figures) - 1)]
-            return Measurement(summary=_fake_point(spec.rate_rps, s) if not isinstance(s, dict) else s,
+            doc = _fake_point(spec.rate_rps, s) if not isinstance(s, dict) else s
+            return Measurement(summary=Summary.model_validate(doc),
                                result=SimpleNamespace(interrupted=False, samples_file_error=None, journal_error=None),
                                analysis=SimpleNamespace(used_mask=None))
 
         monkeypatch.setattr(tailwise.measure.point, "measure", measure)
         # The host's knobs (tailwise doctor) are this machine's, not the sweep's: a busy machine would warn.
         monkeypatch.setattr(tailwise.measure.point, "host_knobs", lambda *a: [])
-        def write_out(d, s, *a):
+        def write_run(d, s, *a):
             d.mkdir(parents=True)
             if disk_holds is not None and len(measured) > disk_holds:
                 raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
-            write_json(d / "summary.json", s)
+            write_json(d / "summary.json", s.to_json())
 
-        monkeypatch.setattr(tailwise.results.summary, "write_out", write_out)
+        monkeypatch.setattr(tailwise.results.export, "write_run", write_run)
         grid = parse_rates(rates)
         rs = RunSpec.from_flags({"rate": grid[0], "percentile": 90.0 if slo else None, "duration": "1"}, None)
         plan = Plan(rates_rps=grid, rates=rates, steps="linear", slo=slo, thresholds=[], samples_format="csv")
         job = Sweep(rs, plan, out or tmp_path / "sweep", "tailwise sweep (test)", resumed=resumed,
                     on_event=events.append)
-        return job, job.run()
+        return job, job.run().to_json()
 
     go.measured, go.events = measured, events
     return go
@@ -247,7 +283,7 @@ def test_a_sweep_tells_its_caller_each_point_as_an_event(fake_sweep):
     fake_sweep(seq)
     events = fake_sweep.events
     assert all(isinstance(e, PointDone) for e in events)
-    assert [(e.row["rate_rps"], e.n_done, e.again) for e in events] == [
+    assert [(e.row.rate_rps, e.n_done, e.again) for e in events] == [
         (10 * k, 1, 2), (10 * k, 2, None), (50 * k, 3, None), (30 * k, 4, None), (40 * k, 5, None), (35 * k, 6, None)]
     assert all(e.eta_s > 0 for e in events[:-1]) and events[-1].eta_s is None
 
@@ -334,18 +370,17 @@ def test_one_point_the_host_raised_is_not_the_knee():
     """A CI run: a host stall owned p99 at 20k req/s (172 µs in [71 µs, 1.4 ms]) while 30k and
     40k measured 80 and 100 µs, and Kneedle put the knee at 20k, 40 % of capacity. The curve it
     reads is the closest rising one, each point weighed by its interval: the knee is 40k."""
-    def row(i, rate, us, low, high, saturated=False):
-        return {"index": i, "rate_rps": rate, "saturated": saturated, "saturation_reason": "x" if saturated else None,
-                "client_limited": None, "completed_rps": rate, "host_stall_share": 0.002, "meets_slo": None,
-                "slo": None, "every_ns": us * 1e3,
-                "target": {"p": 99.0, "value_ns": us * 1e3, "low_ns": low * 1e3, "high_ns": high * 1e3}}
+    def point(i, rate, us, low, high, saturated=False):
+        return row(index=i, rate_rps=rate, saturated=saturated, saturation_reason="x" if saturated else None,
+                   completed_rps=rate, host_stall_share=0.002, meets_slo=None, slo=None, every_ns=us * 1e3,
+                   target={"p": 99.0, "value_ns": us * 1e3, "low_ns": low * 1e3, "high_ns": high * 1e3})
 
-    rows = [row(0, 10e3, 60, 55, 65), row(1, 20e3, 172, 71, 1404), row(2, 30e3, 80, 75, 90),
-            row(3, 40e3, 100, 90, 120), row(4, 50e3, 5000, 5000, 5000, saturated=True)]
-    knee = conclude(rows, [r["rate_rps"] for r in rows], None, 99.0)["knee"]
-    assert knee["rate_rps"] == 40e3 and 20e3 not in knee["candidates_rps"], knee
+    rows = [point(0, 10e3, 60, 55, 65), point(1, 20e3, 172, 71, 1404), point(2, 30e3, 80, 75, 90),
+            point(3, 40e3, 100, 90, 120), point(4, 50e3, 5000, 5000, 5000, saturated=True)]
+    knee = conclude(rows, [r.rate_rps for r in rows], None, 99.0).knee
+    assert knee.rate_rps == 40e3 and 20e3 not in knee.candidates_rps, knee
     # The point keeps its measured percentile; only the curve Kneedle reads is fitted.
-    assert knee["percentile"]["value_ns"] == 100e3
+    assert knee.percentile.value_ns == 100e3
     assert rising([3.0, 1.0, 2.0], [1.0, 1.0, 1.0]) == pytest.approx([2.0, 2.0, 2.0])
     assert rising([5.0, 1.0], [100.0, 1.0]) == pytest.approx([1.0004, 1.0004], rel=1e-3)
 
@@ -353,24 +388,23 @@ def test_one_point_the_host_raised_is_not_the_knee():
 def test_the_knee_is_never_at_a_point_without_an_interval_and_states_its_range():
     """Kneedle would pick 30k (far from the chord), but its p99 has no interval: the knee comes
     from the supported points only, and says between which measured loads it lies."""
-    def row(i, rate, p99_us, ci=True, saturated=False):
-        return {"index": i, "rate_rps": rate, "saturated": saturated, "saturation_reason": "x" if saturated else None,
-                "client_limited": None, "completed_rps": rate, "host_stall_share": None, "meets_slo": None,
-                "slo": None, "every_ns": p99_us * 1e3,
-                "target": {"p": 99.0, "value_ns": p99_us * 1e3 if ci else None,
-                           "low_ns": p99_us * 900 if ci else None, "high_ns": p99_us * 1100 if ci else None}}
+    def point(i, rate, p99_us, ci=True, saturated=False):
+        return row(index=i, rate_rps=rate, saturated=saturated, saturation_reason="x" if saturated else None,
+                   completed_rps=rate, meets_slo=None, slo=None, every_ns=p99_us * 1e3,
+                   target={"p": 99.0, "value_ns": p99_us * 1e3 if ci else None,
+                           "low_ns": p99_us * 900 if ci else None, "high_ns": p99_us * 1100 if ci else None})
 
-    rows = [row(0, 10e3, 50), row(1, 20e3, 55), row(2, 30e3, 60, ci=False), row(3, 40e3, 70),
-            row(4, 50e3, 400), row(5, 60e3, 5000, saturated=True)]
-    knee = conclude(rows, [r["rate_rps"] for r in rows], None, 99.0)["knee"]
-    assert knee["rate_rps"] != 30e3 and knee["percentile"]["low_ns"] is not None
-    assert knee["low_rps"] <= knee["rate_rps"] <= knee["high_rps"] and knee["rate_rps"] in knee["candidates_rps"]
-    assert 30e3 not in knee["candidates_rps"]
-    text = knee_text({"percentile": 99.0, "knee": knee})
-    assert f"between {knee['low_rps']:,.0f} and {knee['high_rps']:,.0f} req/s" in text
+    rows = [point(0, 10e3, 50), point(1, 20e3, 55), point(2, 30e3, 60, ci=False), point(3, 40e3, 70),
+            point(4, 50e3, 400), point(5, 60e3, 5000, saturated=True)]
+    knee = conclude(rows, [r.rate_rps for r in rows], None, 99.0).knee
+    assert knee.rate_rps != 30e3 and knee.percentile.low_ns is not None
+    assert knee.low_rps <= knee.rate_rps <= knee.high_rps and knee.rate_rps in knee.candidates_rps
+    assert 30e3 not in knee.candidates_rps
+    text = knee_text(sweep_doc(percentile=99.0, knee=knee))
+    assert f"between {knee.low_rps:,.0f} and {knee.high_rps:,.0f} req/s" in text
     # Without any supported point before saturation there is no knee.
-    bare = [row(0, 10e3, 50, ci=False), row(1, 20e3, 5000, saturated=True)]
-    assert conclude(bare, [10e3, 20e3], None, 99.0)["knee"] is None
+    bare = [point(0, 10e3, 50, ci=False), point(1, 20e3, 5000, saturated=True)]
+    assert conclude(bare, [10e3, 20e3], None, 99.0).knee is None
 
 
 def test_the_window_is_sized_for_the_top_load_or_refused():
@@ -398,11 +432,11 @@ def test_a_short_poisson_point_that_drew_fewer_requests_is_not_saturated():
     drew["rate"] |= {"achieved_rps": 949.0, "completed_rps": 949.0}
     drew["counters"] |= {"intended": 949, "sent": 949, "received": 949}
     drew["checks"][0]["ok"] = True  # within the rate check's ±9.5 % for 1,000 expected
-    assert saturation(drew, 50_000) is None
-    behind = drew | {"counters": drew["counters"] | {"intended": 1_000, "sent": 900}}
-    assert saturation(behind, 50_000) == "achieved 949 req/s of 1,000 (sent 900 of 1,000 due)"
-    lost = drew | {"rate": drew["rate"] | {"completed_rps": 880.0}}
-    assert saturation(lost, 50_000) == "completed 880 req/s of the 949 sent"
+    assert saturation(summary(**drew), 50_000) is None
+    behind = merged(drew, {"counters": {"intended": 1_000, "sent": 900}})
+    assert saturation(summary(**behind), 50_000) == "achieved 949 req/s of 1,000 (sent 900 of 1,000 due)"
+    lost = merged(drew, {"rate": {"completed_rps": 880.0}})
+    assert saturation(summary(**lost), 50_000) == "completed 880 req/s of the 949 sent"
 
 
 def test_a_point_saturated_on_the_clients_window_is_not_the_servers_capacity():
@@ -412,26 +446,28 @@ def test_a_point_saturated_on_the_clients_window_is_not_the_servers_capacity():
     # 2 slots, 30 µs per response at the lowest load: completing 40k needs 1.2 in flight, more than
     # half the window, and most requests waited for a slot.
     small = _fake_point(40_000, (100, 120, 140), conns=1, outstanding=2, completed=15_000, late=30_000)
-    why = client_limited(small, 30_000)
+    why = client_limited(summary(**small), 30_000)
     assert why and "1 conns × 2 outstanding = 2 slots" in why and "--conns" in why and "host" not in why
     # Against a built-in server the host stalled, the message says the response time is partly the host's.
-    stalled = small | {"target_stats": {"source": "builtin-server", "utilisation": 0.3, "busy_s": 0.3, "stalled_s": 0.2}}
+    stalled = summary(**merged(small, {"target_stats": REAL["target_stats"] | {
+        "utilisation": 0.3, "busy_s": 0.3, "stalled_s": 0.2}}))
     assert "the host's stalls of the built-in server can have delayed 29% of the requests" in client_limited(stalled, 30_000)
-    reason = saturation(small, 20_000, why)
-    rows = [point_row(0, 40_000, "000-40000rps", small, 90.0, reason, None, [], why)]
-    assert rows[0]["saturated"] and rows[0]["client_limited"] == why
-    doc = {"percentile": 90.0} | conclude(rows, [40_000], None, 90.0)
-    assert doc["capacity_rps"] is None and capacity_text(doc) is None
+    reason = saturation(summary(**small), 20_000, why)
+    rows = [point_row(0, 40_000, "000-40000rps", summary(**small), 90.0, reason, None, [], why)]
+    assert rows[0].saturated and rows[0].client_limited == why
+    found = conclude(rows, [40_000], None, 90.0)
+    doc = sweep_doc(percentile=90.0, capacity_rps=found.capacity_rps, saturation=found.saturation)
+    assert doc.capacity_rps is None and capacity_text(doc) is None
     assert "no capacity from it: the client's window was the limit, not the server" in saturation_text(doc)
     # A wide window that a saturated server filled: the server's capacity, and no "closed loop".
     big = _fake_point(60_000, (900, 1000, 1100), conns=30, outstanding=4, completed=50_000, late=50_000)
     big["checks"][0]["detail"] = ("closed loop: too few connections: …; sent 60,000 req/s and completed 50,000 req/s "
                                   "of 60,000 (+0.0% / -16.7%; tolerance ±5.0%)")
-    assert client_limited(big, 30_000) is None
-    reason = saturation(big, 20_000, None)
+    assert client_limited(summary(**big), 30_000) is None
+    reason = saturation(summary(**big), 20_000, None)
     assert reason == "rate: sent 60,000 req/s and completed 50,000 req/s of 60,000 (+0.0% / -16.7%; tolerance ±5.0%)"
-    rows = [point_row(0, 60_000, "000-60000rps", big, 90.0, reason, None, [], None)]
-    assert conclude(rows, [60_000], None, 90.0)["capacity_rps"] == 50_000
+    rows = [point_row(0, 60_000, "000-60000rps", summary(**big), 90.0, reason, None, [], None)]
+    assert conclude(rows, [60_000], None, 90.0).capacity_rps == 50_000
 
 
 def test_a_saturation_within_the_rate_tolerance_says_which_rule_fired():
@@ -440,7 +476,7 @@ def test_a_saturation_within_the_rate_tolerance_says_which_rule_fired():
     tolerance the rule that fired is Little's law's: the reason names it, with its figures."""
     queued = _fake_point(50_000, (900, 1000, 1100), conns=8, outstanding=4, completed=48_183, response_us=800.0)
     queued["checks"][0]["ok"] = False
-    why = saturation(queued, 20_000, None)
+    why = saturation(summary(**queued), 20_000, None)
     assert why.startswith("rate: responses slowed to 800.0 µs on average, so carrying 50,000 req/s needs 40.0 in "
                           "flight (Little's law), more than 8 conns × 4 outstanding allow: the server's queue"), why
     assert why.endswith("(+0.0% / -3.6%; tolerance ±5.0%)"), why

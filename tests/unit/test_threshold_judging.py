@@ -4,6 +4,7 @@ one-line errors. The command line's exit codes, --quiet and the ETA: tests/e2e/t
 
 import pytest
 
+from tailwise.results.documents.run import Percentile
 from tailwise.errors import InputError
 from tailwise.spec.threshold import FAIL, INCONCLUSIVE, PASS, Threshold, parse_all
 
@@ -33,7 +34,8 @@ def test_a_threshold_is_judged_on_the_whole_interval(text, low, high, want):
 def test_an_unsupported_percentile_is_judged_on_its_one_sided_bound(text, want):
     row = {"p": 99.99, "value_ns": None, "low_ns": None, "high_ns": None, "samples_needed": 36_887,
            "lower_bound_ns": 2_000_000}
-    r = Threshold.parse(text).evaluate([row])
+    pct = Percentile.model_validate(row | {"n_effective": None, "censored": False})
+    r = Threshold.parse(text).evaluate([pct]).to_json()
     assert r["status"] == want, r
     assert r["low_ns"] is None and r["value_ns"] is None  # the interval as reported: still none
     if want != INCONCLUSIVE:

@@ -17,6 +17,7 @@ from tailwise.cli.run import exit_code
 from tailwise.methodology.checks import Check
 from tailwise.methodology.verdict import (INFORMATION, PRECISION, VALIDITY, Context, Verdict, precision_report,
                                           verdict_of)
+from tailwise.results.documents.run import Summary, ThresholdResult
 from tailwise.spec.precision import Precision
 from tailwise.stats.independence import Independence
 from tailwise.stats.quantiles import Percentile
@@ -56,10 +57,14 @@ def test_a_check_the_rule_does_not_know_counts_as_validity():
                                           ("not-measurable", EXIT_NOT_MEASURABLE)])
 def test_exit_status_by_verdict_then_threshold_then_error(verdict, code):
     assert (EXIT_OK, EXIT_NOT_MEASURABLE, EXIT_ERROR, EXIT_THRESHOLD, EXIT_IMPRECISE) == (0, 1, 2, 3, 4)
-    assert exit_code({"verdict": verdict, "thresholds": []}, None) == code
+    def summary(error=None, *statuses):
+        return Summary.model_construct(verdict=verdict, error=error,
+                                       thresholds=[ThresholdResult.model_construct(status=s) for s in statuses])
+
+    assert exit_code(summary(), None) == code
     # A failed or inconclusive threshold wins over any verdict; an engine error over both.
-    assert exit_code({"verdict": verdict, "thresholds": [{"status": "inconclusive"}]}, None) == EXIT_THRESHOLD
-    assert exit_code({"verdict": verdict, "error": "gone", "thresholds": []}, None) == EXIT_ERROR
+    assert exit_code(summary(None, "inconclusive"), None) == EXIT_THRESHOLD
+    assert exit_code(summary("gone"), None) == EXIT_ERROR
 
 
 # --- the precision object ---------------------------------------------------------------------

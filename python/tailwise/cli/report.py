@@ -38,7 +38,7 @@ def report(
     from tailwise.render.output import agent_lines, err_console
     from tailwise.render.packets import report_lines
     from tailwise.render.report import write_report
-    from tailwise.results.files import load_summary
+    from tailwise.results.summary import load_summary
 
     paths = write_report(directory, out, with_model=model)
     if not quiet:
@@ -78,7 +78,7 @@ def compare(
     if out:
         written = write_compare(doc, entries, out)
     if json_out:
-        print(dumps(doc))
+        print(dumps(doc.to_json()))
     else:
         print_compare(doc)
     if out:

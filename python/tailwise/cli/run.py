@@ -5,6 +5,7 @@ from __future__ import annotations
 import shlex
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from tailwise.cli.exits import EXIT_ERROR, EXIT_NOT_MEASURABLE, EXIT_THRESHOLD, VERDICT_EXIT, measuring
 from tailwise.cli.options import (Agents, Arrival, Bounds, Ci, Confidence, Conns, Duration, Force, Json, KeepStalls, Keys, KeySize,
@@ -15,9 +16,13 @@ from tailwise.cli.options import (Agents, Arrival, Bounds, Ci, Confidence, Conns
                                   Timestamps, AgentTlsCa, AgentTlsCert, AgentTlsKey, InsecurePlaintext, TokenFile,
                                   ValueSize, Verbose, Warmup, Workers, Workload)
 from tailwise.errors import InputError
-from tailwise.render.output import print_summary, set_quiet, table_unit, warn
+from tailwise.render.output import print_summary, set_quiet, table_unit
+from tailwise.render.warning import warn
 from tailwise.render.run import print_run_error, print_signalled, print_thresholds, print_written
-from tailwise.spec.runspec import TIME_CAP_ENV, RunSpec
+from tailwise.spec.runspec import RunSpec
+
+if TYPE_CHECKING:
+    from tailwise.results.documents.run import Summary
 
 #: The arguments of `run` (and `sweep`) that are settings of the measurement (RunSpec), named as the flags.
 RUN_SETTINGS = ("targets", "rate", "percentile", "percentiles", "ci", "confidence", "max_time", "duration", "threads",
@@ -79,7 +84,9 @@ def _run(kw: dict) -> int:
     from tailwise.results.journal import COLLECTED
     from tailwise.results.files import (check_out_dir, discard_stage, dumps, new_dirs, refuse_results,
                                         remove_new_dirs)
-    from tailwise.results.summary import SAMPLE_FORMATS, amend, write_out
+    from tailwise.results.export import write_run
+    from tailwise.results.export.samples import SAMPLE_FORMATS
+    from tailwise.results.summary import amend
     from tailwise.spec.threshold import Threshold, parse_all as parse_thresholds
     from tailwise.spec.workload import command_setting, load_file
 
@@ -93,7 +100,7 @@ def _run(kw: dict) -> int:
     rs = RunSpec.from_flags(run_flags(kw, file), kw["workload"], pin=kw["pin"], keep_stalls=kw["keep_stalls"],
                             also_report=tuple(t.p for t in judged))
     if rs.capped:
-        warn(rs.capped, f"unset {TIME_CAP_ENV} to measure as asked")
+        warn(rs.capped)
     if samples_format not in SAMPLE_FORMATS:
         raise InputError(f"--samples-format {samples_format} is unknown", "use csv or parquet")
     gates = parse_thresholds(threshold, set(rs.percentiles))
@@ -116,24 +123,24 @@ def _run(kw: dict) -> int:
         remove_new_dirs(made)  # nothing was measured: no directory of ours is left behind
         raise
     summary, result = m.summary, m.result
-    amend(summary, thresholds=[g.evaluate(summary["latency"]["percentiles"]) for g in gates])
+    amend(summary, thresholds=[g.evaluate(summary.latency.percentiles) for g in gates])
     unwritten = None
     if out:
-        for cause, remedy in m.file_problems(out):
-            warn(cause, remedy)
+        for problem in m.file_problems(out):
+            warn(problem)
         try:
-            write_out(out, summary, result, m.analysis.used_mask, samples_format)
+            write_run(out, summary, result, m.analysis.used_mask, samples_format)
         except OSError as e:
             # The disk filled or went away after the run: what was measured is printed all the same.
             unwritten = f"{out} was not written ({(e.strerror or str(e)).lower()})"
             discard_stage(out)
     kept_in = None if unwritten else out  # no line below may point at a directory not written
     if json_out:
-        print(dumps(summary), flush=True)
+        print(dumps(summary.to_json()), flush=True)
     else:
         print_summary(summary, verbose=kw["verbose"])
-        print_thresholds(summary["thresholds"], table_unit(summary))
-        if kept_in and not summary["error"] and not result.interrupted and not quiet and not signals.received():
+        print_thresholds(summary.thresholds, table_unit(summary))
+        if kept_in and not summary.error and not result.interrupted and not quiet and not signals.received():
             print_written(out)
     if unwritten:
         print(f"tailwise: {unwritten}; the run's summary is printed above: free space there or give --out "
@@ -145,12 +152,12 @@ def _run(kw: dict) -> int:
     return EXIT_ERROR if unwritten else code
 
 
-def exit_code(summary: dict, out: str | None) -> int:
+def exit_code(summary: Summary, out: str | None) -> int:
     """0 ok, 4 imprecise, 1 not-measurable, 2 error; 3 when a --threshold failed or was
     inconclusive, whatever the verdict (a CI job must not pass on a figure it could not trust)."""
-    if summary.get("error"):
-        print_run_error(summary["error"], out)
+    if summary.error:
+        print_run_error(summary.error, out)
         return EXIT_ERROR
-    if any(t["status"] != "pass" for t in summary.get("thresholds") or ()):
+    if any(t.status != "pass" for t in summary.thresholds):
         return EXIT_THRESHOLD
-    return VERDICT_EXIT.get(summary["verdict"], EXIT_NOT_MEASURABLE)
+    return VERDICT_EXIT.get(summary.verdict, EXIT_NOT_MEASURABLE)

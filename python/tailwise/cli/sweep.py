@@ -7,6 +7,7 @@ import shlex
 import shutil
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from tailwise.cli.exits import EXIT_ERROR, EXIT_NOT_MEASURABLE, EXIT_OK, EXIT_THRESHOLD, measuring
 from tailwise.cli.options import (SWEEP_OUT, Agents, Arrival, Bounds, Ci, Confidence, Duration, Force, Json, KeepStalls, Keys,
@@ -18,8 +19,12 @@ from tailwise.cli.options import (SWEEP_OUT, Agents, Arrival, Bounds, Ci, Confid
                                   Flows, MaxLoss)
 from tailwise.cli.run import fleet_of, run_flags
 from tailwise.errors import InputError
-from tailwise.render.output import set_quiet, warn
-from tailwise.spec.runspec import TIME_CAP_ENV, RunSpec
+from tailwise.render.output import set_quiet
+from tailwise.render.warning import warn
+from tailwise.spec.runspec import RunSpec
+
+if TYPE_CHECKING:
+    from tailwise.results.documents.sweep import SweepSummary
 
 #: The sweep's own flags that --resume refuses beside it (the run settings too: `run_flags`).
 _NOT_WITH_RESUME = (("rates", "--rates"), ("slo", "--slo"), ("threshold", "--threshold"), ("out", "--out"),
@@ -71,14 +76,14 @@ def _sweep(kw: dict) -> int:
     # The agents are given again on --resume (where the load comes from is not the sweep's spec).
     fleet = fleet_of(kw, {} if resume else file)
     if rs.capped:
-        warn(rs.capped, f"unset {TIME_CAP_ENV} to measure as asked")
+        warn(rs.capped)
     if not quiet and not resume:
         print_start(plan.rates_rps, plan.slo, out, window_note)
     # The sweep is made inside: with --force the old results are put aside first, so that none of
     # them is read back as a point.
     jobs: list[Sweep] = []
 
-    def start() -> dict:
+    def start() -> SweepSummary:
         jobs.append(Sweep(rs, plan, out, command, resumed=bool(resume), on_event=None if quiet else show_event,
                           fleet=fleet))
         return jobs[0].run()
@@ -91,6 +96,7 @@ def _resumed(kw: dict):
     """The spec, plan and directory of the sweep --resume continues; any other setting given is refused."""
     import json
 
+    from tailwise.results.documents.sweep import SweepConfig
     from tailwise.sweep.run import Plan
 
     resume = kw["resume"]
@@ -101,8 +107,8 @@ def _resumed(kw: dict):
                          f"drop {' '.join(given)}, or start a new sweep with --out")
     out = Path(resume)
     try:
-        saved = json.loads((out / "config.json").read_text())
-        return RunSpec.from_json(saved["spec"]), Plan(**saved["sweep"]), out
+        saved = SweepConfig.model_validate(json.loads((out / "config.json").read_text()))
+        return RunSpec.from_json(saved.spec.to_json()), Plan(**saved.sweep.to_json()), out
     except (OSError, ValueError, KeyError, TypeError) as e:
         raise InputError(f"{resume} is not a sweep directory tailwise can resume ({e})",
                          "give --resume the --out directory of an earlier `tailwise sweep`") from None
@@ -112,7 +118,7 @@ def _planned(kw: dict, file: dict):
     """A new sweep's spec and plan from flags over the workload file (``file``) over the defaults
     (``kw``: the sweep's own settings resolved so), and the note saying how the client's window was
     sized for the top load (None: as given or default)."""
-    from tailwise.results.summary import SAMPLE_FORMATS
+    from tailwise.results.export.samples import SAMPLE_FORMATS
     from tailwise.spec.threshold import Threshold, parse_all as parse_thresholds
     from tailwise.sweep.run import Plan
     from tailwise.sweep.search import parse_rates, size_window
@@ -178,7 +184,7 @@ def _execute_into(out: Path, made: list | None, force: bool, execute):
     measured = False
     try:
         doc = execute()
-        measured = bool(doc["points"]) or (out / "failed").is_dir() or (out / "interrupted").is_dir()
+        measured = bool(doc.points) or (out / "failed").is_dir() or (out / "interrupted").is_dir()
         return doc
     finally:
         if made is not None and not measured and not completed_points(out / "points"):
@@ -190,7 +196,7 @@ def _execute_into(out: Path, made: list | None, force: bool, execute):
             shutil.rmtree(stash, ignore_errors=True)
 
 
-def _finish(doc: dict, plan, out: Path, nothing_to_do: bool, json_out: bool) -> int:
+def _finish(doc: SweepSummary, plan, out: Path, nothing_to_do: bool, json_out: bool) -> int:
     """The sweep's result on stdout, how it ended on stderr, and its exit status."""
     from tailwise import signals
     from tailwise.render.sweep import print_error, print_interrupted, print_nothing_to_do, print_sweep
@@ -199,16 +205,16 @@ def _finish(doc: dict, plan, out: Path, nothing_to_do: bool, json_out: bool) -> 
     if nothing_to_do:
         print_nothing_to_do(out, doc)
     if json_out:
-        print(dumps(doc), flush=True)
+        print(dumps(doc.to_json()), flush=True)
     else:
         print_sweep(doc)
-    if doc["interrupted"]:
+    if doc.interrupted:
         print_interrupted(doc, out, signals.name(signals.received()))
         return signals.exit_code()
-    if doc["error"]:
+    if doc.error:
         print_error(doc, out)
         return EXIT_ERROR
-    if any(t["status"] != "pass" for p in doc["points"] for t in p["thresholds"]):
+    if any(t.status != "pass" for p in doc.points for t in p.thresholds):
         return EXIT_THRESHOLD
-    answered = (doc["slo"] or {}).get("rate_rps") is not None if plan.slo else any(not p["saturated"] for p in doc["points"])
+    answered = (doc.slo is not None and doc.slo.rate_rps is not None) if plan.slo else any(not p.saturated for p in doc.points)
     return EXIT_OK if answered else EXIT_NOT_MEASURABLE

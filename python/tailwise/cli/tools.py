@@ -226,11 +226,10 @@ def calibrate(
 
     Example: tailwise calibrate --json
     """
-    from pathlib import Path
-
     from tailwise.measure.calibrate import calibrate as run_calibration
     from tailwise.render.tables import print_calibration
-    from tailwise.results.files import check_out_dir, dumps, write_json
+    from tailwise.results.export import jsonfiles
+    from tailwise.results.files import check_out_dir, dumps
 
     seconds = parse_time_ns(duration, what="--duration") / 1e9
     if seconds < 0.5:
@@ -239,9 +238,9 @@ def calibrate(
         check_out_dir(out)
     result = run_calibration(target, seconds=seconds, with_model=with_model)
     if out:
-        write_json(Path(out) / "summary.json", result)
+        jsonfiles.SUMMARY.write_doc(out, result)
     if json_out:
-        print(dumps(result))
+        print(dumps(result.to_json()))
     else:
         print_calibration(result)
     return EXIT_OK

@@ -249,7 +249,7 @@ def model_bias(seconds: float = MODEL_SECONDS) -> dict:
     }
 
 
-def calibrate(target: str | None = None, seconds: float = PING_SECONDS, with_model: bool = True) -> dict:
+def calibrate(target: str | None = None, seconds: float = PING_SECONDS, with_model: bool = True) -> Calibration:
     """Every path and the model bias (no ``target``), or the sources against one reflector: the
     document, written through its model (results/documents/calibrate.Calibration)."""
     mono, real = _core.clock_cost_ns()
@@ -269,4 +269,4 @@ def calibrate(target: str | None = None, seconds: float = PING_SECONDS, with_mod
     out["not_tried"] = [{"what": "nic", "why": p["nic"]["reason"], "path": p["path"]}
                         for p in out["paths"] if p["tried"] and not p["nic"]["available"]]
     out["not_tried"] += [{"what": p["path"], "why": p["reason"]} for p in out["paths"] if not p["tried"]]
-    return Calibration.model_validate(out).to_json()
+    return Calibration.model_validate(out)

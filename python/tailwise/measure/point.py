@@ -4,7 +4,7 @@ until the methodology concludes — what `run` does once, and `sweep` once per l
 `prepare` decides, once per command, what depends on the machine and not on the load (the host
 facts, whether the built-in server may spin, the CPUs the coordinator must leave alone) and gives
 the warnings that go with it; `measure` runs one point and returns the summary with the agent's
-result and the analysis, from which `results.write_out` writes the point's directory.
+result and the analysis, from which `results.export.write_run` writes the point's directory.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from typing import Callable, Protocol
 
 from tailwise import signals
 from tailwise.driver.local import LocalAgent
+from tailwise.results.documents.run import Summary
 from tailwise.results.measured import AgentResult
 from tailwise.errors import InputError
 from tailwise.host.facts import host_info, isolated_cpus, listener_cpus, pinned_cpus
@@ -29,6 +30,7 @@ from tailwise.spec.load import TestStall
 from tailwise.spec.runspec import RunSpec, timestamp_source
 from tailwise.spec.target import DATAGRAM
 from tailwise.spec.units import fmt_ns, parse_dist, parse_time_ns
+from tailwise.warning import HostKnob, JournalGivenUp, SamplesNotKept, ServerShares, SpinnersShare, Warn, AnyWarning
 
 #: CPU seconds one analysis takes per million samples kept, with room for a busy machine
 #: (BENCHMARKS.md: ~2 s per million on this machine kind), for the stated time budget.
@@ -56,23 +58,18 @@ class Setup:
 
 @dataclass
 class Measurement:
-    summary: dict
+    summary: Summary
     result: AgentResult
     analysis: object  # methodology.analysis.Analysis
 
-    def file_problems(self, out: Path | str) -> list[tuple[str, str]]:
-        """What the disk refused while the run went on, as warnings (cause, remedy) for ``out``,
-        the results directory: the run's figures are whole either way."""
-        where = "free space where --out points"
-        problems = []
+    def file_problems(self, out: Path | str) -> list[AnyWarning]:
+        """What the disk refused while the run went on, as warnings for ``out``, the results
+        directory: the run's figures are whole either way."""
+        problems: list[AnyWarning] = []
         if self.result.samples_file_error:
-            problems.append((f"every sampled request could not be kept on disk during the run "
-                             f"({self.result.samples_file_error}): {out}'s samples file holds the statistics' rows only",
-                             where))
+            problems.append(SamplesNotKept(str(out), self.result.samples_file_error))
         if self.result.journal_error:
-            problems.append((f"what the agents sent could not be kept on disk as it came ({self.result.journal_error}): "
-                             f"the run went on, {out}'s samples file holds the statistics' rows only, and had the "
-                             "coordinator died it would have lost the run", where))
+            problems.append(JournalGivenUp(str(out), self.result.journal_error))
         return problems
 
 
@@ -106,11 +103,7 @@ class Silent:
     round = None
 
 
-#: A warning of `prepare`: the cause and what to do, shown by whoever called it.
-Warn = Callable[[str, str], None]
-
-
-def prepare(rs: RunSpec, warn: Warn = lambda cause, remedy: None, fleet: Fleet | None = None) -> Setup:
+def prepare(rs: RunSpec, warn: Warn = lambda warning: None, fleet: Fleet | None = None) -> Setup:
     """The machine-dependent decisions, with their warnings (given once, before any request, to
     ``warn``)."""
     if fleet is not None:
@@ -124,10 +117,9 @@ def prepare(rs: RunSpec, warn: Warn = lambda cause, remedy: None, fleet: Fleet |
     # sleeping worker adds a vCPU wake-up (~30 µs here) to every request it serves.
     server_spin = rs.builtin and busy + workers <= cores
     if rs.builtin and busy + workers > cores:
-        warn(f"{busy} spinning engine thread(s) and {workers} server worker(s) share {cores} CPUs",
-             "the server sleeps between requests and the tail includes preemption: use fewer --threads/--workers or --poll block")
+        warn(ServerShares(busy, workers, cores))
     elif not rs.builtin and busy > cores:
-        warn(f"{busy} spinning engine threads on {cores} CPUs", f"use --threads {cores} or fewer, or --poll block")
+        warn(SpinnersShare(busy, cores))
     # The CPUs the coordinator must not take: the engine's and the built-in server's; with a target
     # on this machine (loopback), its process's too — all of them when they cannot be read.
     local = any(ipaddress.ip_address(t.socket_addr().rsplit(":", 1)[0].strip("[]")).is_loopback for t in rs.targets)
@@ -173,7 +165,7 @@ def host_knobs(rs: RunSpec, local: bool, server_spin: bool, warn: Warn | None) -
     shape = RunShape(spinning=rs.busy_poll, sleeping=not rs.busy_poll or (rs.builtin and not server_spin),
                      nic=not (rs.builtin or local))
     for f in doctor.warnings(shape) if warn else ():
-        warn(f"host {f.name}: {f.detail}", f"{f.fix} (see `tailwise doctor`: {f.name})")
+        warn(HostKnob(f.name, f.detail, f.fix))
     return [f.as_json() for f in doctor.facts()]
 
 
@@ -285,7 +277,7 @@ def measure(rs: RunSpec, setup: Setup, command: str, display: Display | None = N
         summary = build_summary(target=target_url, config=config, host=setup.host, result=result, analysis=analysis,
                                 methodology=methodology)
         if result.agents is not None:
-            duration_s = summary["rate"]["duration_s"]
+            duration_s = summary.rate.duration_s
             amend(summary, agents=[a.report(duration_s) for a in result.agents], barrier=result.barrier)
         return Measurement(summary, result, analysis)
 

@@ -22,7 +22,7 @@ from tailwise.stats.quantiles import DEFAULT_PERCENTILES
 
 
 def build_summary(*, target: str, config: dict, host: dict, result: AgentResult, analysis: Analysis,
-                  methodology: dict) -> dict:
+                  methodology: dict) -> Summary:
     """The run's summary, written through its model (results/documents/run.Summary): the one
     writer of its keys. What is known only later (the target's counters, thresholds, a sweep
     point's place) is added with ``amend``."""
@@ -69,7 +69,7 @@ def build_summary(*, target: str, config: dict, host: dict, result: AgentResult,
         host=host,
         target_stats=None,
         thresholds=[],
-    ).to_json()
+    )
 
 
 def _rate(config: dict, result: AgentResult, d: dict) -> dict:

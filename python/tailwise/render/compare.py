@@ -19,10 +19,15 @@ from pathlib import Path
 
 from tailwise import __version__
 from tailwise.errors import InputError
+from tailwise.render.output import percentile_text
 from tailwise.render.report import (ccdf_overlay_figure, figure, fmt_ns, prepare_out, read_histogram, render, save_figure,
-                                    table, value_text)
-from tailwise.results.documents.compare import Comparison
-from tailwise.results.files import COMPARE_SCHEMA, RUN_SCHEMA, SWEEP_SCHEMA, load_summary, write_json
+                                    table)
+from tailwise.results.documents.compare import Comparison, ComparedRun, Difference, RunPercentile
+from tailwise.results.documents.run import Percentile, Summary
+from tailwise.results.documents.sweep import SweepSummary
+from tailwise.results.export import jsonfiles
+from tailwise.results.files import COMPARE_SCHEMA, RUN_SCHEMA, SWEEP_SCHEMA
+from tailwise.results.summary import load_summary
 
 SCHEMA = COMPARE_SCHEMA
 NOTE = ("CIs overlap = no: the two intervals are disjoint, so the difference is significant at the intervals' "
@@ -40,7 +45,7 @@ class Entry:
 
     directory: Path
     label: str
-    summary: dict
+    summary: Summary
 
 
 def default_labels(dirs: list[str]) -> list[str]:
@@ -59,7 +64,7 @@ def load_runs(dirs: list[str], labels: list[str] | None) -> list[Entry]:
     entries = []
     for d, label in zip(dirs, labels or default_labels(dirs)):
         s = load_summary(d)
-        if s["schema"] == SWEEP_SCHEMA:
+        if isinstance(s, SweepSummary):
             raise InputError(f"{d} is a sweep: tailwise compare overlays runs",
                              f"compare points of the sweeps (e.g. {Path(d) / 'points' / '001-30000rps'}), "
                              "or see each sweep with tailwise report")
@@ -67,17 +72,17 @@ def load_runs(dirs: list[str], labels: list[str] | None) -> list[Entry]:
     return entries
 
 
-def ci_overlap(a: dict, b: dict) -> bool | None:
+def ci_overlap(a: RunPercentile, b: RunPercentile) -> bool | None:
     """Whether [low, high] of a and of b share a point; None when a bound is missing."""
-    bounds = (a.get("low_ns"), a.get("high_ns"), b.get("low_ns"), b.get("high_ns"))
+    bounds = (a.low_ns, a.high_ns, b.low_ns, b.high_ns)
     if any(x is None for x in bounds):
         return None
     a_lo, a_hi, b_lo, b_hi = bounds
     return a_lo <= b_hi and b_lo <= a_hi
 
 
-def _percentiles(entry: Entry) -> dict[float, dict]:
-    return {p["p"]: p for p in (entry.summary.get("latency") or {}).get("percentiles") or []}
+def _percentiles(entry: Entry) -> dict[float, Percentile]:
+    return {p.p: p for p in entry.summary.latency.percentiles}
 
 
 def judged(verdicts: list) -> list[bool]:
@@ -86,39 +91,45 @@ def judged(verdicts: list) -> list[bool]:
     return [verdicts[0] in JUDGED and v in JUDGED for v in verdicts[1:]]
 
 
-def not_judged_lines(runs: list[dict]) -> list[str]:
+def not_judged_lines(runs: list[ComparedRun]) -> list[str]:
     """One line per run that is neither ok nor imprecise, naming its verdict and the differences
     that are therefore not called significant."""
     lines = []
     for i, r in enumerate(runs):
-        if r.get("verdict") in JUDGED:
+        if r.verdict in JUDGED:
             continue
-        verdict = f"is {r['verdict']}" if r.get("verdict") else "has no verdict"
-        which = "no difference to it is" if i == 0 else f"its difference to {runs[0]['label']} is not"
-        lines.append(f"{NOT_JUDGED}: {r['label']} {verdict}, so {which} called significant, whatever the CIs "
-                     f"(why: tailwise report {shlex.quote(r['dir'])})")
+        verdict = f"is {r.verdict}" if r.verdict else "has no verdict"
+        which = "no difference to it is" if i == 0 else f"its difference to {runs[0].label} is not"
+        lines.append(f"{NOT_JUDGED}: {r.label} {verdict}, so {which} called significant, whatever the CIs "
+                     f"(why: tailwise report {shlex.quote(r.dir)})")
     return lines
 
 
-def compare_doc(entries: list[Entry]) -> dict:
-    """The comparison as a JSON document (schema tailwise.compare/1). A difference between runs
+def _cell(p: Percentile | None) -> RunPercentile:
+    """One run's figure of a percentile in the comparison (all null where it does not report it)."""
+    if p is None:
+        return RunPercentile(value_ns=None, low_ns=None, high_ns=None, censored=False, samples_needed=None)
+    return RunPercentile(value_ns=p.value_ns, low_ns=p.low_ns, high_ns=p.high_ns, censored=bool(p.censored),
+                         samples_needed=p.samples_needed)
+
+
+def compare_doc(entries: list[Entry]) -> Comparison:
+    """The comparison as its document (schema tailwise.compare/1). A difference between runs
     that are not both ok or imprecise is not judged: ci_overlap null, the reasons in the note."""
     by_run = [_percentiles(x) for x in entries]
-    fair = judged([x.summary.get("verdict") for x in entries])
+    fair = judged([x.summary.verdict for x in entries])
     ps = sorted({p for r in by_run for p in r})
     rows = []
     for p in ps:
-        cells = [by_run[i].get(p) or {} for i in range(len(entries))]
-        runs = [{"value_ns": c.get("value_ns"), "low_ns": c.get("low_ns"), "high_ns": c.get("high_ns"),
-                 "censored": bool(c.get("censored")), "samples_needed": c.get("samples_needed")} for c in cells]
+        runs = [_cell(by_run[i].get(p)) for i in range(len(entries))]
         base = runs[0]
         diffs = []
         for i in range(1, len(entries)):
-            v, b = runs[i]["value_ns"], base["value_ns"]
+            v, b = runs[i].value_ns, base.value_ns
             diff = None if v is None or b is None else v - b
-            diffs.append({"run": i, "label": entries[i].label, "vs": 0, "diff_ns": diff,
-                          "diff_rel": None if diff is None or not b else diff / b,
-                          "ci_overlap": ci_overlap(runs[i], base) if fair[i - 1] else None})
+            diffs.append(Difference(run=i, label=entries[i].label, vs=0, diff_ns=diff,
+                                    diff_rel=None if diff is None or not b else diff / b,
+                                    ci_overlap=ci_overlap(runs[i], base) if fair[i - 1] else None))
         rows.append({"p": p, "runs": runs, "diffs": diffs})
     info = [_run_info(x) for x in entries]
     return Comparison.model_validate({
@@ -127,80 +138,68 @@ def compare_doc(entries: list[Entry]) -> dict:
         "runs": info,
         "percentiles": rows,
         "note": " ".join([NOTE, *(f"{line[0].upper()}{line[1:]}." for line in not_judged_lines(info))]),
-    }).to_json()
+    })
 
 
-def _run_info(x: Entry) -> dict:
+def _run_info(x: Entry) -> ComparedRun:
     s = x.summary
-    rate = s.get("rate") or {}
-    cfg = s.get("config") or {}
-    return {"dir": str(x.directory), "label": x.label, "target": s.get("target"), "verdict": s.get("verdict"),
-            "confidence": (s.get("latency") or {}).get("confidence"), "target_rps": rate.get("target_rps"),
-            "achieved_rps": rate.get("achieved_rps"), "service": cfg.get("service"),
-            "started_at": s.get("started_at")}
+    return ComparedRun(dir=str(x.directory), label=x.label, target=s.target, verdict=s.verdict,
+                       confidence=s.latency.confidence, target_rps=s.rate.target_rps,
+                       achieved_rps=s.rate.achieved_rps, service=s.config.service, started_at=s.started_at)
 
 
 # ------------------------------------------------------------------------------------- output
 
-def _cell(run: dict) -> str:
-    """value [low, high], or why there is no value."""
-    text = value_text(run)
-    if run.get("value_ns") is None:
-        return text
-    return f"{text} [{fmt_ns(run.get('low_ns'))}, {fmt_ns(run.get('high_ns'))}]"
-
-
-def diff_text(d: dict, unit=None) -> str:
+def diff_text(d: Difference, unit=None) -> str:
     """The difference to the first run and its share of it; ``unit``: the screen's (render/output.TimeUnit)."""
-    if d.get("diff_ns") is None:
+    if d.diff_ns is None:
         return "—"
-    sign = "+" if d["diff_ns"] >= 0 else "−"
-    rel = "" if d.get("diff_rel") is None else f" ({sign}{abs(d['diff_rel']):.1%})"
-    return f"{sign}{unit.number(abs(d['diff_ns'])) if unit else fmt_ns(abs(d['diff_ns']))}{rel}"
+    sign = "+" if d.diff_ns >= 0 else "−"
+    rel = "" if d.diff_rel is None else f" ({sign}{abs(d.diff_rel):.1%})"
+    return f"{sign}{unit.number(abs(d.diff_ns)) if unit else fmt_ns(abs(d.diff_ns))}{rel}"
 
 
-def overlap_text(d: dict) -> str:
-    return {True: "yes", False: "no", None: "—"}[d.get("ci_overlap")]
+def overlap_text(d: Difference) -> str:
+    return {True: "yes", False: "no", None: "—"}[d.ci_overlap]
 
 
 HEADERS = ["percentile", "run", "value", "CI", "Δ vs first", "CIs overlap"]
 
 
-def table_rows(doc: dict, unit=None) -> list[list[list[str]]]:
+def table_rows(doc: Comparison, unit=None) -> list[list[list[str]]]:
     """The comparison as plain text, one group of rows per percentile and one row per run (the
     terminal and the HTML share them): a fixed six columns, however many runs. ``unit``: the
     terminal's one unit (its cells are then plain numbers, the unit in the headers). A difference
     not judged says so in the overlap column."""
-    fair = judged([r.get("verdict") for r in doc["runs"]])
+    fair = judged([r.verdict for r in doc.runs])
 
     def t(v):
         return "—" if v is None else unit.number(v) if unit else fmt_ns(v)
 
     groups = []
-    for row in doc["percentiles"]:
+    for row in doc.percentiles:
         rows = []
-        for i, (info, run) in enumerate(zip(doc["runs"], row["runs"])):
-            bounded = run.get("value_ns") is not None
-            ci = f"[{t(run.get('low_ns'))}, {t(run.get('high_ns'))}]" if bounded else "—"
-            value = (("≥ " if run.get("censored") else "") + t(run["value_ns"]) if unit and bounded
-                     else value_text(run))
-            d = row["diffs"][i - 1] if i else None
-            rows.append([f"p{row['p']:g}" if i == 0 else "", info["label"], value, ci,
+        for i, (info, run) in enumerate(zip(doc.runs, row.runs)):
+            bounded = run.value_ns is not None
+            ci = f"[{t(run.low_ns)}, {t(run.high_ns)}]" if bounded else "—"
+            value = (("≥ " if run.censored else "") + t(run.value_ns) if unit and bounded
+                     else percentile_text(run))
+            d = row.diffs[i - 1] if i else None
+            rows.append([f"p{row.p:g}" if i == 0 else "", info.label, value, ci,
                          "(first)" if d is None else diff_text(d, unit),
                          "" if d is None else overlap_text(d) if fair[i - 1] else NOT_JUDGED])
         groups.append(rows)
     return groups
 
 
-def compare_unit(doc: dict):
+def compare_unit(doc: Comparison):
     """The one unit of the comparison's screen, from its table's figures."""
     from tailwise.render.output import unit_for
 
-    return unit_for([r.get(k) for row in doc["percentiles"] for r in row["runs"]
-                     for k in ("value_ns", "low_ns", "high_ns")])
+    return unit_for([v for row in doc.percentiles for r in row.runs for v in (r.value_ns, r.low_ns, r.high_ns)])
 
 
-def print_compare(doc: dict, console=None) -> None:
+def print_compare(doc: Comparison, console=None) -> None:
     """The runs and the table, as a person reads them, at the screen's width (render/output's
     ``screen_width``): a line per run, then the table — no box, the percentile on its group's
     first row, every latency in one unit (in the headers) — and the note, folded at spaces."""
@@ -211,14 +210,14 @@ def print_compare(doc: dict, console=None) -> None:
 
     console = console or stdout_console()
     unit = compare_unit(doc)
-    for i, r in enumerate(doc["runs"]):
-        colour = VERDICT_COLOUR.get(r["verdict"], "red")
-        rate = "—" if r["achieved_rps"] is None else f"{r['achieved_rps']:,.0f} req/s sent"
-        fold(console, f"[bold]{i}. {escape(r['label'])}[/] · {escape(r['dir'])} · {escape(str(r['target']))} · "
-                      f"{rate} · verdict [{colour}]{escape(str(r['verdict']))}[/]")
-    confs = {r["confidence"] for r in doc["runs"]}
+    for i, r in enumerate(doc.runs):
+        colour = VERDICT_COLOUR.get(r.verdict, "red")
+        rate = "—" if r.achieved_rps is None else f"{r.achieved_rps:,.0f} req/s sent"
+        fold(console, f"[bold]{i}. {escape(r.label)}[/] · {escape(r.dir)} · {escape(str(r.target))} · "
+                      f"{rate} · verdict [{colour}]{escape(str(r.verdict))}[/]")
+    confs = {r.confidence for r in doc.runs}
     conf = f"{confs.pop():.0%} CI" if len(confs) == 1 and None not in confs else "CIs at differing levels"
-    fold(console, f"latency percentiles ({conf}) in {unit.name}; differences to {escape(doc['runs'][0]['label'])}")
+    fold(console, f"latency percentiles ({conf}) in {unit.name}; differences to {escape(doc.runs[0].label)}")
     t = Table(box=None, pad_edge=False, show_edge=False, padding=(0, 1))
     for h in HEADERS:
         header = f"{h} ({unit.name})" if h in ("value", "CI", "Δ vs first") else h
@@ -232,23 +231,23 @@ def print_compare(doc: dict, console=None) -> None:
             t.add_row(*styled)
     print_table(console, t)
     fold(console, NOTE, markup=False)
-    for line in not_judged_lines(doc["runs"]):
+    for line in not_judged_lines(doc.runs):
         fold(console, f"[red]{escape(line)}[/]")
     if "CIs at differing" in conf:
         fold(console, "[yellow]the runs' confidence levels differ: the overlap test mixes levels[/]")
 
 
-def compare_html(doc: dict, png: Path) -> str:
+def compare_html(doc: Comparison, png: Path) -> str:
     """compare.html: the runs, the overlay plot inline and the table — self-contained."""
-    runs = [[i, r["label"], [{"code": r["dir"]}], r["target"], r["verdict"], _rate(r["target_rps"]), _rate(r["achieved_rps"]),
-             r.get("service") or "—"] for i, r in enumerate(doc["runs"])]
+    runs = [[i, r.label, [{"code": r.dir}], r.target, r.verdict, _rate(r.target_rps), _rate(r.achieved_rps),
+             r.service or "—"] for i, r in enumerate(doc.runs)]
     rows = [r for group in table_rows(doc) for r in group]
-    return render("compare.html.j2", "tailwise compare", labels=[r["label"] for r in doc["runs"]],
-                  tool_version=doc["tool"]["version"], note=doc["note"],
+    return render("compare.html.j2", "tailwise compare", labels=[r.label for r in doc.runs],
+                  tool_version=doc.tool.version, note=doc.note,
                   # An imprecise run's intervals are sound (wider than asked): compared as they are.
-                  not_measurable=[r["label"] for r in doc["runs"] if r["verdict"] not in ("ok", "imprecise")],
+                  not_measurable=[r.label for r in doc.runs if r.verdict not in ("ok", "imprecise")],
                   runs=table(["#", "label", "directory", "target", "verdict", "offered", "sent", "service"], runs,
-                             text_cols=(1, 2, 3, 4, 7), row_classes=["" if r["verdict"] in ("ok", "imprecise") else "fail" for r in doc["runs"]],
+                             text_cols=(1, 2, 3, 4, 7), row_classes=["" if r.verdict in ("ok", "imprecise") else "fail" for r in doc.runs],
                              table_id="runs"),
                   percentiles=table(HEADERS, rows, text_cols=(1,), row_classes=["first" if r[0] else "" for r in rows],
                                     table_id="compare"),
@@ -263,9 +262,9 @@ def _rate(v) -> str:
 def overlay_figure(entries: list[Entry]):
     curves = []
     for i, x in enumerate(entries):
-        label = x.label + ("" if x.summary.get("verdict") == "ok" else f" ({x.summary.get('verdict')})")
+        label = x.label + ("" if x.summary.verdict == "ok" else f" ({x.summary.verdict})")
         curves.append((label, read_histogram(x.directory / "latency.hdr"),
-                       {"color": f"C{i % 10}", "percentiles": (x.summary.get("latency") or {}).get("percentiles") or []}))
+                       {"color": f"C{i % 10}", "percentiles": x.summary.latency.percentiles}))
     return ccdf_overlay_figure(curves, "latency CCDF per run (markers: reported percentiles with CIs)")
 
 
@@ -287,7 +286,7 @@ def check_out(out: Path, entries: list[Entry]) -> None:
                              "give --out a new directory")
 
 
-def write_compare(doc: dict, entries: list[Entry], out_dir: str | Path) -> list[Path]:
+def write_compare(doc: Comparison, entries: list[Entry], out_dir: str | Path) -> list[Path]:
     """compare.png/.svg, compare.html and summary.json (the JSON document) in out_dir; the paths."""
     out = Path(out_dir)
     check_out(out, entries)
@@ -295,5 +294,4 @@ def write_compare(doc: dict, entries: list[Entry], out_dir: str | Path) -> list[
     png, svg = save_figure(overlay_figure(entries), out, "compare")
     html_path = out / "compare.html"
     html_path.write_text(compare_html(doc, png))
-    write_json(out / "summary.json", doc)
-    return [png, svg, html_path, out / "summary.json"]
+    return [png, svg, html_path, jsonfiles.SUMMARY.write_doc(out, doc)]

@@ -10,6 +10,7 @@ import os
 import re
 import sys
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from rich.cells import cell_len
 from rich.console import Console, ConsoleDimensions
@@ -17,6 +18,10 @@ from rich.table import Table
 from rich.text import Text
 
 from tailwise.spec.units import fmt_ns  # noqa: F401  (the printers format times with it)
+
+if TYPE_CHECKING:  # the models are read by attribute here; importing them is the caller's cost
+    from tailwise.results.documents.run import (AgentReport, Barrier, Packets, Percentile, ServerStats,
+                                                ServerStatsCombined, Summary)
 
 #: The width off a terminal when COLUMNS is not set.
 DEFAULT_WIDTH = 100
@@ -251,44 +256,41 @@ def short_text(text: str) -> str:
     return short or text
 
 
-def percentile_text(p: dict, unit: TimeUnit | None = None) -> str:
+def percentile_text(p: Percentile, unit: TimeUnit | None = None) -> str:
     """A percentile as a figure, or what it would need: never a number the samples cannot support.
     ``unit``: the screen's (fmt_ns's own choice without it)."""
-    if p.get("value_ns") is None:
-        need, have = p.get("samples_needed"), p.get("n_effective")
+    if p.value_ns is None:
+        # A compared run's cell (documents/compare.RunPercentile) carries no n_effective.
+        need, have = p.samples_needed, getattr(p, "n_effective", None)
         if not need:
             return "—"
         return f"n_eff {have:,.0f} < {need:,} needed" if have is not None else f"needs n_eff ≥ {need:,}"
-    return ("≥ " if p.get("censored") else "") + (unit.fmt(p["value_ns"]) if unit else fmt_ns(p["value_ns"]))
+    return ("≥ " if p.censored else "") + (unit.fmt(p.value_ns) if unit else fmt_ns(p.value_ns))
 
 
-def table_unit(s: dict) -> TimeUnit:
+def table_unit(s: Summary) -> TimeUnit:
     """The unit of a run's screen, from its table: the percentiles, their bounds, every request."""
-    lat = s.get("latency") or {}
-    window = (lat.get("window") or {}).get("percentiles") or []
-    values = [p.get(k) for p in lat.get("percentiles") or []
-              for k in ("value_ns", "low_ns", "high_ns", "lower_bound_ns")]
-    return unit_for(values + [p.get("value_ns") for p in window])
+    values = [v for p in s.latency.percentiles for v in (p.value_ns, p.low_ns, p.high_ns, p.lower_bound_ns)]
+    return unit_for(values + [p.value_ns for p in s.latency.window.percentiles or ()])
 
 
-def _percentile_table(s: dict, unit: TimeUnit) -> Table:
+def _percentile_table(s: Summary, unit: TimeUnit) -> Table:
     """The percentiles with their intervals and, beside them, every request of the same window."""
-    lat = s["latency"]
     t = Table(box=None, pad_edge=False, show_edge=False, padding=(0, 1))
     for col in ("percentile", "value", "CI low", "CI high", "every request"):
         # Wrapped at spaces when the terminal is narrow (print_table: no word folded).
         t.add_column(col, justify="right", overflow="fold")
-    window = {p["p"]: p["value_ns"] for p in (lat.get("window") or {}).get("percentiles", [])}
-    for p in lat["percentiles"]:
-        if p["value_ns"] is not None and p["low_ns"] is None and p["high_ns"] is None and not p.get("samples_needed"):
+    window = {p.p: p.value_ns for p in s.latency.window.percentiles or ()}
+    for p in s.latency.percentiles:
+        if p.value_ns is not None and p.low_ns is None and p.high_ns is None and not p.samples_needed:
             # A value without any interval is not a figure to report (independence could not be judged).
             row = ("no interval: samples correlated", "—", "—")
-        elif p["value_ns"] is None and p.get("lower_bound_ns") is not None:
+        elif p.value_ns is None and p.lower_bound_ns is not None:
             # Unsupported, but the samples show how low it cannot be: "≥ x", one-sided.
-            row = (percentile_text(p, unit), "≥ " + unit.fmt(p["lower_bound_ns"]), "—")
+            row = (percentile_text(p, unit), "≥ " + unit.fmt(p.lower_bound_ns), "—")
         else:
-            row = (percentile_text(p, unit), unit.fmt(p["low_ns"]), unit.fmt(p["high_ns"]))
-        t.add_row(f"p{p['p']:g}", *row, unit.fmt(window.get(p["p"])))
+            row = (percentile_text(p, unit), unit.fmt(p.low_ns), unit.fmt(p.high_ns))
+        t.add_row(f"p{p.p:g}", *row, unit.fmt(window.get(p.p)))
     return t
 
 
@@ -300,39 +302,39 @@ def _signed_ns(v: float) -> str:
     return ("−" if v < 0 else "+") + fmt_ns(abs(v))
 
 
-def agent_cells(a: dict) -> list[str]:
+def agent_cells(a: AgentReport) -> list[str]:
     """One agent of the summary's ``agents`` as text cells (``AGENT_COLUMNS``): its address,
     role, share and achieved send rate, clock offset ± half the exchange's round trip, errors and
     timeouts, and why it failed the run (empty when it did not)."""
-    c = a.get("counters") or {}
-    offset, rtt = a.get("clock_offset_ns"), a.get("clock_rtt_ns")
+    counted = a.counters or {}  # a map of the agent's own counter names (AgentReport.counters)
+    offset, rtt = a.clock_offset_ns, a.clock_rtt_ns
     clock = "—" if offset is None else _signed_ns(offset) + ("" if rtt is None else f" ± {fmt_ns(rtt / 2)}")
-    achieved = a.get("achieved_rps")
-    return [a.get("address") or "?", a.get("role") or "?", f"{a.get('rate_rps') or 0:,.0f} req/s",
+    achieved = a.achieved_rps
+    return [a.address or "?", a.role or "?", f"{a.rate_rps or 0:,.0f} req/s",
             "—" if achieved is None else f"{achieved:,.0f} req/s", clock,
-            f"{c.get('errors', 0):,} / {c.get('timeouts', 0):,}", a.get("error") or ""]
+            f"{counted.get('errors', 0):,} / {counted.get('timeouts', 0):,}", a.error or ""]
 
 
-def barrier_text(b: dict) -> str:
+def barrier_text(b: Barrier) -> str:
     """How together the agents started, in one sentence."""
-    return (f"the agents started within {fmt_ns(b.get('spread_ns'))} of each other (clocks known to "
-            f"± {fmt_ns(b.get('clock_uncertainty_ns'))}), the last {fmt_ns(max(b.get('late_ns') or 0, 0))} after "
+    return (f"the agents started within {fmt_ns(b.spread_ns)} of each other (clocks known to "
+            f"± {fmt_ns(b.clock_uncertainty_ns)}), the last {fmt_ns(max(b.late_ns or 0, 0))} after "
             f"the instant asked")
 
 
-def agent_lines(s: dict) -> list[str]:
+def agent_lines(s: Summary) -> list[str]:
     """A run on agents: one line per agent and one for the start barrier (none otherwise)."""
     lines = []
-    subsample = (s.get("methodology") or {}).get("subsample") or {}
-    thinned = {t["address"]: t["one_in"] for t in subsample.get("agents_thinned") or []}
-    for a in s.get("agents") or []:
+    subsample = s.methodology.subsample
+    thinned = {t.address: t.one_in for t in (subsample.agents_thinned if subsample else None) or ()}
+    for a in s.agents or ():
         address, role, share, sent, clock, faults, error = agent_cells(a)
         held = (f"; its rows piled up past its memory ceiling, thinned to 1 in {thinned[address]:,} there (unbiased; "
                 f"missing from the samples file)" if address in thinned else "")
         lines.append(f"agent {address} ({role}): share {share}, sent {sent}, clock offset {clock}, "
                      f"{faults} errors / timeouts{held}" + (f" — failed: {error}" if error else ""))
-    if s.get("agents") and s.get("barrier"):
-        lines.append(f"barrier: {barrier_text(s['barrier'])}")
+    if s.agents and s.barrier:
+        lines.append(f"barrier: {barrier_text(s.barrier)}")
     return lines
 
 
@@ -346,22 +348,22 @@ def bits(per_s: float | None) -> str:
     return f"{per_s:,.0f} bit/s"
 
 
-def packets_line(p: dict) -> str:
+def packets_line(p: Packets) -> str:
     """A packet run's packets (the summary's ``packets``) in one line: the rate in packets and
     frame bits per second, and what was lost, reordered and duplicated."""
-    rate = f"{p['rate_pps']:,.0f} pps" if p.get("rate_pps") is not None else "? pps"
-    ratio = f" ({p['loss_ratio']:.3%})" if p.get("loss_ratio") is not None else ""
-    flows = f"{p['flows']} flow{'' if p['flows'] == 1 else 's'}"
-    return (f"packets: {p['sent']:,} sent, {p['received']:,} received · {rate}, {bits(p.get('bits_per_s'))} of "
-            f"{p['size_bytes']}-byte frames · {p['lost']:,} lost{ratio}, {p['reordered']:,} reordered (by up to "
-            f"{p['reorder_max']:,}), {p['duplicates']:,} duplicates · {flows}")
+    rate = f"{p.rate_pps:,.0f} pps" if p.rate_pps is not None else "? pps"
+    ratio = f" ({p.loss_ratio:.3%})" if p.loss_ratio is not None else ""
+    flows = f"{p.flows} flow{'' if p.flows == 1 else 's'}"
+    return (f"packets: {p.sent:,} sent, {p.received:,} received · {rate}, {bits(p.bits_per_s)} of "
+            f"{p.size_bytes}-byte frames · {p.lost:,} lost{ratio}, {p.reordered:,} reordered (by up to "
+            f"{p.reorder_max:,}), {p.duplicates:,} duplicates · {flows}")
 
 
 #: How each verdict is shown: imprecise in amber, never red — it is an answer, not a failure.
 VERDICT_COLOUR = {"ok": "green", "imprecise": "yellow", "not-measurable": "red"}
 
 
-def print_summary(s: dict, console: Console | None = None, *, verbose: bool = False) -> None:
+def print_summary(s: Summary, console: Console | None = None, *, verbose: bool = False) -> None:
     """The result at a glance, folded to the console's width (``screen_width``): the verdict in one
     sentence (what it means, the most likely cause and its fix: render/verdict.py), the rates, the
     percentiles with their intervals and every request beside them, the requests, on a run on
@@ -376,85 +378,87 @@ def print_summary(s: dict, console: Console | None = None, *, verbose: bool = Fa
     def say(text: str, *, markup: bool = True) -> None:
         fold(console, in_unit(text, unit) if markup else Text(in_unit(text, unit) or ""), markup=markup)
 
-    verdict = s["verdict"]
+    verdict = s.verdict
     colour = VERDICT_COLOUR.get(verdict, "red")
     sentence = verdict_sentence(s)
     head = Text("verdict ") + Text(verdict, style=f"bold {colour}") + Text(in_unit(sentence[len(verdict):], unit))
     fold(console, head)
-    r = s["rate"]
-    lat = s["latency"]
-    completed = f", {r['completed_rps']:,.0f} req/s completed" if r.get("completed_rps") is not None else ""
-    fold(console, Text.assemble((str(s["target"]), "bold"),
-                                f" · {r['target_rps']:,.0f} req/s offered, {(r['achieved_rps'] or 0):,.0f} req/s sent"
-                                f"{completed} over {r['duration_s']:.2f} s"))
-    precision = s.get("precision") or {}
-    if verbose and verdict == "imprecise" and precision.get("detail"):
+    r = s.rate
+    lat = s.latency
+    completed = f", {r.completed_rps:,.0f} req/s completed" if r.completed_rps is not None else ""
+    fold(console, Text.assemble((str(s.target), "bold"),
+                                f" · {r.target_rps:,.0f} req/s offered, {(r.achieved_rps or 0):,.0f} req/s sent"
+                                f"{completed} over {r.duration_s:.2f} s"))
+    if verbose and verdict == "imprecise" and s.precision and s.precision.detail:
         say(f"[bold {colour}]imprecise[/] (valid; every interval sound, wider than asked): "
-            f"{_escape(precision['detail'])}")
-    probe = s.get("probe")
-    whose = (f" · the probe's requests only ({probe['conns']} conns × 1 at {probe['rate_rps']:,.0f} req/s)"
+            f"{_escape(s.precision.detail)}")
+    probe = s.probe
+    whose = (f" · the probe's requests only ({probe.conns} conns × 1 at {probe.rate_rps:,.0f} req/s)"
              if probe else "")
-    say(f"latency from intended send time · {lat['source']} timestamps · {lat['samples']:,} samples · "
-        f"{lat['confidence']:.0%} CI{whose}")
+    say(f"latency from intended send time · {lat.source} timestamps · {lat.samples:,} samples · "
+        f"{lat.confidence:.0%} CI{whose}")
     print_table(console, _percentile_table(s, unit))
-    c = s["counters"]
-    lag = {p["p"]: p["value_ns"] for p in s["send_lag"]["percentiles"]}
-    extra = "".join(f", {c[k]:,} {k.replace('_', ' ')}" for k in ("never_sent", "unfinished", "reconnects", "resent")
-                    if c.get(k))
-    say(f"requests: {c['sent']:,} sent, {c['received']:,} received, {c['late']:,} late, {c['errors']:,} errors, "
-        f"{c['timeouts']:,} timeouts{extra} · send lag p99 {unit.fmt(lag.get(99.0))}")
-    if s.get("packets"):
-        say(packets_line(s["packets"]), markup=False)
-    if (s.get("config") or {}).get("workload") is not None:
-        ratio = s.get("hit_ratio")
-        say(f"keys: {c['gets']:,} gets ({c['hits']:,} hits, {c['misses']:,} misses"
-            f"{f', hit ratio {ratio:.1%}' if ratio is not None else ''}), {c['sets']:,} sets ({c['stored']:,} stored)")
+    c = s.counters
+    lag = {p.p: p.value_ns for p in s.send_lag.percentiles}
+    extra = "".join(f", {n:,} {name.replace('_', ' ')}" for name, n in (
+        ("never_sent", c.never_sent), ("unfinished", c.unfinished), ("reconnects", c.reconnects), ("resent", c.resent))
+        if n)
+    say(f"requests: {c.sent:,} sent, {c.received:,} received, {c.late:,} late, {c.errors:,} errors, "
+        f"{c.timeouts:,} timeouts{extra} · send lag p99 {unit.fmt(lag.get(99.0))}")
+    if s.packets:
+        say(packets_line(s.packets), markup=False)
+    if s.config.workload is not None:
+        ratio = s.hit_ratio
+        say(f"keys: {c.gets:,} gets ({c.hits:,} hits, {c.misses:,} misses"
+            f"{f', hit ratio {ratio:.1%}' if ratio is not None else ''}), {c.sets:,} sets ({c.stored:,} stored)")
     for line in agent_lines(s):
         say(line, markup=False)
     _delayed_line(s, say, unit, verbose)
-    hp = s.get("host_pauses") or {}
-    if hp.get("note"):
+    if s.host_pauses and s.host_pauses.note:
         # The figures of the host's pauses; why they matter and what helps: --verbose.
-        say(f"[yellow]host:[/] {_escape(hp['note'] if verbose else _first_part(hp['note']))}")
-    ts = s.get("target_stats") or {}
-    if ts.get("delta") and (verbose or ts.get("agrees") is False):
+        note = s.host_pauses.note
+        say(f"[yellow]host:[/] {_escape(note if verbose else _first_part(note))}")
+    ts = s.target_stats
+    # The server's own counts (memcached stats, redis INFO); the built-in server's view is the report's.
+    counted = ts is not None and ts.source != "builtin-server"
+    if counted and ts.delta and (verbose or ts.agrees is False):
         _server_line(ts, say)
-    if ts.get("error") and verbose:
-        say(f"[yellow]server stats:[/] {_escape(ts['error'])}")
-    for reason in s.get("error_reasons", [])[:5 if verbose else 2]:
-        say(f"[red]error[/] ×{reason['count']:,}: {_escape(reason['reason'])}")
+    if counted and ts.error and verbose:
+        say(f"[yellow]server stats:[/] {_escape(ts.error)}")
+    for reason in s.error_reasons[:5 if verbose else 2]:
+        say(f"[red]error[/] ×{reason.count:,}: {_escape(reason.reason)}")
     if verbose:
-        w = s.get("warmup") or {}
-        if w.get("span_s"):
-            say(f"warm-up: the first {w['span_s']:.2f} s left out ({w['samples']:,} samples, p99 "
-                f"{unit.fmt(w.get('p99_ns'))}; at most {w['bound_s']:g} s and {w['max_share']:.0%} of the run)")
+        w = s.warmup
+        if w.span_s:
+            say(f"warm-up: the first {w.span_s:.2f} s left out ({w.samples:,} samples, p99 "
+                f"{unit.fmt(w.p99_ns)}; at most {w.bound_s:g} s and {w.max_share:.0%} of the run)")
         say(f"send lag p50 {unit.fmt(lag.get(50.0))}, p99 {unit.fmt(lag.get(99.0))}, "
-            f"max {unit.fmt(s['send_lag']['max_ns'])}; {c['intended']:,} requests intended")
+            f"max {unit.fmt(s.send_lag.max_ns)}; {c.intended:,} requests intended")
     _check_lines(s, say, verbose)
-    if s.get("error"):
-        say(f"[red]run stopped early:[/] {_escape(s['error'])}")
+    if s.error:
+        say(f"[red]run stopped early:[/] {_escape(s.error)}")
 
 
-def _check_lines(s: dict, say, verbose: bool) -> None:
+def _check_lines(s: Summary, say, verbose: bool) -> None:
     """The checks' count, then a line per failed check — its first clause and its remedy (but the
     one the verdict's sentence quotes) — or, ``verbose``, every check with its whole text."""
     from tailwise.render.verdict import cause_of
 
-    m = s.get("methodology") or {}
-    checks = s["checks"]
-    failed = [ch for ch in checks if not ch["ok"]]
-    rounds = f"{m.get('rounds')} round{'' if m.get('rounds') == 1 else 's'}"
-    stopped = f" · stopped: {m['stopped']} ({rounds})" if m.get("mode") == "adaptive" else ""
+    m = s.methodology
+    checks = s.checks
+    failed = [ch for ch in checks if not ch.ok]
+    rounds = f"{m.rounds} round{'' if m.rounds == 1 else 's'}"
+    stopped = f" · stopped: {m.stopped} ({rounds})" if m.mode == "adaptive" else ""
     passed = f"all {len(checks)} passed" if not failed else f"{len(checks) - len(failed)} of {len(checks)} passed"
     say(f"checks: {passed}{stopped}" + ("" if verbose or not checks else " (--verbose: each check's figures)"))
     cause = None if verbose else cause_of(s)
     for ch in checks if verbose else failed:
-        precision_only = ch["name"] in ("confidence", "stalls")
-        mark = "[green]✓[/]" if ch["ok"] else "[yellow]~[/]" if precision_only else "[red]✗[/]"
-        line = f"{mark} {ch['name']}: {_escape(ch['detail'] if verbose else short_text(ch['detail']))}"
-        quoted = cause is not None and cause.check == ch["name"] and cause.fix == ch["remedy"]
-        if not ch["ok"] and ch["remedy"] and not quoted:
-            line += f" — [yellow]{_escape(ch['remedy'])}[/]"
+        precision_only = ch.name in ("confidence", "stalls")
+        mark = "[green]✓[/]" if ch.ok else "[yellow]~[/]" if precision_only else "[red]✗[/]"
+        line = f"{mark} {ch.name}: {_escape(ch.detail if verbose else short_text(ch.detail))}"
+        quoted = cause is not None and cause.check == ch.name and cause.fix == ch.remedy
+        if not ch.ok and ch.remedy and not quoted:
+            line += f" — [yellow]{_escape(ch.remedy)}[/]"
         say(line)
 
 
@@ -475,31 +479,31 @@ def _first_part(text: str) -> str:
     return text
 
 
-def _delayed_line(s: dict, say, unit: TimeUnit, verbose: bool) -> None:
-    dl = s.get("delayed") or {}
-    if not dl.get("samples"):
+def _delayed_line(s: Summary, say, unit: TimeUnit, verbose: bool) -> None:
+    dl = s.delayed
+    if dl is None or not dl.samples:
         return
-    how = "in as intervals" if dl.get("bounded", True) else "kept as measured (--keep-stalls)"
-    asked = (s.get("config") or {}).get("percentile")
-    widened = [f"p{p['p']:g} by {unit.fmt(p['widening_ns'])}" for p in dl["percentiles"]
-               if p.get("widening_ns") and (verbose or p["p"] == asked)]
+    how = "in as intervals" if dl.bounded is not False else "kept as measured (--keep-stalls)"
+    asked = s.config.percentile
+    widened = [f"p{p.p:g} by {unit.fmt(p.widening_ns)}" for p in dl.percentiles
+               if p.widening_ns and (verbose or p.p == asked)]
     causes = ""
     if verbose:
-        cs = dl["causes"]
-        causes = f": {cs['sent_late']:,} sent late, {cs['outstanding_across']:,} outstanding across a stall"
-    say(f"delayed by tailwise's own stalls: {dl['samples']:,} of {dl['window_samples']:,} samples "
-        f"({dl['share']:.2%}{causes}), {how}" + (f"; CI low widened: {', '.join(widened)}" if widened else ""))
+        cs = dl.causes
+        causes = f": {cs.sent_late:,} sent late, {cs.outstanding_across:,} outstanding across a stall"
+    say(f"delayed by tailwise's own stalls: {dl.samples:,} of {dl.window_samples:,} samples "
+        f"({dl.share:.2%}{causes}), {how}" + (f"; CI low widened: {', '.join(widened)}" if widened else ""))
 
 
-def _server_line(ts: dict, say) -> None:
-    d = ts["delta"]
+def _server_line(ts: ServerStats | ServerStatsCombined, say) -> None:
+    d = ts.delta
 
-    def n(name: str) -> str:
-        return "?" if d.get(name) is None else f"{d[name]:,}"
+    def n(v: int | None) -> str:
+        return "?" if v is None else f"{v:,}"
 
-    agrees = {True: " — agrees with ours", False: " — [red]differs from ours[/]"}.get(ts.get("agrees"), "")
-    say(f"server's own count ({_escape(ts.get('source'))}): {n('gets')} gets, {n('sets')} sets, "
-        f"{n('hits')} hits, {n('misses')} misses{agrees}")
+    agrees = {True: " — agrees with ours", False: " — [red]differs from ours[/]"}.get(ts.agrees, "")
+    say(f"server's own count ({_escape(ts.source)}): {n(d.gets)} gets, {n(d.sets)} sets, "
+        f"{n(d.hits)} hits, {n(d.misses)} misses{agrees}")
 
 
 #: --quiet: the result only (warnings and progress are not printed).
@@ -511,7 +515,6 @@ def set_quiet(quiet: bool) -> None:
     _quiet = quiet
 
 
-def warn(cause: str, remedy: str) -> None:
-    """A warning on stderr, folded to its width (continuation lines indented)."""
-    if not _quiet:
-        fold(err_console, Text.assemble(("warning:", "yellow"), f" {cause} — {remedy}"))
+def is_quiet() -> bool:
+    """--quiet: warnings and progress are not printed (render/warning.py)."""
+    return _quiet

@@ -27,7 +27,7 @@ import numpy as np
 from tailwise import __version__, _core
 from tailwise.errors import InputError
 from tailwise.render import packets as pk
-from tailwise.results.files import SWEEP_SCHEMA, load_summary
+from tailwise.results.files import SWEEP_SCHEMA, load_summary_json as load_summary
 
 #: Customers simulated for the model curve: enough for p99.99 (20 beyond it), ~10 ms of work.
 MODEL_CUSTOMERS = 200_000

@@ -6,14 +6,15 @@ from __future__ import annotations
 from rich.markup import escape
 
 from tailwise.render.output import TimeUnit, err_console, fold, in_unit
+from tailwise.results.documents.run import ThresholdResult
 
 
-def print_thresholds(rows: list[dict], unit: TimeUnit | None = None) -> None:
+def print_thresholds(rows: list[ThresholdResult], unit: TimeUnit | None = None) -> None:
     """Each threshold judged, folded to stderr's width; its times in the summary's ``unit``."""
     for t in rows:
-        colour = {"pass": "green", "fail": "red"}.get(t["status"], "yellow")
-        detail = in_unit(t["detail"], unit) if unit else t["detail"]
-        fold(err_console, f"threshold {escape(t['threshold'])}: [{colour}]{t['status']}[/] — {escape(detail)}")
+        colour = {"pass": "green", "fail": "red"}.get(t.status, "yellow")
+        detail = in_unit(t.detail, unit) if unit else t.detail
+        fold(err_console, f"threshold {escape(t.threshold)}: [{colour}]{t.status}[/] — {escape(detail)}")
 
 
 def print_written(out: str) -> None:

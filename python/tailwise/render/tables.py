@@ -3,10 +3,15 @@ screen's width (render/output's ``screen_width``), their sentences folded at spa
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from rich.table import Table
 
 from tailwise.render.output import fold, print_table, stdout_console
 from tailwise.spec.units import fmt_ns
+
+if TYPE_CHECKING:
+    from tailwise.results.documents.calibrate import Calibration
 
 
 def print_model(result: dict, console=None) -> None:
@@ -28,48 +33,46 @@ def print_model(result: dict, console=None) -> None:
     fold(console, line + f"; mean service time {fmt_ns(result['mean_service_ns'])}")
 
 
-def print_calibration(result: dict, console=None) -> None:
+def print_calibration(result: Calibration, console=None) -> None:
     console = console or stdout_console()
-    c = result["clock"]
     fold(console, f"[bold]tailwise calibrate[/] — timestamp sources on this machine "
-                  f"(a clock read costs {c['monotonic_read_ns']:.0f} ns)")
+                  f"(a clock read costs {result.clock.monotonic_read_ns:.0f} ns)")
     t = Table(title="round trip per source, same requests (ping-pong)")
     for col in ("path", "source", "min", "p50", "p99", "p99.9", "bias p50/p99"):
         t.add_column(col, justify="left" if col in ("path", "source") else "right", overflow="fold")
-    for p in result["paths"]:
-        if not p["tried"]:
+
+    def figures(r) -> list[str]:
+        return [fmt_ns(r.min_ns), fmt_ns(r.p50_ns), fmt_ns(r.p99_ns), fmt_ns(r.p99_9_ns)]
+
+    for p in result.paths:
+        if not p.tried:
             continue
-        if p["nic"]["available"]:
-            r = p["nic"]["rtt"]
-            t.add_row(p["path"], "nic (own run)", fmt_ns(r.get("min_ns")), fmt_ns(r.get("p50_ns")),
-                      fmt_ns(r.get("p99_ns")), fmt_ns(r.get("p99.9_ns")), "best")
-        for name in ("kernel", "user"):
-            r = p[name]["rtt"]
-            b = p[name].get("bias") or p[name].get("bias_vs_nic")
-            bias = (f"{_signed(b['p50_ns'])}/{_signed(b['p99_ns'])}" if b and b.get("p50_ns") is not None
-                    else "best")
-            t.add_row(p["path"], name, fmt_ns(r.get("min_ns")), fmt_ns(r.get("p50_ns")), fmt_ns(r.get("p99_ns")),
-                      fmt_ns(r.get("p99.9_ns")), bias)
+        if p.nic.available:
+            t.add_row(p.path, "nic (own run)", *figures(p.nic.rtt), "best")
+        for name, source, b in (("kernel", p.kernel, p.kernel.bias_vs_nic), ("user", p.user, p.user.bias)):
+            bias = f"{_signed(b.p50_ns)}/{_signed(b.p99_ns)}" if b and b.p50_ns is not None else "best"
+            t.add_row(p.path, name, *figures(source.rtt), bias)
     print_table(console, t)
-    for p in result["paths"]:
-        if p["tried"] and p["user"]["send_side"].get("n"):
-            fold(console, f"{p['path']}: user stamps add {fmt_ns(p['user']['send_side']['p50_ns'])} before the send "
-                          f"and {fmt_ns(p['user']['receive_side']['p50_ns'])} after the arrival (medians)")
-    m = result.get("model_bias")
+    for p in result.paths:
+        if p.tried and p.user.send_side.n:
+            fold(console, f"{p.path}: user stamps add {fmt_ns(p.user.send_side.p50_ns)} before the send "
+                          f"and {fmt_ns(p.user.receive_side.p50_ns)} after the arrival (medians)")
+    m = result.model_bias
     if m:
-        t = Table(title=f"whole tool vs the model: tailwise serve {m['service']} at {m['load']:.0%} load")
+        t = Table(title=f"whole tool vs the model: tailwise serve {m.service} at {m.load:.0%} load")
         for col in ("source", "p50 − model", "p99 − model", "server stalls out: p50/p99"):
             t.add_column(col, justify="left" if col == "source" else "right", overflow="fold")
-        for name, s in m["sources"].items():
-            d, cl = s["minus_model"], s["server_stalls_left_out"]["minus_model"]
-            t.add_row(name, _signed(d["p50_ns"]), _signed(d["p99_ns"]), f"{_signed(cl['p50_ns'])}/{_signed(cl['p99_ns'])}")
+        sources = {"kernel": m.sources.kernel, "user": m.sources.user, **(m.sources.model_extra or {})}
+        for name, src in sources.items():
+            d, cl = src.minus_model, src.server_stalls_left_out.minus_model
+            t.add_row(name, _signed(d.p50_ns), _signed(d.p99_ns), f"{_signed(cl.p50_ns)}/{_signed(cl.p99_ns)}")
         print_table(console, t)
-        g = m["goal"]
-        fold(console, f"goal with kernel stamps: p50 within {fmt_ns(g['within_ns']['p50_ns'])}, p99 within "
-                      f"{fmt_ns(g['within_ns']['p99_ns'])} of the model: {'[green]met[/]' if g['met'] else '[red]missed[/]'}")
-        fold(console, f"[dim]{m['note']}[/]")
-    for n in result["not_tried"]:
-        fold(console, f"[yellow]not tried[/]: {n['what']}" + (f" on {n['path']}" if n.get("path") else "") + f" — {n['why']}")
+        g = m.goal
+        fold(console, f"goal with kernel stamps: p50 within {fmt_ns(g.within_ns['p50_ns'])}, p99 within "
+                      f"{fmt_ns(g.within_ns['p99_ns'])} of the model: {'[green]met[/]' if g.met else '[red]missed[/]'}")
+        fold(console, f"[dim]{m.note}[/]")
+    for n in result.not_tried:
+        fold(console, f"[yellow]not tried[/]: {n.what}" + (f" on {n.path}" if n.path else "") + f" — {n.why}")
 
 
 def _signed(v: float | None) -> str:

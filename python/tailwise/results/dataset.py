@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from tailwise.results.files import SAMPLE_COLUMN_DTYPES, SWEEP_SCHEMA, load_summary
+from tailwise.results.files import SAMPLE_COLUMN_DTYPES, SWEEP_SCHEMA, load_summary_json as load_summary
 
 
 @dataclass

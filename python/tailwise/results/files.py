@@ -97,7 +97,7 @@ RESULT_PATTERNS = (
     "ccdf.*", "cdf.*", "send_lag.*", "intervals.*", "latency_load.*", "ccdf_points.*", "point-*",
     "points", "failed", "interrupted", "collected", ".*.tmp", ".tailwise-*",
 )
-#: Where a results directory is staged (write_out) or its old contents are put aside (sweep --force).
+#: Where a results directory is staged (export.ExportManager) or its old contents are put aside (sweep --force).
 STAGE, STASH = ".tailwise-stage", ".tailwise-replaced"
 
 
@@ -115,21 +115,6 @@ PACKETS_HEADER = "interval,start_s,sent,received,lost,reordered,duplicates"
 PACKET_HIST_HEADER = "low_ns,high_ns,count"
 
 
-def write_packet_hist_csv(path: Path, hist) -> None:
-    lines = [PACKET_HIST_HEADER] + [f"{lo},{hi},{n}" for lo, hi, n in hist.rows()]
-    lines.append(f"{hist.range_ns},,{hist.above}")
-    path.write_text("\n".join(lines) + "\n")
-
-
-def write_packets_csv(path: Path, rows) -> None:
-    """A packet run's counts per 100 ms interval of intended time (``Engine.packet_intervals``:
-    index, sent, received, lost, reordered, duplicates), start_s = index × 0.1."""
-    lines = [PACKETS_HEADER]
-    lines += [f"{i},{i / 10:.1f},{sent},{received},{lost},{reordered},{dups}"
-              for i, sent, received, lost, reordered, dups in rows]
-    path.write_text("\n".join(lines) + "\n")
-
-
 def result_entries(out_dir: str | Path) -> list[Path]:
     """The entries of ``out_dir`` that tailwise wrote (none when it is new or holds other files only)."""
     out = Path(out_dir)
@@ -138,7 +123,8 @@ def result_entries(out_dir: str | Path) -> list[Path]:
     return sorted(p for p in out.iterdir() if any(fnmatch.fnmatch(p.name, pat) for pat in RESULT_PATTERNS))
 
 
-def _remove(p: Path) -> None:
+def remove_entry(p: Path) -> None:
+    """Remove one entry tailwise wrote: a file, or a directory with what it holds."""
     if p.is_dir() and not p.is_symlink():
         shutil.rmtree(p)
     else:
@@ -153,18 +139,6 @@ def refuse_results(out_dir: str | Path, flag: str = "--out") -> None:
         shown = ", ".join(held[:4]) + (", …" if len(held) > 4 else "")
         raise InputError(f"{out_dir} already holds results ({shown})",
                          f"give --force to replace them whole, or a new {flag} directory")
-
-
-def install(stage: Path, out: Path) -> None:
-    """Move a staged results directory into ``out``, replacing whole what tailwise wrote there
-    before; summary.json last, so that a directory with one is complete."""
-    for p in result_entries(out):
-        if p != stage:
-            _remove(p)
-    names = sorted((p.name for p in stage.iterdir()), key=lambda n: n == "summary.json")
-    for n in names:
-        (stage / n).replace(out / n)
-    stage.rmdir()
 
 
 def new_dirs(out_dir: str | Path) -> list[Path]:
@@ -194,7 +168,7 @@ def stash_results(out_dir: Path) -> Path | None:
     entries = [p for p in result_entries(out_dir) if p.name not in (STASH, STAGE)]
     stash = out_dir / STASH
     if stash.exists():
-        _remove(stash)
+        remove_entry(stash)
     if not entries:
         return None
     stash.mkdir()
@@ -207,15 +181,16 @@ def unstash_results(out_dir: Path, stash: Path | None) -> None:
     """Put the old results back (nothing new was measured): what was written since is removed."""
     for p in result_entries(out_dir):
         if p != stash:
-            _remove(p)
+            remove_entry(p)
     if stash is not None and stash.is_dir():
         for p in stash.iterdir():
             p.replace(out_dir / p.name)
         stash.rmdir()
 
 
-def load_summary(directory: str | Path) -> dict:
-    """summary.json of a run or sweep directory; InputError (one line) when there is none."""
+def load_summary_json(directory: str | Path) -> dict:
+    """summary.json of a run or sweep directory as JSON (``load_summary`` gives its model; the
+    notebook API keeps the JSON); InputError (one line) when there is none."""
     d = Path(directory)
     path = d / "summary.json"
     if not path.is_file():

@@ -41,11 +41,11 @@ import numpy as np
 from tailwise import _core
 from tailwise.results.rows import SAMPLE_DTYPE
 from tailwise.results.files import write_json
-from tailwise.results.summary import agent_tag, interval_log_header, interval_log_line
+from tailwise.results.export.intervals import agent_tag, interval_log_header, interval_log_line
 
 COLLECTED = "collected"
 #: A run in this process appends only its rows, here inside ``COLLECTED`` (driver/local.Session):
-#: the results directory's samples file is written from it (results/summary.write_out).
+#: the results directory's samples file is written from it (results/export/samples.py).
 LOCAL_SAMPLES = "samples-local.bin"
 SCHEMA = "tailwise.collected/1"
 

@@ -90,7 +90,7 @@ class AgentResult:
     #: limit, the rows collected and kept (``Subsample.report``); None: every row is in ``samples``.
     subsample: dict | None = None
     #: Every row the engine kept, as they came (64-byte rows, not sorted): what the results
-    #: directory's samples file is written from (results/summary.write_out); on agents, one file
+    #: directory's samples file is written from (results/export/samples.py); on agents, one file
     #: per agent (the journal's). None: not written.
     samples_file: Path | list[Path] | None = None
     #: Why every row could not be kept on disk during the run (the disk full): the results

@@ -143,7 +143,7 @@ def used_in_order(used: np.ndarray):
 
 
 def write_samples(path: Path, fmt: str, pieces: Iterator[np.ndarray], columns_of, used_of, dtype: np.dtype) -> int:
-    """The pieces' columns (``columns_of``: summary.sample_columns) with ``used`` (``used_of``:
+    """The pieces' columns (``columns_of``: export/samples.sample_columns) with ``used`` (``used_of``:
     a piece → uint8 mask) appended to ``path`` as Parquet row groups or CSV rows, ``GROUP_ROWS``
     rows at a time. Returns the rows."""
     import pyarrow as pa

@@ -23,6 +23,7 @@ from tailwise.spec.target import KEYED, PACKET, UDP_SIZE, Target, parse_targets
 from tailwise.spec.units import parse_arrival, parse_dist, parse_rate, parse_time_ns
 from tailwise.spec.workload import DEFAULT_CI, DEFAULTS, Workload, load_file, resolve
 from tailwise.stats import DEFAULT_PERCENTILES, PACKET_PERCENTILES
+from tailwise.warning import TimeCapped
 
 #: An upper bound on --duration and --max-time from the environment (the README test sets it).
 TIME_CAP_ENV = "TAILWISE_TIME_CAP"
@@ -217,7 +218,7 @@ class RunSpec:
     #: The percentiles to report, ``percentile`` among them (sorted).
     percentiles: tuple[float, ...] = ()
     #: A warning to give before the run (the time cap), or None.
-    capped: str | None = None
+    capped: TimeCapped | None = None
     #: Packet mode (udp+flow://): the frame size, the flows and the loss the loss check allows;
     #: None for other protocols.
     size: int | None = None
@@ -258,7 +259,7 @@ class RunSpec:
             # For the test that runs every README example as written, in seconds rather than minutes.
             cap_ns = parse_time_ns(cap, what=TIME_CAP_ENV)
             if (duration_ns or max_time_ns) > cap_ns:
-                capped = f"{TIME_CAP_ENV}={cap} shortens this run to {cap_ns / 1e9:g} s"
+                capped = TimeCapped(TIME_CAP_ENV, cap, cap_ns / 1e9)
             duration_ns = min(duration_ns, cap_ns) if duration_ns else None
             max_time_ns = min(max_time_ns, cap_ns)
         late_ns = parse_time_ns(str(st["late"]), what="--late", unit_required=True)

@@ -18,6 +18,7 @@ import re
 from dataclasses import dataclass
 
 from tailwise.errors import InputError
+from tailwise.results.documents.run import Percentile, ThresholdResult
 from tailwise.spec.units import fmt_ns
 from tailwise.spec.units import parse_time_ns
 
@@ -61,12 +62,13 @@ class Threshold:
             return FAIL
         return INCONCLUSIVE
 
-    def evaluate(self, percentiles: list[dict]) -> dict:
-        """This threshold against a summary's ``latency.percentiles``: the verdict, the interval it
-        was judged on, and one line that says which it was and why."""
-        row = next((x for x in percentiles if abs(x["p"] - self.p) < 1e-9), None)
-        low, value, high = (row["low_ns"], row["value_ns"], row["high_ns"]) if row else (None, None, None)
-        floor = (row or {}).get("lower_bound_ns") if low is None and high is None else None
+    def evaluate(self, percentiles: list[Percentile]) -> ThresholdResult:
+        """This threshold against a summary's ``latency.percentiles`` (documents/run.Percentile, read
+        by attribute): the verdict, the interval it was judged on, and one line that says which it
+        was and why."""
+        row = next((x for x in percentiles if abs(x.p - self.p) < 1e-9), None)
+        low, value, high = (row.low_ns, row.value_ns, row.high_ns) if row else (None, None, None)
+        floor = row.lower_bound_ns if row is not None and low is None and high is None else None
         status = self.judge(low if floor is None else floor, high)
         ci = f"[{fmt_ns(low)}, {fmt_ns(high)}]"
         if row is None:
@@ -82,8 +84,8 @@ class Threshold:
             detail = f"p{self.p:g} has no bounded CI {ci}: the run cannot tell whether {self.text} holds"
         else:
             detail = f"p{self.p:g} {fmt_ns(value)}, CI {ci} straddles {fmt_ns(self.limit_ns)}: measure longer or ask a narrower --ci"
-        return {"threshold": self.text, "p": self.p, "op": self.op, "limit_ns": self.limit_ns, "status": status,
-                "value_ns": value, "low_ns": low, "high_ns": high, "detail": detail}
+        return ThresholdResult(threshold=self.text, p=self.p, op=self.op, limit_ns=self.limit_ns, status=status,
+                               value_ns=value, low_ns=low, high_ns=high, detail=detail)
 
 
 def parse_all(texts: list[str] | None, reported: set[float], *, what: str = "--threshold") -> list[Threshold]:

@@ -6,6 +6,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from tailwise.results.documents.sweep import Point
+from tailwise.warning import AnyWarning
+
 
 @dataclass(frozen=True)
 class Resuming:
@@ -20,7 +23,7 @@ class PointDone:
     """A point measured and written whole."""
 
     #: The point as the sweep's summary lists it (search.point_row).
-    row: dict
+    row: Point
     #: Measurements so far, every attempt counted.
     n_done: int
     elapsed_s: float
@@ -35,8 +38,7 @@ class Warned:
     """A warning: about the machine (measure/point.py `prepare`), given once before the first point;
     or about the disk, after a point (`Measurement.file_problems`)."""
 
-    cause: str
-    remedy: str
+    warning: AnyWarning
 
 
 #: What `Sweep` emits.

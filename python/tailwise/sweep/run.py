@@ -16,7 +16,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from tailwise.results.documents.run import Summary, ThresholdResult
+from tailwise.errors import TailwiseError
+from tailwise.results.documents.sweep import Point, SweepConfig, SweepSummary
+from tailwise.results.export import jsonfiles
 from tailwise.results.files import SWEEP_SCHEMA
+from tailwise.results.summary import load_summary
 from tailwise.spec.threshold import Threshold
 from tailwise.sweep.events import Event, PointDone, Resuming, Warned
 from tailwise.sweep.search import (ASSUMED_RESPONSE_NS, MAX_ATTEMPTS, client_limited, conclude, next_index, outcomes,
@@ -78,7 +83,6 @@ class Sweep:
 
     def __init__(self, base, plan: Plan, out: Path, command: str, *, resumed: bool,
                  on_event: Callable[[Event], None] | None = None, fleet=None):
-        from tailwise.results.files import write_json
         from tailwise.measure.point import prepare
         from tailwise.spec.threshold import Threshold as T
 
@@ -88,36 +92,37 @@ class Sweep:
         clean_partial(self.points_dir)
         self.slo, self.gates = plan.slo_threshold, [T.parse(t) for t in plan.thresholds]
         self.grid = plan.rates_rps
-        self.setup = prepare(base, lambda cause, remedy: on_event and on_event(Warned(cause, remedy)), fleet)
+        self.setup = prepare(base, lambda warning: on_event and on_event(Warned(warning)), fleet)
         self.started, self.wall_start = time.monotonic(), time.time()
         now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self.wall_start))
         # The command that started the sweep stays; each resume is added to its history.
         self.first_command, self.history = command, [{"command": command, "started_at": now}]
         if resumed:
-            saved = json.loads((out / "config.json").read_text())
-            self.first_command = saved["command"]
-            if not (earlier := saved.get("history")):  # a sweep written before histories were kept
+            saved = SweepConfig.model_validate(json.loads((out / "config.json").read_text()))
+            self.first_command = saved.command
+            earlier = [h.to_json() for h in saved.history or ()]
+            if not earlier:  # a sweep written before histories were kept
                 try:
-                    at = json.loads((out / "summary.json").read_text())["started_at"]
-                except (OSError, ValueError, KeyError):
+                    at = load_summary(out).started_at
+                except TailwiseError:
                     at = None
-                earlier = [{"command": saved["command"], "started_at": at}]
+                earlier = [{"command": saved.command, "started_at": at}]
             self.history = earlier + self.history
         try:
-            write_json(out / "config.json", self.config())
-            write_json(out / "host.json", self.setup.host)
+            jsonfiles.CONFIG.write_doc(out, self.config())
+            jsonfiles.HOST.write_doc(out, self.setup.host)
         except OSError as e:  # before any point: nothing measured is lost
             from tailwise.errors import HostError
 
             raise HostError(f"{out} cannot hold the sweep ({_why(e)})",
                              "free space there or give --out another directory") from None
-        self.rows: list[dict] = []
+        self.rows: list[Point] = []
         self.responses: dict[int, float | None] = {}
         for index, paths in completed_points(self.points_dir).items():
             if index < len(self.grid):
                 for path in paths:
-                    s = json.loads((path / "summary.json").read_text())
-                    self.add(index, path.name, s, s.get("thresholds") or self.judge(s))
+                    s = load_summary(path)
+                    self.add(index, path.name, s, s.thresholds or self.judge(s))
         if resumed and on_event is not None:
             on_event(Resuming(out, len(self.rows)))
         self.stopped: str | None = None
@@ -129,18 +134,18 @@ class Sweep:
         return {"command": self.first_command, "spec": self.base.to_json(), "sweep": self.plan.as_json(),
                 "history": self.history}
 
-    def judge(self, s: dict) -> list[dict]:
-        return [g.evaluate(s["latency"]["percentiles"]) for g in self.gates]
+    def judge(self, s: Summary) -> list[ThresholdResult]:
+        return [g.evaluate(s.latency.percentiles) for g in self.gates]
 
-    def add(self, index: int, dirname: str, s: dict, thresholds: list[dict]) -> dict:
+    def add(self, index: int, dirname: str, s: Summary, thresholds: list[ThresholdResult]) -> Point:
         """A measured point (or a new attempt at one), into the rows the search and the summary use."""
-        lower = [r for r in self.rows if r["index"] < index]
-        base = min(lower, key=lambda r: r["index"]) if lower else None
-        base_p50 = base["p50_every_ns"] if base else None
-        limited = client_limited(s, self.responses.get(base["index"]) if base else None)
-        earlier = next((r for r in self.rows if r["index"] == index), None)
+        lower = [r for r in self.rows if r.index < index]
+        base = min(lower, key=lambda r: r.index) if lower else None
+        base_p50 = base.p50_every_ns if base else None
+        limited = client_limited(s, self.responses.get(base.index) if base else None)
+        earlier = next((r for r in self.rows if r.index == index), None)
         row = point_row(index, self.grid[index], dirname, s, self.base.percentile, saturation(s, base_p50, limited),
-                        self.slo, thresholds, limited, earlier["attempts"] if earlier else None)
+                        self.slo, thresholds, limited, earlier.attempts if earlier else None)
         if earlier is not None:
             self.rows.remove(earlier)
         self.rows.append(row)
@@ -153,11 +158,11 @@ class Sweep:
                 "slots": self.base.conns * self.base.outstanding, "needed_slots": window_needed(self.grid[-1]),
                 "assumed_response_ns": ASSUMED_RESPONSE_NS, "sized": self.plan.window_sized}
 
-    def summary(self) -> dict:
+    def summary(self) -> SweepSummary:
         """The sweep's summary, written through its model (results/documents/sweep.SweepSummary)."""
         from tailwise import __version__
-        from tailwise.results.documents.sweep import SweepSummary
 
+        found = conclude(self.rows, self.grid, self.slo, self.base.percentile)
         return SweepSummary.model_validate({
             "schema": SCHEMA,
             "tool": {"name": "tailwise", "version": __version__},
@@ -173,27 +178,29 @@ class Sweep:
             "steps": self.plan.steps,
             "client_window": self.window(),
             "max_attempts": MAX_ATTEMPTS if self.slo else 1,
-            "points": sorted(self.rows, key=lambda r: r["rate_rps"]),
-        } | conclude(self.rows, self.grid, self.slo, self.base.percentile) | {
+            "points": sorted(self.rows, key=lambda r: r.rate_rps),
+            "knee": found.knee,
+            "saturation": found.saturation,
+            "capacity_rps": found.capacity_rps,
+            "capacity_lower_bound": found.capacity_lower_bound,
+            "slo": found.slo,
             "config": self.config(),
             "host": self.setup.host,
-        }).to_json()
+        })
 
-    def save(self) -> dict:
+    def save(self) -> SweepSummary:
         """The summary, written to summary.json; a disk that refuses it stops the sweep with an
         error, and the summary is returned all the same (the points written stay resumable)."""
-        from tailwise.results.files import write_json
-
         doc = self.summary()
         try:
-            write_json(self.out / "summary.json", doc)
+            jsonfiles.SUMMARY.write_doc(self.out, doc)
         except OSError as e:
             if self.error is None:
                 self.stopped, self.error = "error", f"{self.out / 'summary.json'} could not be written ({_why(e)})"
                 doc = self.summary()
         return doc
 
-    def run(self) -> dict:
+    def run(self) -> SweepSummary:
         """Measure until the search is over, interrupted, or the target fails; the summary."""
         self.nothing_to_do = bool(self.rows) and self._next() is None
         try:
@@ -214,11 +221,12 @@ class Sweep:
         then renamed); False when the sweep must stop (interrupted, or the target failed)."""
         from tailwise.measure.point import longest_s, measure
         from tailwise.results.journal import COLLECTED
-        from tailwise.results.summary import amend, write_out
+        from tailwise.results.export import write_run
+        from tailwise.results.summary import amend
         from tailwise.spec.runspec import RunSpec
 
         rate = self.grid[index]
-        attempt = 1 + len(next((r["attempts"] for r in self.rows if r["index"] == index), []))
+        attempt = 1 + len(next((r.attempts for r in self.rows if r.index == index), []))
         # A new attempt draws new schedules and samples.
         seed = self.base.seed + index + (attempt - 1) * len(self.grid)
         spec = RunSpec.parse(self.base.to_json() | {"rate": rate, "seed": seed})
@@ -229,15 +237,15 @@ class Sweep:
               sweep={"index": index, "rate_rps": rate, "grid_size": len(self.grid), "attempt": attempt})
         name = point_dir_name(index, rate, attempt)
         if self.on_event is not None:
-            for cause, remedy in m.file_problems(self.out):
-                self.on_event(Warned(cause, remedy))
+            for problem in m.file_problems(self.out):
+                self.on_event(Warned(problem))
 
         def write(where: Path, failure: str = "") -> bool:
             """The point's directory written whole; or, the disk refusing it, the sweep stopped
             with an error that carries ``failure`` and the point's figures (nothing measured is
             lost)."""
             try:
-                write_out(where, s, m.result, m.analysis.used_mask, self.plan.samples_format)
+                write_run(where, s, m.result, m.analysis.used_mask, self.plan.samples_format)
                 return True
             except OSError as e:
                 shutil.rmtree(where, ignore_errors=True)
@@ -253,24 +261,24 @@ class Sweep:
             if write(self.out / "interrupted" / name):
                 self.stopped, self.interrupted = "interrupted", True
             return False
-        if s["error"]:
+        if s.error:
             # The target failed mid-point (not a saturation: it stopped answering). The point is
             # kept for inspection outside points/, so that --resume measures it again.
-            if write(self.out / "failed" / name, failure=f"{s['error']}; "):
-                self.stopped, self.error = "error", f"at {rate:,.0f} req/s: {s['error']} (that point: failed/{name}/)"
+            if write(self.out / "failed" / name, failure=f"{s.error}; "):
+                self.stopped, self.error = "error", f"at {rate:,.0f} req/s: {s.error} (that point: failed/{name}/)"
             return False
         tmp = self.points_dir / f".{name}.tmp"
         shutil.rmtree(tmp, ignore_errors=True)
         if not write(tmp):
             return False
         tmp.rename(self.points_dir / name)
-        row = self.add(index, name, s, s["thresholds"])
+        row = self.add(index, name, s, s.thresholds)
         self.save()
         if self.on_event is not None:
             done = outcomes(self.rows)
             left = points_left(len(self.grid), done, self.slo is not None)
             eta_s = left * longest_s(spec) if left else None
-            measured = sum(len(r["attempts"]) for r in self.rows)
+            measured = sum(len(r.attempts) for r in self.rows)
             self.on_event(PointDone(row, measured, time.monotonic() - self.started,
                                     attempt + 1 if done[index].retry else None, eta_s))
         return True
@@ -280,15 +288,15 @@ def _why(e: OSError) -> str:
     return " ".join((e.strerror or str(e)).lower().split())
 
 
-def _figures(s: dict) -> str:
+def _figures(s: Summary) -> str:
     """A point's percentiles in a line (what an error keeps of a point that could not be written)."""
     from tailwise.spec.units import fmt_ns
 
-    return ", ".join(f"p{p['p']:g} {fmt_ns(p['value_ns'])}" for p in s["latency"]["percentiles"])
+    return ", ".join(f"p{p.p:g} {fmt_ns(p.value_ns)}" for p in s.latency.percentiles)
 
 
 def execute(base, plan: Plan, out: Path, command: str, *, resumed: bool = False,
-            on_event: Callable[[Event], None] | None = None) -> dict:
+            on_event: Callable[[Event], None] | None = None) -> SweepSummary:
     """Measure the sweep's points into ``out`` (resuming what is there), rewriting ``out``/summary.json
     after every point; return the sweep's summary. ``base``: the RunSpec every point shares."""
     return Sweep(base, plan, out, command, resumed=resumed, on_event=on_event).run()

@@ -50,6 +50,8 @@ import numpy as np
 from scipy.optimize import isotonic_regression
 
 from tailwise.errors import InputError
+from tailwise.results.documents.run import Summary, ThresholdResult
+from tailwise.results.documents.sweep import Attempt, Disturbed, Knee, Point, Saturation, SloAnswer
 from tailwise.spec.threshold import FAIL, PASS, Threshold
 from tailwise.spec.units import parse_rate
 from tailwise.spec.workload import DEFAULTS
@@ -191,7 +193,7 @@ def size_window(top_rps: float, conns: int | None, outstanding: int | None, thre
                     f"slots for the top load: {law}")
 
 
-def host_shortfall(point: dict) -> str | None:
+def host_shortfall(point: Summary) -> str | None:
     """Why a point's completed rate fell short because the host stalled the built-in server, not
     because the server ran out of capacity; None otherwise (and for any other target).
 
@@ -202,12 +204,12 @@ def host_shortfall(point: dict) -> str | None:
     all the time; this one was not."""
     from tailwise.methodology.checks import rate_tolerance
 
-    r, share = point["rate"], host_stall_share(point)
-    rho = (point.get("target_stats") or {}).get("utilisation")
-    target, sent, done = r["target_rps"], r["achieved_rps"], r["completed_rps"]
+    r, share = point.rate, host_stall_share(point)
+    rho = _builtin(point).utilisation if _builtin(point) else None
+    target, sent, done = r.target_rps, r.achieved_rps, r.completed_rps
     if share is None or rho is None or rho >= 1 - SHORTFALL or not sent or done is None or not target:
         return None
-    if abs(sent / target - 1) > rate_tolerance(target, r["duration_s"]):
+    if abs(sent / target - 1) > rate_tolerance(target, r.duration_s):
         return None
     short = 1 - done / sent
     # Nothing to explain (neither `saturation` test fires: the rate check's tolerance is at least
@@ -219,51 +221,51 @@ def host_shortfall(point: dict) -> str | None:
             "its rate")
 
 
-def saturation(point: dict, base_p50_ns: float | None, limited: str | None = None) -> str | None:
+def saturation(point: Summary, base_p50_ns: float | None, limited: str | None = None) -> str | None:
     """Why a point's summary shows the target saturated, or None. ``limited``: why the client's
     window was the limit (`client_limited`), which then is the reason."""
-    r, target = point["rate"], point["rate"]["target_rps"]
-    rate = next((c for c in point["checks"] if c["name"] == "rate"), None)
+    r, target = point.rate, point.rate.target_rps
+    rate = next((c for c in point.checks if c.name == "rate"), None)
     host = host_shortfall(point)
-    if rate is not None and not rate["ok"] and host is None:
+    if rate is not None and not rate.ok and host is None:
         if limited:
             return limited
-        if not r["achieved_rps"] or r["completed_rps"] is None:
-            return f"rate: {rate['detail']}"
+        if not r.achieved_rps or r.completed_rps is None:
+            return f"rate: {rate.detail}"
         # The figures alone: a closed-loop law the rate check may state takes the mean response,
         # which a saturated server's own queue inflates — the window was full because the server
         # fell behind (client_limited said the window held what the server needs).
         from tailwise.methodology.checks import rate_figures, rate_tolerance
 
-        figures = rate_figures(target, r["achieved_rps"], r["completed_rps"], r["duration_s"])
-        tol = rate_tolerance(target, r["duration_s"])
-        within = all(abs(x / target - 1.0) <= tol for x in (r["achieved_rps"], r["completed_rps"]))
+        figures = rate_figures(target, r.achieved_rps, r.completed_rps, r.duration_s)
+        tol = rate_tolerance(target, r.duration_s)
+        within = all(abs(x / target - 1.0) <= tol for x in (r.achieved_rps, r.completed_rps))
         if within:
             # Both rates within tolerance: the rule that fired is Little's law's (checks.rate_check)
             # — the server's queue lengthened each response until the window could not carry the rate.
             return "rate: " + _queue_rule(point, target) + "; " + figures
         return "rate: " + figures
-    c = point["counters"]
-    if c.get("intended") and c["sent"] < (1 - SHORTFALL) * c["intended"]:
-        return limited or (f"achieved {r['achieved_rps'] or 0:,.0f} req/s of {target:,.0f} "
-                           f"(sent {c['sent']:,} of {c['intended']:,} due)")
-    sent, done = r["achieved_rps"], r["completed_rps"]
+    c = point.counters
+    if c.intended and c.sent < (1 - SHORTFALL) * c.intended:
+        return limited or (f"achieved {r.achieved_rps or 0:,.0f} req/s of {target:,.0f} "
+                           f"(sent {c.sent:,} of {c.intended:,} due)")
+    sent, done = r.achieved_rps, r.completed_rps
     if sent and done is not None and done < (1 - SHORTFALL) * sent and not host:
         return limited or f"completed {done:,.0f} req/s of the {sent:,.0f} sent"
-    if c.get("timeouts", 0) or c.get("errors", 0):
-        return f"{c.get('timeouts', 0):,} timeouts and {c.get('errors', 0):,} errors of {c['sent']:,} requests"
+    if c.timeouts or c.errors:
+        return f"{c.timeouts:,} timeouts and {c.errors:,} errors of {c.sent:,} requests"
     p50 = _p50(point)
     if base_p50_ns and p50 and p50 > DIVERGE * base_p50_ns:
         return f"latency diverges: p50 {p50 / 1e3:,.1f} µs > {DIVERGE:g} × {base_p50_ns / 1e3:,.1f} µs at the lowest load"
     return None
 
 
-def _queue_rule(point: dict, target: float) -> str:
+def _queue_rule(point: Summary, target: float) -> str:
     """The closed-loop rule in words, for a point whose rates were within tolerance."""
     from tailwise.methodology.checks import little_need
 
-    cfg, response = point.get("config") or {}, response_ns(point)
-    conns, outstanding = cfg.get("conns"), cfg.get("outstanding")
+    response = response_ns(point)
+    conns, outstanding = point.config.conns, point.config.outstanding
     if not response or not conns or not outstanding:
         return "the server's queue made the response time too long for the client's window to carry the rate"
     return (f"responses slowed to {response / 1e3:,.1f} µs on average, so carrying {target:,.0f} req/s needs "
@@ -271,12 +273,12 @@ def _queue_rule(point: dict, target: float) -> str:
             f"outstanding allow: the server's queue, not the client")
 
 
-def response_ns(point: dict) -> float | None:
+def response_ns(point: Summary) -> float | None:
     """A point's mean response time (send to reply) of its answered requests."""
-    return (point.get("methodology") or {}).get("response_mean_ns")
+    return point.methodology.response_mean_ns
 
 
-def client_limited(point: dict, base_response_ns: float | None) -> str | None:
+def client_limited(point: Summary, base_response_ns: float | None) -> str | None:
     """Why the client's window (conns × outstanding), not the server, limited a point's rate; None
     when it did not.
 
@@ -288,17 +290,17 @@ def client_limited(point: dict, base_response_ns: float | None) -> str | None:
     client is late with leaves the server idle: the rate completed is the client's."""
     from tailwise.methodology.checks import LITTLE_HEADROOM, little_need
 
-    cfg, c, r = point.get("config") or {}, point["counters"], point["rate"]
-    conns, outstanding = cfg.get("conns"), cfg.get("outstanding")
+    c, r = point.counters, point.rate
+    conns, outstanding = point.config.conns, point.config.outstanding
     response = base_response_ns or response_ns(point)
-    target = r.get("target_rps")
+    target = r.target_rps
     if not conns or not outstanding or not response or not target:
         return None
-    waited, intended = c.get("late", 0) + c.get("never_sent", 0), max(c.get("intended", 0), 1)
+    waited, intended = (c.late or 0) + (c.never_sent or 0), max(c.intended or 0, 1)
     window, need = conns * outstanding, little_need(target, response)
     if waited < SHORTFALL * intended or window >= LITTLE_HEADROOM * need:
         return None
-    done = f"{r['completed_rps']:,.0f}" if r.get("completed_rps") is not None else "—"
+    done = f"{r.completed_rps:,.0f}" if r.completed_rps is not None else "—"
     # A host that stalls the built-in server lengthens every response: said, since a quieter host
     # then needs a smaller window.
     share = host_stall_share(point)
@@ -311,16 +313,15 @@ def client_limited(point: dict, base_response_ns: float | None) -> str | None:
             f"{math.ceil(LITTLE_HEADROOM * need / outstanding)} or more")
 
 
-def _p50(point: dict) -> float | None:
+def _p50(point: Summary) -> float | None:
     """The median of every request in the window (never null, unlike a reported figure)."""
-    return next((p["value_ns"] for p in point["latency"]["window"]["percentiles"] if p["p"] == 50.0), None)
+    return next((p.value_ns for p in point.latency.window.percentiles or () if p.p == 50.0), None)
 
 
-def _every(point: dict, p: float) -> float | None:
+def _every(point: Summary, p: float) -> float | None:
     """Percentile ``p`` (or the nearest one reported) over every request of the window."""
-    rows = point["latency"]["window"]["percentiles"]
-    near = min(rows, key=lambda r: abs(r["p"] - p), default=None)
-    return near["value_ns"] if near else None
+    near = min(point.latency.window.percentiles or (), key=lambda r: abs(r.p - p), default=None)
+    return near.value_ns if near else None
 
 
 def rising(ys: list[float], widths: list[float]) -> list[float]:
@@ -349,7 +350,13 @@ def kneedle(x: list[float], y: list[float]) -> int | None:
     return i if d[i] > 0 else None
 
 
-def host_stall_share(s: dict) -> float | None:
+def _builtin(s: Summary):
+    """The built-in server's own view of a point (documents/run.BuiltinServerStats), or None."""
+    ts = s.target_stats
+    return ts if ts is not None and ts.source == "builtin-server" else None
+
+
+def host_stall_share(s: Summary) -> float | None:
     """The share of a point's requests that stalls of the built-in server (the host took a
     worker's CPU for ≥ 200 µs) can have delayed; None where the server's own stalls are not seen
     (any other target).
@@ -360,9 +367,11 @@ def host_stall_share(s: dict) -> float | None:
     ΣD / ((1 − ρ)·T) of the arrivals (ρ capped at 0.95: beyond, the point saturates anyway). Where
     the share reaches 1 − p/100, the point's p-th percentile can be the host's rather than the
     load's."""
-    ts = s.get("target_stats") or {}
-    rho, busy, stalled = ts.get("utilisation"), ts.get("busy_s"), ts.get("stalled_s")
-    if ts.get("source") != "builtin-server" or not rho or not busy or stalled is None:
+    ts = _builtin(s)
+    if ts is None:
+        return None
+    rho, busy, stalled = ts.utilisation, ts.busy_s, ts.stalled_s
+    if not rho or not busy or stalled is None:
         return None
     worker_s = busy / rho
     return min(1.0, stalled / ((1 - min(rho, 0.95)) * worker_s))
@@ -370,78 +379,78 @@ def host_stall_share(s: dict) -> float | None:
 
 
 
-def point_row(index: int, rate_rps: float, dirname: str, s: dict, percentile: float, reason: str | None,
-              slo: Threshold | None, thresholds: list[dict], limited: str | None = None,
-              attempts: list[dict] | None = None) -> dict:
+def point_row(index: int, rate_rps: float, dirname: str, s: Summary, percentile: float, reason: str | None,
+              slo: Threshold | None, thresholds: list[ThresholdResult], limited: str | None = None,
+              attempts: list[Attempt] | None = None) -> Point:
     """One point as the sweep's summary lists it. ``limited``: why the client's window was the
     limit (the point is then saturated by it); ``attempts``: the earlier measurements of this load."""
-    target = next((p for p in s["latency"]["percentiles"] if abs(p["p"] - percentile) < 1e-9), None)
-    judged = slo.evaluate(s["latency"]["percentiles"]) if slo else None
+    target = next((p for p in s.latency.percentiles if abs(p.p - percentile) < 1e-9), None)
+    judged = slo.evaluate(s.latency.percentiles) if slo else None
     # The window caps the rate: it is the limit only where the rate is what saturated.
     limited = limited if limited is not None and reason == limited else None
     outcome = None
     if judged is not None:
         if limited:  # the client's limit says nothing of the server's percentile at this load
             outcome = "undetermined"
-        elif reason is not None or judged["status"] == FAIL:
+        elif reason is not None or judged.status == FAIL:
             outcome = "not-met"
         else:
-            outcome = "met" if judged["status"] == PASS else "undetermined"
-    return {
-        "index": index,
-        "rate_rps": rate_rps,
-        "dir": f"points/{dirname}",
-        "verdict": s["verdict"],
-        "achieved_rps": s["rate"]["achieved_rps"],
-        "completed_rps": s["rate"]["completed_rps"],
-        "duration_s": s["rate"]["duration_s"],
-        "percentiles": s["latency"]["percentiles"],
-        "target": target,
-        "p50_every_ns": _p50(s),
+            outcome = "met" if judged.status == PASS else "undetermined"
+    return Point(
+        index=index,
+        rate_rps=rate_rps,
+        dir=f"points/{dirname}",
+        verdict=s.verdict,
+        achieved_rps=s.rate.achieved_rps,
+        completed_rps=s.rate.completed_rps,
+        duration_s=s.rate.duration_s,
+        percentiles=s.latency.percentiles,
+        target=target,
+        p50_every_ns=_p50(s),
         # The sweep's percentile over every request of the window (never null, even saturated).
-        "every_ns": _every(s, percentile),
-        "saturated": reason is not None,
-        "saturation_reason": reason,
-        "client_limited": limited,
-        "slo": judged,
-        "meets_slo": {"met": True, "not-met": False}.get(outcome),
-        "slo_outcome": outcome,
-        "attempts": [*(attempts or []), {"dir": f"points/{dirname}", "slo_status": judged["status"] if judged else None,
-                                        "saturated": reason is not None}],
-        "thresholds": thresholds,
-        "failed_checks": [c["name"] for c in s["checks"] if not c["ok"]],
-        "host_stall_share": host_stall_share(s),
-        "host_shortfall": host_shortfall(s),
-    }
+        every_ns=_every(s, percentile),
+        saturated=reason is not None,
+        saturation_reason=reason,
+        client_limited=limited,
+        slo=judged,
+        meets_slo={"met": True, "not-met": False}.get(outcome),
+        slo_outcome=outcome,
+        attempts=[*(attempts or []), Attempt(dir=f"points/{dirname}", slo_status=judged.status if judged else None,
+                                             saturated=reason is not None)],
+        thresholds=thresholds,
+        failed_checks=[c.name for c in s.checks if not c.ok],
+        host_stall_share=host_stall_share(s),
+        host_shortfall=host_shortfall(s),
+    )
 
 
-def supported(row: dict) -> bool:
+def supported(row: Point) -> bool:
     """The point's percentile has a confidence interval (the samples bound it)."""
-    t = row["target"]
-    return bool(t) and None not in (t["value_ns"], t["low_ns"], t["high_ns"])
+    t = row.target
+    return bool(t) and None not in (t.value_ns, t.low_ns, t.high_ns)
 
 
-def outcomes(rows: list[dict]) -> dict[int, Outcome]:
+def outcomes(rows: list[Point]) -> dict[int, Outcome]:
     """The search's view of the points: an inconclusive CI (not the client's limit) with attempts
     left is measured again."""
-    return {r["index"]: Outcome(r["saturated"], r["meets_slo"],
-                                r["slo_outcome"] == "undetermined" and not r["client_limited"]
-                                and len(r["attempts"]) < MAX_ATTEMPTS)
+    return {r.index: Outcome(r.saturated, r.meets_slo,
+                             r.slo_outcome == "undetermined" and not r.client_limited
+                             and len(r.attempts) < MAX_ATTEMPTS)
             for r in rows}
 
 
-def capacity_of(rows: list[dict]) -> tuple[float | None, bool]:
+def capacity_of(rows: list[Point]) -> tuple[float | None, bool]:
     """The highest completed rate at a saturated point, and whether it is only a lower bound.
 
     Beyond capacity an open-loop client measures the server's throughput — where the server fell
     behind. A point that saturated by its latency (or by timeouts) while it completed what it was
     offered (sent), within ``SHORTFALL``, shows only that the throughput is at least that much: a host
     that takes the server's CPU now and then makes the queue diverge below capacity."""
-    top = max((r for r in rows if r["saturated"] and r["completed_rps"] and not r.get("client_limited")),
-              key=lambda r: r["completed_rps"], default=None)
+    top = max((r for r in rows if r.saturated and r.completed_rps and not r.client_limited),
+              key=lambda r: r.completed_rps, default=None)
     if top is None:
         return None, False
-    return top["completed_rps"], top["completed_rps"] >= (1 - SHORTFALL) * (top.get("achieved_rps") or top["rate_rps"])
+    return top.completed_rps, top.completed_rps >= (1 - SHORTFALL) * (top.achieved_rps or top.rate_rps)
 
 
 
@@ -456,113 +465,122 @@ def knee_candidates(xs: list[float], ys: list[float], lows: list[float], highs: 
     return [i for i in range(len(lows)) if d_hi[i] >= d_lo[k]]
 
 
-def slo_answer(rows: list[dict], grid: list[float], slo: Threshold) -> dict:
+def slo_answer(rows: list[Point], grid: list[float], slo: Threshold) -> SloAnswer:
     """The SLO search's answer from its points: met up to a load, not met at any load measured
     (only when the lowest load's whole CI misses), or undetermined with the reason."""
-    rows = sorted(rows, key=lambda r: r["rate_rps"])
-    best = max((r for r in rows if r["slo_outcome"] == "met"), key=lambda r: r["rate_rps"], default=None)
-    higher = [r for r in rows if best is None or r["rate_rps"] > best["rate_rps"]]
-    above = next((r for r in higher if r["slo_outcome"] == "not-met"), None)
-    undetermined = [r for r in higher if r["slo_outcome"] == "undetermined"
-                    and (above is None or r["rate_rps"] < above["rate_rps"])]
-    lowest = next((r for r in rows if r["index"] == 0), None)
+    rows = sorted(rows, key=lambda r: r.rate_rps)
+    best = max((r for r in rows if r.slo_outcome == "met"), key=lambda r: r.rate_rps, default=None)
+    higher = [r for r in rows if best is None or r.rate_rps > best.rate_rps]
+    above = next((r for r in higher if r.slo_outcome == "not-met"), None)
+    undetermined = [r for r in higher if r.slo_outcome == "undetermined"
+                    and (above is None or r.rate_rps < above.rate_rps)]
+    lowest = next((r for r in rows if r.index == 0), None)
 
-    def why(r: dict) -> str:
-        tries = len(r["attempts"])
+    def why(r: Point) -> str:
+        tries = len(r.attempts)
         tried = f" after {tries} attempts" if tries > 1 else ""
-        if r["client_limited"]:
-            return f"{r['rate_rps']:,.0f} req/s undetermined: {r['client_limited']}"
-        return f"{r['rate_rps']:,.0f} req/s undetermined{tried} ({r['slo']['detail']})"
+        if r.client_limited:
+            return f"{r.rate_rps:,.0f} req/s undetermined: {r.client_limited}"
+        return f"{r.rate_rps:,.0f} req/s undetermined{tried} ({r.slo.detail})"
 
     if best is not None:
         outcome = "met"
-        detail = f"met up to {best['rate_rps']:,.0f} req/s ({best['slo']['detail']})"
+        detail = f"met up to {best.rate_rps:,.0f} req/s ({best.slo.detail})"
         if above is not None:
-            detail += f"; {above['rate_rps']:,.0f} req/s does not ({above['slo']['status']}: {above['slo']['detail']})"
-        elif best["index"] == len(grid) - 1:
+            detail += f"; {above.rate_rps:,.0f} req/s does not ({above.slo.status}: {above.slo.detail})"
+        elif best.index == len(grid) - 1:
             detail += ": every load measured meets it; give higher --rates to find the limit"
         if undetermined:
             detail += "; " + "; ".join(why(r) for r in undetermined)
-    elif lowest is not None and lowest["slo"]["status"] == FAIL:
+    elif lowest is not None and lowest.slo.status == FAIL:
         outcome = "not-met"
-        detail = (f"not met at any load measured: at the lowest, {lowest['rate_rps']:,.0f} req/s, "
-                  f"{lowest['slo']['detail']}")
+        detail = (f"not met at any load measured: at the lowest, {lowest.rate_rps:,.0f} req/s, "
+                  f"{lowest.slo.detail}")
     elif lowest is None:
         outcome, detail = "undetermined", "not searched yet"
     else:
         outcome = "undetermined"
-        reasons = [why(r) for r in rows if r["slo_outcome"] == "undetermined"]
-        if lowest["slo_outcome"] == "not-met":  # saturated, its CI not missing as a whole
-            reasons.insert(0, f"the lowest load, {lowest['rate_rps']:,.0f} req/s, saturated the target "
-                              f"({lowest['saturation_reason']}) without its CI missing the SLO")
+        reasons = [why(r) for r in rows if r.slo_outcome == "undetermined"]
+        if lowest.slo_outcome == "not-met":  # saturated, its CI not missing as a whole
+            reasons.insert(0, f"the lowest load, {lowest.rate_rps:,.0f} req/s, saturated the target "
+                              f"({lowest.saturation_reason}) without its CI missing the SLO")
         detail = (f"undetermined: no load measured meets {slo.text} as a whole CI, and the lowest does not miss it "
                   f"as a whole — {'; '.join(reasons)}; measure longer (--max-time, --duration) or ask a narrower "
                   "--ci, or add lower --rates")
-    return {
-        "threshold": slo.text,
-        "outcome": outcome,
-        "rate_rps": best["rate_rps"] if best else None,
-        "percentile": best["slo"] if best else None,
-        "next_rate_rps": above["rate_rps"] if above else None,
-        "next": above["slo"] if above else None,
-        "resolution_rps": (above["rate_rps"] - best["rate_rps"]) if best and above else None,
-        "undetermined_rps": [r["rate_rps"] for r in undetermined] if best else
-                            [r["rate_rps"] for r in rows if r["slo_outcome"] == "undetermined"],
-        "detail": detail,
-    }
+    return SloAnswer(
+        threshold=slo.text,
+        outcome=outcome,
+        rate_rps=best.rate_rps if best else None,
+        percentile=best.slo if best else None,
+        next_rate_rps=above.rate_rps if above else None,
+        next=above.slo if above else None,
+        resolution_rps=(above.rate_rps - best.rate_rps) if best and above else None,
+        undetermined_rps=[r.rate_rps for r in undetermined] if best else
+                         [r.rate_rps for r in rows if r.slo_outcome == "undetermined"],
+        detail=detail,
+    )
 
 
-def conclude(rows: list[dict], grid: list[float], slo: Threshold | None, percentile: float) -> dict:
+@dataclass(frozen=True)
+class Conclusions:
+    """What a sweep concludes from its points (the sweep summary's fields of the same names)."""
+
+    knee: Knee | None
+    saturation: Saturation | None
+    capacity_rps: float | None
+    capacity_lower_bound: bool
+    slo: SloAnswer | None
+
+
+def conclude(rows: list[Point], grid: list[float], slo: Threshold | None, percentile: float) -> Conclusions:
     """The sweep's answers from its points: knee, saturation, capacity, and the SLO result."""
-    rows = sorted(rows, key=lambda r: r["index"])
-    sat = next((r for r in rows if r["saturated"]), None)
+    rows = sorted(rows, key=lambda r: r.index)
+    sat = next((r for r in rows if r.saturated), None)
     # The knee comes only from points whose percentile has an interval.
-    ok = [r for r in rows if not r["saturated"] and (sat is None or r["index"] < sat["index"]) and supported(r)]
+    ok = [r for r in rows if not r.saturated and (sat is None or r.index < sat.index) and supported(r)]
     knee = None
     # The curve runs up to the first saturated point (its every-request figure: the statistics
     # may not support one; never the knee itself), so that the knee is where latency leaves the
     # low-load level for the blow-up; the endpoints are never the knee (Kneedle's difference is 0 there).
-    xs, ys = [r["rate_rps"] for r in ok], [r["target"]["value_ns"] for r in ok]
-    widths = [max(r["target"]["high_ns"] - r["target"]["low_ns"], 1.0) for r in ok]
-    if sat is not None and sat["every_ns"] is not None and not sat["client_limited"]:
-        xs, ys = xs + [sat["rate_rps"]], ys + [sat["every_ns"]]
+    xs, ys = [r.rate_rps for r in ok], [r.target.value_ns for r in ok]
+    widths = [max(r.target.high_ns - r.target.low_ns, 1.0) for r in ok]
+    if sat is not None and sat.every_ns is not None and not sat.client_limited:
+        xs, ys = xs + [sat.rate_rps], ys + [sat.every_ns]
         widths.append(min(widths, default=1.0))
     ys = rising(ys, widths)
     k = kneedle(xs, ys)
     if k is not None and k < len(ok):
-        cands = knee_candidates(xs, ys, [r["target"]["low_ns"] for r in ok], [r["target"]["high_ns"] for r in ok], k)
-        knee = {"rate_rps": ok[k]["rate_rps"], "index": ok[k]["index"], "method": "kneedle",
-                "percentile": ok[k]["target"]}
+        cands = knee_candidates(xs, ys, [r.target.low_ns for r in ok], [r.target.high_ns for r in ok], k)
+        method = "kneedle"
     elif ok and sat is not None:
-        k, cands = len(ok) - 1, [len(ok) - 1]
-        knee = {"rate_rps": ok[-1]["rate_rps"], "index": ok[-1]["index"], "method": "last load before saturation",
-                "percentile": ok[-1]["target"]}
-    if knee is not None:
+        k, cands, method = len(ok) - 1, [len(ok) - 1], "last load before saturation"
+    if k is not None and k < len(ok):
         # Its own uncertainty: the loads whose CIs allow the knee there, widened to the measured
         # loads either side (the grid's spacing: the curve between them is not measured).
         first, last = min(cands), max(cands)
-        knee["candidates_rps"] = [xs[i] for i in cands]
-        knee["low_rps"] = xs[first - 1] if first > 0 else xs[first]
-        knee["high_rps"] = xs[last + 1] if last + 1 < len(xs) else xs[last]
-        # The rise after the knee is what places it: where the host's stalls of the server can own
-        # the percentile at those loads, the knee may be the host's and earlier than the load's.
-        knee["disturbed"] = [{"rate_rps": r["rate_rps"], "host_stall_share": r["host_stall_share"]}
-                             for r in ok if r["rate_rps"] > knee["rate_rps"]
-                             and (r["host_stall_share"] or 0) >= 1 - percentile / 100]
+        at = ok[k]
+        knee = Knee(rate_rps=at.rate_rps, index=at.index, method=method, percentile=at.target,
+                    candidates_rps=[xs[i] for i in cands],
+                    low_rps=xs[first - 1] if first > 0 else xs[first],
+                    high_rps=xs[last + 1] if last + 1 < len(xs) else xs[last],
+                    # The rise after the knee is what places it: where the host's stalls of the server can
+                    # own the percentile at those loads, the knee may be the host's and earlier than the load's.
+                    disturbed=[Disturbed(rate_rps=r.rate_rps, host_stall_share=r.host_stall_share)
+                               for r in ok if r.rate_rps > at.rate_rps
+                               and (r.host_stall_share or 0) >= 1 - percentile / 100])
     capacity, lower_bound = capacity_of(rows)
-    return {
-        "knee": knee,
-        "saturation": None if sat is None else {"rate_rps": sat["rate_rps"], "index": sat["index"],
-                                                 "reason": sat["saturation_reason"],
-                                                 "client_limited": sat.get("client_limited")},
-        "capacity_rps": capacity,
-        "capacity_lower_bound": lower_bound,
-        "slo": slo_answer(rows, grid, slo) if slo is not None else None,
-    }
+    return Conclusions(
+        knee=knee,
+        saturation=None if sat is None else Saturation(rate_rps=sat.rate_rps, index=sat.index,
+                                                       reason=sat.saturation_reason, client_limited=sat.client_limited),
+        capacity_rps=capacity,
+        capacity_lower_bound=lower_bound,
+        slo=slo_answer(rows, grid, slo) if slo is not None else None,
+    )
 
 
-def why_stopped(rows: list[dict], slo: Threshold | None, grid: list[float]) -> str:
+def why_stopped(rows: list[Point], slo: Threshold | None, grid: list[float]) -> str:
     if slo is not None:
-        return {"met": "slo-found", "not-met": "slo-not-met"}.get(slo_answer(rows, grid, slo)["outcome"],
+        return {"met": "slo-found", "not-met": "slo-not-met"}.get(slo_answer(rows, grid, slo).outcome,
                                                                    "slo-undetermined")
-    return "saturated" if any(r["saturated"] for r in rows) else "end-of-rates"
+    return "saturated" if any(r.saturated for r in rows) else "end-of-rates"

@@ -69,14 +69,12 @@ def _adapter(model: type[Doc], name: str) -> TypeAdapter:
     return TypeAdapter(model.model_fields[name].annotation)
 
 
-def amend(doc: dict, model: type[Doc], **fields: Any) -> dict:
-    """Set top-level fields of a document already written as a dict, each validated as ``model``
-    declares it (an undeclared name raises KeyError): the typed way to add what is known only
-    after the document was built (a run's thresholds, a sweep point's place)."""
+def amend(doc: Doc, **fields: Any) -> Doc:
+    """Set top-level fields of a document already built, each validated as its model declares it
+    (an undeclared name raises KeyError): the typed way to add what is known only after the
+    document was built (a run's thresholds, a sweep point's place). Returns ``doc``."""
     for name, value in fields.items():
-        adapter = _adapter(model, name)
-        doc[model.model_fields[name].alias or name] = adapter.dump_python(
-            adapter.validate_python(value), by_alias=True, exclude_unset=True)
+        setattr(doc, name, _adapter(type(doc), name).validate_python(value))
     return doc
 
 
