@@ -75,3 +75,36 @@ def test_the_exceptions_are_still_needed():
     for (name, dep), why in EXCEPTIONS.items():
         path = PACKAGE.joinpath(*name.split(".")).with_suffix(".py")
         assert dep in _imports(path), f"{name} no longer imports {dep}: remove the exception ({why})"
+
+
+#: Fields of the summaries (documents/run.Summary, documents/sweep.SweepSummary) that no other document
+#: or configuration of tailwise has: a string subscript or ``.get`` of one of them is a summary read by key.
+SUMMARY_ONLY = {"verdict", "latency", "send_lag", "checks", "methodology", "target_stats", "thresholds",
+                "host_pauses", "delayed", "precision", "exclusions", "knee", "saturation", "capacity_rps", "points",
+                "achieved_rps", "completed_rps"}
+#: Modules that read those names from something that is not a summary, with why.
+NOT_A_SUMMARY = {"methodology/summarize.py": "it makes the summary: it reads the analysis' own figures (to_dict)"}
+
+
+def _summary_keys(path: Path) -> list[str]:
+    """Where a module reads one of ``SUMMARY_ONLY`` by string: ``x["verdict"]`` or ``x.get("verdict")``."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        key = None
+        if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant):
+            key = node.slice.value
+        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get"
+              and node.args and isinstance(node.args[0], ast.Constant)):
+            key = node.args[0].value
+        if key in SUMMARY_ONLY:
+            found.append(f"{path.relative_to(PACKAGE)}:{node.lineno} [{key!r}]")
+    return found
+
+
+def test_the_summary_is_read_by_attribute_outside_results():
+    """Issue 35: the summary travels as its model; a renamed field then fails where it is read, not
+    in a user's hands. Only results/ (which writes and loads the JSON, and the notebook API that
+    hands it out as JSON) reads it by key; the model's producers build it from plain data."""
+    wrong = [hit for path in sorted(PACKAGE.rglob("*.py")) if path.relative_to(PACKAGE).parts[0] != "results"
+             and str(path.relative_to(PACKAGE)) not in NOT_A_SUMMARY for hit in _summary_keys(path)]
+    assert not wrong, "read these through the model's attributes: " + "; ".join(wrong)

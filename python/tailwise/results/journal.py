@@ -22,7 +22,7 @@ gone) ends the journal, not the run: its files are removed to leave the space to
 ``Journal.error`` says why (the run's ``AgentResult.journal_error``, a warning). The rows' files
 are also what the results directory's samples file is written from (``sample_files``): the
 coordinator keeps a bounded subsample of them in memory. When the run ends and its results
-directory is written, ``collected/`` is replaced by it (files.install): it exists only while a run
+directory is written, ``collected/`` is replaced by it (export.install_results): it exists only while a run
 is under way, or after a coordinator that died.
 """
 
