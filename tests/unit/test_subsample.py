@@ -202,12 +202,12 @@ def test_equal_intended_times_of_two_threads_or_agents_are_chosen_independently(
 
 class _ThinningAgent:
     """What a coordinator (agents/group.py's ``GroupSession``) sees of an agent that holds its rows
-    as agents/server.py does (``Held``: keyed as the coordinator keys them, thinned past
+    as agents/held.py does (``Held``: keyed as the coordinator keys them, thinned past
     ``max_rows``), fed by the test instead of an engine: ``finish_tick`` is a batch of rows the
     engine finished, ``keep`` the agent's keeper taking it while the coordinator is silent."""
 
     def __init__(self, address: str, index: int, max_rows: int):
-        from tailwise.agents.server import Held
+        from tailwise.agents.held import Held
 
         self.address, self.index = address, index
         self.held = Held(index, max_rows, rows_per_s=0.0)
@@ -334,7 +334,7 @@ def test_intervals_keep_their_coverage_when_an_agent_thins():
     level raised to the agent's first), the 95 % intervals of p50 and p99 still cover the true quantiles in 95 % ± 3 % of 400
     runs: the thinning is a function of the key alone, never of the latency or of when a row came."""
     from tailwise.agents.group import OWNED_DTYPE, _numbered, _owned
-    from tailwise.agents.server import Held
+    from tailwise.agents.held import Held
 
     rng = np.random.default_rng(34)
     sigma, mu = 0.8, 11.0

@@ -31,7 +31,7 @@ What is reported: ``methodology.subsample`` (its 1-in-2^d, the limit, rows colle
 still holds every row the engine kept, ``used`` marking those in the statistics.
 
 An agent whose coordinator does not collect its rows holds them in a subsample of its own
-(agents/server.py, issue 33), keyed as the coordinator keys them (``source_base``: its index ×
+(agents/held.py, issue 33), keyed as the coordinator keys them (``source_base``: its index ×
 ``AGENT_THREADS``). The levels nest — a row kept at d + 1 is kept at d — so a batch an agent
 thinned to level d, added after the coordinator's level is raised to at least d (``raise_to``),
 leaves the pool exactly "every row whose key has the pool's level of leading zero bits", across
