@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tailwise.agents.group import OWNED_DTYPE, OWNER_DTYPE, _owned, _unowned
+from tailwise.agents.merge import OWNED_DTYPE, OWNER_DTYPE, _owned, _unowned
 from tailwise.stats.subsample import Subsample
 from tailwise.driver.local import Taken
 from tailwise.results.measured import AgentShare

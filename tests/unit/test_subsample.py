@@ -272,7 +272,8 @@ def test_agents_that_thin_apart_pool_into_exactly_one_levels_rows():
     exactly every agent's rows so far whose key (time and thread + index × AGENT_THREADS) has the
     pool's level of leading zero bits, the level at least each agent's; and the result names the
     agents that thinned, each with its 1 in 2^d."""
-    from tailwise.agents.group import GroupSession, Member, _numbered
+    from tailwise.agents.group import GroupSession, Member
+    from tailwise.agents.merge import _numbered
     from tailwise.results.rows import Flag
     from tailwise.spec.load import LoadSpec
     from tailwise.stats.subsample import source_of
@@ -333,7 +334,7 @@ def test_intervals_keep_their_coverage_when_an_agent_thins():
     its other rows and the other agent's come unthinned; pooled as the coordinator pools them (its
     level raised to the agent's first), the 95 % intervals of p50 and p99 still cover the true quantiles in 95 % ± 3 % of 400
     runs: the thinning is a function of the key alone, never of the latency or of when a row came."""
-    from tailwise.agents.group import OWNED_DTYPE, _numbered, _owned
+    from tailwise.agents.merge import OWNED_DTYPE, _numbered, _owned
     from tailwise.agents.held import Held
 
     rng = np.random.default_rng(34)

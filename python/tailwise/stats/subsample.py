@@ -77,7 +77,7 @@ def keys(intended_ns: np.ndarray, source: np.ndarray | None = None) -> np.ndarra
 
 def source_of(rows: np.ndarray) -> np.ndarray | None:
     """A row's source for ``keys``: its ``thread`` — on several agents the coordinator numbers them
-    apart (agents/group.py: the agent's index × ``AGENT_THREADS`` + the thread), so that the same key
+    apart (agents/merge.py: the agent's index × ``AGENT_THREADS`` + the thread), so that the same key
     is read from the subsample, the journal's files and the samples file alike. None for rows
     without it (an older engine)."""
     return rows["thread"].astype(np.uint64) if "thread" in (rows.dtype.names or ()) else None
