@@ -17,8 +17,9 @@ from tailwise.agents.limits import Limits
 from tailwise.errors import InputError
 from tailwise.render.agent import event_line, limits_text
 from tailwise.render.output import agent_lines
-from tailwise.results.documents.run import AgentReport, Methodology, Summary
-from tailwise.results.documents.run import Subsample as SubsampleDoc
+from tailwise.results.documents.methodology import Methodology
+from tailwise.results.documents.methodology import Subsample as SubsampleDoc
+from tailwise.results.documents.run import AgentReport, Summary
 from tailwise.spec.units import fmt_bytes, parse_size
 
 MiB = 1 << 20

@@ -158,5 +158,5 @@ class Subsample:
         return self._parts[0]
 
     def report(self) -> dict:
-        """What ``methodology.subsample`` says (results/documents/run.py)."""
+        """What ``methodology.subsample`` says (results/documents/methodology.py)."""
         return {"one_in": self.one_in, "limit": self.limit, "collected": self.seen, "kept": self._count}
