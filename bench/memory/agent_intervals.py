@@ -1,5 +1,5 @@
 """bench/memory/agent_intervals: what a run on agents' every-request interval histograms cost the
-coordinator, by the run's length (agents/group.MergedIntervals, results/export/intervals.write_interval_logs).
+coordinator, by the run's length (agents/merge.MergedIntervals, results/export/intervals.write_interval_logs).
 
 An agent sends each finished 100 ms interval as HdrHistogram V2 bytes. The coordinator keeps them
 as they came (~300 B each at 25k req/s an agent) and adds each into one histogram of the whole run
@@ -46,7 +46,7 @@ def main() -> None:
     args = ap.parse_args()
 
     from tailwise import _core
-    from tailwise.agents.group import MergedIntervals
+    from tailwise.agents.merge import MergedIntervals
     from tailwise.results.export.intervals import write_interval_logs
 
     rng = np.random.default_rng(1)

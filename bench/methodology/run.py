@@ -28,7 +28,8 @@ import numpy as np
 
 from tailwise.results.rows import SAMPLE_DTYPE
 from tailwise.host.facts import host_info
-from tailwise.methodology.analysis import AnalysisInput, RunPlan, analyse
+from tailwise.methodology.analysis import analyse
+from tailwise.methodology.plan import AnalysisInput, RunPlan
 from tailwise.spec.precision import Precision
 from tailwise.stats.histogram import Buckets
 

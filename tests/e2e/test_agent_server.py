@@ -46,7 +46,9 @@ from tailwise.results.rows import SAMPLE_DTYPE
 from tailwise.agents.proto import agent_pb2 as pb
 from tailwise.agents.proto import agent_pb2_grpc
 from tailwise.agents.client import RemoteAgent
-from tailwise.agents.server import MAX_CALLS_PER_PEER, AgentServer, Allowed, Limits, serve
+from tailwise.agents.limits import Allowed, Limits
+from tailwise.agents.server import MAX_CALLS_PER_PEER, AgentServer
+from tailwise.agents.serving import serve
 from tailwise.measure.server import builtin_server
 from tailwise.render.agent import event_line
 from tailwise.spec.load import LoadSpec, Probe
@@ -723,7 +725,7 @@ def test_the_agent_command_serves_and_stops_on_sigterm(tmp_path):
 
 
 def test_the_help_shows_the_servers_defaults():
-    from tailwise.agents.server import DEFAULT_LEASE_NS, LOOPBACK
+    from tailwise.agents.limits import DEFAULT_LEASE_NS, LOOPBACK
     from tailwise.cli import agent as command
     from tailwise.spec.units import parse_time_ns
 

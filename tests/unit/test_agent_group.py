@@ -1,5 +1,5 @@
-"""The coordinator's arithmetic over several agents (agents/group.py): shares of the load, the
-probe agent's shape, histograms merged bucket by bucket, counters added (issue 21)."""
+"""The coordinator's arithmetic over several agents (agents/group.py, agents/merge.py): shares of
+the load, the probe agent's shape, histograms merged bucket by bucket, counters added (issue 21)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 from tailwise import _core
-from tailwise.agents.group import MergedIntervals, _add, _counters, _packet_hist, _packet_intervals, probe_spec, shares
+from tailwise.agents.group import probe_spec, shares
+from tailwise.agents.merge import MergedIntervals, _add, _counters, _packet_hist, _packet_intervals
 from tailwise.spec.load import LoadSpec, Probe
 
 
@@ -95,7 +96,7 @@ def test_the_interval_logs_of_several_agents_add_up_interval_by_interval(tmp_pat
 
 
 def test_the_pooled_rows_are_a_bounded_subsample_and_each_keeps_its_agent():
-    from tailwise.agents.group import OWNED_DTYPE, _owned, _unowned
+    from tailwise.agents.merge import OWNED_DTYPE, _owned, _unowned
     from tailwise.results.rows import SAMPLE_DTYPE
     from tailwise.stats.subsample import Subsample, kept, source_of
 

@@ -1,6 +1,7 @@
 """Issue 33, item 3: an agent's memory — its bound (--max-memory, or its cgroup's limit), the
-ceiling of rows it derives from it, and how it says it thinned (agents/server.py, host/facts.py).
-The rows' thinning itself, and the coordinator's pooling of it: tests/unit/test_subsample.py."""
+ceiling of rows it derives from it, and how it says it thinned (agents/held.py, agents/limits.py,
+host/facts.py). The rows' thinning itself, and the coordinator's pooling of it:
+tests/unit/test_subsample.py."""
 
 from __future__ import annotations
 
@@ -10,13 +11,15 @@ import pytest
 from tailwise import _core
 from tailwise.agents.events import Thinned
 from tailwise.host.facts import cgroup_memory_max
-from tailwise.agents.server import (BASE_MEMORY, DEFAULT_MAX_ROWS, KEEP_S, MIN_KEEP_S, MIN_MEMORY, MIN_ROWS, PILE_SHARE,
-                                   RINGS_MEMORY, ROW_COST, Held, Limits, rows_per_s)
+from tailwise.agents.held import (BASE_MEMORY, DEFAULT_MAX_ROWS, KEEP_S, MIN_KEEP_S, MIN_MEMORY, MIN_ROWS, PILE_SHARE,
+                                 RINGS_MEMORY, ROW_COST, Held, rows_per_s)
+from tailwise.agents.limits import Limits
 from tailwise.errors import InputError
 from tailwise.render.agent import event_line, limits_text
 from tailwise.render.output import agent_lines
-from tailwise.results.documents.run import AgentReport, Methodology, Summary
-from tailwise.results.documents.run import Subsample as SubsampleDoc
+from tailwise.results.documents.methodology import Methodology
+from tailwise.results.documents.methodology import Subsample as SubsampleDoc
+from tailwise.results.documents.run import AgentReport, Summary
 from tailwise.spec.units import fmt_bytes, parse_size
 
 MiB = 1 << 20
@@ -114,7 +117,7 @@ def test_rows_the_engine_thinned_are_held_and_handed_over_at_its_level():
     (``Engine.thin_rows``) and the take says the level: the keeper raises what it holds to it, a
     Snapshot hands the rows (and the outstanding) over at it even with nothing held."""
     from tailwise.results.rows import SAMPLE_DTYPE
-    from tailwise.agents.server import ENGINE_SHARE
+    from tailwise.agents.held import ENGINE_SHARE
     from tailwise.stats.subsample import AGENT_THREADS, kept
 
     rows = np.zeros(10_000, dtype=SAMPLE_DTYPE)

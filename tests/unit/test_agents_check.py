@@ -10,12 +10,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tailwise.agents.group import OWNED_DTYPE, OWNER_DTYPE, _owned, _unowned
+from tailwise.agents.merge import OWNED_DTYPE, OWNER_DTYPE, _owned, _unowned
 from tailwise.stats.subsample import Subsample
 from tailwise.driver.local import Taken
 from tailwise.results.measured import AgentShare
 from tailwise.results.rows import SAMPLE_DTYPE
-from tailwise.methodology.analysis import AnalysisInput, RunPlan, analyse
+from tailwise.methodology.analysis import analyse
+from tailwise.methodology.plan import AnalysisInput, RunPlan
 from tailwise.methodology.remedies import Advice, OverloadedAgents
 from tailwise.methodology.words import remedy_words
 from tailwise.render.output import agent_lines

@@ -14,16 +14,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tailwise.results.rows import SAMPLE_DTYPE, Flag
-from tailwise.methodology.analysis import (
-    INTERVAL_NS,
-    AnalysisInput,
-    Precision,
-    RunPlan,
-    analyse,
-    host_pauses,
-    probe_correlation,
-    warmup_end_ns,
-)
+from tailwise.methodology.analysis import analyse
+from tailwise.methodology.plan import AnalysisInput, RunPlan
+from tailwise.methodology.steps import INTERVAL_NS, host_pauses, probe_correlation, warmup_end_ns
+from tailwise.spec.precision import Precision
 from tailwise.methodology.checks import Setting
 from tailwise.methodology.words import client_words, remedy_words
 from tailwise.stats.bounds import bounded_percentile, busy_lower_bounds, floor_ns, lower_bounds, stall_union

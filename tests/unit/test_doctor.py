@@ -1,6 +1,7 @@
-"""`tailwise doctor`'s knobs (host/doctor.py) on a fake sysfs/procfs tree: each state read from
-files, a missing file unreadable (never ok), /proc/stat samples, the kernel command line, and
-which warnings a run gets. The command itself, as root and unprivileged: tests/e2e/test_doctor.py."""
+"""`tailwise doctor`'s knobs (host/doctor.py, cpu_knobs.py, net_knobs.py) on a fake sysfs/procfs
+tree: each state read from files, a missing file unreadable (never ok), /proc/stat samples, the
+kernel command line, and which warnings a run gets. The command itself, as root and unprivileged:
+tests/e2e/test_doctor.py."""
 
 from __future__ import annotations
 
@@ -8,10 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from tailwise.host import doctor as d
-from tailwise.host.doctor import (KNOBS, BusyPoll, Clocksource, Coalescing, Context, CpuSample, CStates, Doctor,
-                                   Governor, IrqAffinity, Isolation, NicNuma, OtherLoad, RunShape, Smt, State, Steal,
-                                   Thp, Turbo, cmdline, cpu_text, default_interface, parse_stat, stat_shares)
+from tailwise.host import net_knobs as d
+from tailwise.host.cpu_knobs import Clocksource, CStates, Governor, Isolation, OtherLoad, Smt, Steal, Thp, Turbo
+from tailwise.host.doctor import KNOBS, Doctor, default_interface
+from tailwise.host.net_knobs import BusyPoll, Coalescing, IrqAffinity, NicNuma
+from tailwise.host.reading import Context, CpuSample, RunShape, State, cmdline, cpu_text, parse_stat, stat_shares
 
 STAT_BEFORE = """cpu  1000 0 500 8000 100 0 50 0 0 0
 cpu0 250 0 125 2000 25 0 10 0 0 0

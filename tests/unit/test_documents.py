@@ -20,7 +20,10 @@ from tailwise.results.documents.__main__ import schemas
 from tailwise.results.documents.base import STRICT, amend
 from tailwise.results.documents.calibrate import Calibration
 from tailwise.results.documents.doctor import Doctor, report
-from tailwise.results.documents.run import Counters, Host, Summary, Warmup, Window
+from tailwise.results.documents.config import Host
+from tailwise.results.documents.counts import Counters
+from tailwise.results.documents.latency import Warmup, Window
+from tailwise.results.documents.run import Summary
 
 SCHEMA_DIR = Path(__file__).resolve().parents[2] / "docs" / "schema"
 

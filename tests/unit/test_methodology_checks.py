@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from tailwise.results.rows import SAMPLE_DTYPE
-from tailwise.methodology.analysis import AnalysisInput, RunPlan, analyse
+from tailwise.methodology.analysis import analyse
+from tailwise.methodology.plan import AnalysisInput, RunPlan
 from tailwise.spec.precision import Precision
 from tailwise.methodology.checks import confidence_check, errors_check, rate_check
 from tailwise.methodology.words import remedy_words

@@ -13,7 +13,8 @@ import pytest
 from tailwise import _core
 from tailwise.results.rows import SAMPLE_DTYPE
 from tailwise.errors import InputError
-from tailwise.methodology.analysis import AnalysisInput, RunPlan, analyse
+from tailwise.methodology.analysis import analyse
+from tailwise.methodology.plan import AnalysisInput, RunPlan
 from tailwise.methodology.checks import loss_check
 from tailwise.methodology.remedies import Advice
 from tailwise.methodology.words import remedy_words

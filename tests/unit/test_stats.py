@@ -23,7 +23,8 @@ from tailwise.stats.quantiles import (
     percentile_ci,
     samples_needed,
 )
-from tailwise.stats.stationarity import level_tests, stationarity, tail_concentration, window_means
+from tailwise.stats.stationarity import level_tests, stationarity, window_means
+from tailwise.stats.transients import tail_concentration
 
 SEED = 20261123
 LATE_NS = 50_000  # the engine's default late threshold
@@ -529,7 +530,7 @@ def test_host_noise_is_not_a_transient(rate, secs, seed):
     # Over 100 seeds a case (issue 32) the several-window test fires on 0–1 % of such runs at 20k–35k
     # req/s; at 50k req/s (50 % load, where each stall's drain doubles its share) the stalls carry
     # ≈ 50 % of p99's exceedances, up to 90 %, and it fires on 14–18 % — there they carry the tail
-    # (stats/stationarity.py, "Several shorter transients"). These seeds are not among those.
+    # (stats/transients.py, "Several shorter transients"). These seeds are not among those.
     t, lat, rho = run(rate, secs, 100 + seed)
     r = np.random.default_rng(seed)
     k = r.poisson(secs)
@@ -665,7 +666,7 @@ def test_a_slow_loaded_queue_s_busy_periods_are_no_several_window_transient():
 def test_cluster_tail_bound():
     """Chernoff's bound on a compound Poisson count with geometric clusters: Poisson's at τ = 1,
     above the simulated tail, and not far above it."""
-    from tailwise.stats.stationarity import _ln_cluster_tail
+    from tailwise.stats.transients import _ln_cluster_tail
 
     assert _ln_cluster_tail(5.0, 10.0, 30.0) == 0.0  # at or below the mean: no evidence
     assert _ln_cluster_tail(30.0, 10.0, 1.0) == pytest.approx(-(30 * math.log(3) - 30 + 10))

@@ -202,12 +202,12 @@ def test_equal_intended_times_of_two_threads_or_agents_are_chosen_independently(
 
 class _ThinningAgent:
     """What a coordinator (agents/group.py's ``GroupSession``) sees of an agent that holds its rows
-    as agents/server.py does (``Held``: keyed as the coordinator keys them, thinned past
+    as agents/held.py does (``Held``: keyed as the coordinator keys them, thinned past
     ``max_rows``), fed by the test instead of an engine: ``finish_tick`` is a batch of rows the
     engine finished, ``keep`` the agent's keeper taking it while the coordinator is silent."""
 
     def __init__(self, address: str, index: int, max_rows: int):
-        from tailwise.agents.server import Held
+        from tailwise.agents.held import Held
 
         self.address, self.index = address, index
         self.held = Held(index, max_rows, rows_per_s=0.0)
@@ -272,7 +272,8 @@ def test_agents_that_thin_apart_pool_into_exactly_one_levels_rows():
     exactly every agent's rows so far whose key (time and thread + index × AGENT_THREADS) has the
     pool's level of leading zero bits, the level at least each agent's; and the result names the
     agents that thinned, each with its 1 in 2^d."""
-    from tailwise.agents.group import GroupSession, Member, _numbered
+    from tailwise.agents.group import GroupSession, Member
+    from tailwise.agents.merge import _numbered
     from tailwise.results.rows import Flag
     from tailwise.spec.load import LoadSpec
     from tailwise.stats.subsample import source_of
@@ -333,8 +334,8 @@ def test_intervals_keep_their_coverage_when_an_agent_thins():
     its other rows and the other agent's come unthinned; pooled as the coordinator pools them (its
     level raised to the agent's first), the 95 % intervals of p50 and p99 still cover the true quantiles in 95 % ± 3 % of 400
     runs: the thinning is a function of the key alone, never of the latency or of when a row came."""
-    from tailwise.agents.group import OWNED_DTYPE, _numbered, _owned
-    from tailwise.agents.server import Held
+    from tailwise.agents.merge import OWNED_DTYPE, _numbered, _owned
+    from tailwise.agents.held import Held
 
     rng = np.random.default_rng(34)
     sigma, mu = 0.8, 11.0

@@ -15,7 +15,8 @@ from support.cli import run_cli
 from support.schemas import assert_valid
 from tailwise.errors import InputError
 from tailwise.render.sweep import capacity_text, knee_text
-from tailwise.results.documents.run import Percentile, Summary
+from tailwise.results.documents.latency import Percentile
+from tailwise.results.documents.run import Summary
 from tailwise.results.documents.sweep import Point, SweepSummary
 from tailwise.sweep.events import PointDone, Resuming
 from tailwise.sweep.search import (Outcome, capacity_of, conclude, host_shortfall, host_stall_share, kneedle, next_index,

@@ -84,7 +84,7 @@ def test_the_engine_refuses_what_the_parser_would():
 # --- --allow-targets with ports ---------------------------------------------------------------
 
 def test_allow_targets_take_ports_and_a_network_without_one_any():
-    from tailwise.agents.server import Allowed
+    from tailwise.agents.limits import Allowed
 
     a = Allowed.parse("10.0.0.0/24:11211")
     assert (str(a), a.low_port, a.high_port) == ("10.0.0.0/24:11211", 11211, 11211)

@@ -4,7 +4,7 @@ one-line errors. The command line's exit codes, --quiet and the ETA: tests/e2e/t
 
 import pytest
 
-from tailwise.results.documents.run import Percentile
+from tailwise.results.documents.latency import Percentile
 from tailwise.errors import InputError
 from tailwise.spec.threshold import FAIL, INCONCLUSIVE, PASS, Threshold, parse_all
 

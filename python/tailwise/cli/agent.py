@@ -35,7 +35,7 @@ def _listen(text: str) -> str:
 
 
 def _networks(text: str | None):
-    from tailwise.agents.server import LOOPBACK, Allowed
+    from tailwise.agents.limits import LOOPBACK, Allowed
 
     if text is None:
         return LOOPBACK
@@ -98,7 +98,7 @@ def _cpus(text: str | None) -> list[int] | None:
 
 def _limits(allow_targets: str | None, max_rate: str | None, max_conns: int | None, max_duration: str | None,
             lease: str, max_memory: str | None = None):
-    from tailwise.agents.server import Limits
+    from tailwise.agents.limits import Limits
     from tailwise.spec.runspec import positive
     from tailwise.spec.units import parse_rate, parse_size, parse_time_ns
 
@@ -119,7 +119,7 @@ def _limits(allow_targets: str | None, max_rate: str | None, max_conns: int | No
 def _check_memory(memory: int, what: str, remedy: str) -> None:
     """Refuse a bound too small to run at all (agents/server.py, ``MIN_MEMORY``): ``remedy`` with
     the least one in it."""
-    from tailwise.agents.server import MIN_MEMORY, MIN_ROWS
+    from tailwise.agents.held import MIN_MEMORY, MIN_ROWS
     from tailwise.spec.units import fmt_bytes
 
     if memory < MIN_MEMORY:
@@ -211,7 +211,8 @@ def agent(
 def _serve(address: str, token: str, tls: tuple[bytes, bytes, bytes | None] | None, limits,
            cpus: list[int] | None) -> int:
     from tailwise.host.facts import fix_mmap_threshold
-    from tailwise.agents.server import AgentServer, serve
+    from tailwise.agents.server import AgentServer
+    from tailwise.agents.serving import serve
     from tailwise.render.agent import limits_text, show_event, show_listening, show_stopped
 
     # Freed batches of rows go back to the system, so that the agent stays within --max-memory.

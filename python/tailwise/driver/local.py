@@ -172,7 +172,7 @@ class Session:
                      one_in=self._kept.one_in)
 
     def unbounded(self) -> None:
-        """An agent's session: its rows are bounded by the agent (``agents/server.Held``) and its
+        """An agent's session: its rows are bounded by the agent (``agents/held.Held``) and its
         coordinator, which thin them by keys of their own; what ``finish`` returns is every row
         not yet taken, none left out here."""
         self._kept.limit = sys.maxsize

@@ -2,7 +2,8 @@
 warm-up, duration, sampling and sample count, and answers with percentiles and their confidence
 intervals or with "not measurable" and every failed check."""
 
-from tailwise.methodology.analysis import AnalysisInput, RunPlan, analyse
+from tailwise.methodology.analysis import analyse
+from tailwise.methodology.plan import AnalysisInput, RunPlan
 from tailwise.spec.precision import Precision
 from tailwise.methodology.checks import Check
 from tailwise.methodology.controller import Controller

@@ -52,7 +52,8 @@ from tailwise import signals
 from tailwise.driver.local import Session, Taken
 from tailwise.results.measured import AgentResult
 from tailwise.spec.load import LoadSpec
-from tailwise.methodology.analysis import STEPS, Analysis, AnalysisInput, RunPlan, analyse
+from tailwise.methodology.analysis import STEPS, Analysis, analyse
+from tailwise.methodology.plan import AnalysisInput, RunPlan
 from tailwise.spec.precision import Precision
 from tailwise.methodology.checks import Check, Setting, target_width_ns
 from tailwise.methodology.verdict import PRECISION, VALIDITY

@@ -23,7 +23,8 @@ from tailwise.render.output import percentile_text
 from tailwise.render.report import (ccdf_overlay_figure, figure, fmt_ns, prepare_out, read_histogram, render, save_figure,
                                     table)
 from tailwise.results.documents.compare import Comparison, ComparedRun, Difference, RunPercentile
-from tailwise.results.documents.run import Percentile, Summary
+from tailwise.results.documents.latency import Percentile
+from tailwise.results.documents.run import Summary
 from tailwise.results.documents.sweep import SweepSummary
 from tailwise.results.export import jsonfiles
 from tailwise.results.files import COMPARE_SCHEMA, RUN_SCHEMA, SWEEP_SCHEMA

@@ -20,8 +20,9 @@ from rich.text import Text
 from tailwise.spec.units import fmt_ns  # noqa: F401  (the printers format times with it)
 
 if TYPE_CHECKING:  # the models are read by attribute here; importing them is the caller's cost
-    from tailwise.results.documents.run import (AgentReport, Barrier, Packets, Percentile, ServerStats,
-                                                ServerStatsCombined, Summary)
+    from tailwise.results.documents.counts import Packets, ServerStats, ServerStatsCombined
+    from tailwise.results.documents.latency import Percentile
+    from tailwise.results.documents.run import AgentReport, Barrier, Summary
 
 #: The width off a terminal when COLUMNS is not set.
 DEFAULT_WIDTH = 100

@@ -12,7 +12,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from tailwise.results.documents.run import Check, Summary
+    from tailwise.results.documents.methodology import Check
+    from tailwise.results.documents.run import Summary
 
 #: Who is most likely behind a verdict, as the sentence names them.
 WHO = {

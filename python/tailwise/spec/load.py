@@ -101,7 +101,7 @@ class LoadSpec:
         return cls(**d)
 
     def probe_only(self) -> LoadSpec:
-        """What a probe agent runs (agents/group.py, agents/server.py): the probe alone, as the
+        """What a probe agent runs (agents/group.py, agents/limits.py): the probe alone, as the
         engine's probe thread runs it (engine/mod.rs, ``probe_config``) — its connections, one
         request outstanding each, Poisson at the probe's rate, every request kept, spinning."""
         if self.probe is None:

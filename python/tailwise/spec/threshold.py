@@ -18,7 +18,8 @@ import re
 from dataclasses import dataclass
 
 from tailwise.errors import InputError
-from tailwise.results.documents.run import Percentile, ThresholdResult
+from tailwise.results.documents.latency import Percentile
+from tailwise.results.documents.run import ThresholdResult
 from tailwise.spec.units import fmt_ns
 from tailwise.spec.units import parse_time_ns
 
@@ -63,7 +64,7 @@ class Threshold:
         return INCONCLUSIVE
 
     def evaluate(self, percentiles: list[Percentile]) -> ThresholdResult:
-        """This threshold against a summary's ``latency.percentiles`` (documents/run.Percentile, read
+        """This threshold against a summary's ``latency.percentiles`` (documents/latency.Percentile, read
         by attribute): the verdict, the interval it was judged on, and one line that says which it
         was and why."""
         row = next((x for x in percentiles if abs(x.p - self.p) < 1e-9), None)

@@ -31,7 +31,7 @@ What is reported: ``methodology.subsample`` (its 1-in-2^d, the limit, rows colle
 still holds every row the engine kept, ``used`` marking those in the statistics.
 
 An agent whose coordinator does not collect its rows holds them in a subsample of its own
-(agents/server.py, issue 33), keyed as the coordinator keys them (``source_base``: its index ×
+(agents/held.py, issue 33), keyed as the coordinator keys them (``source_base``: its index ×
 ``AGENT_THREADS``). The levels nest — a row kept at d + 1 is kept at d — so a batch an agent
 thinned to level d, added after the coordinator's level is raised to at least d (``raise_to``),
 leaves the pool exactly "every row whose key has the pool's level of leading zero bits", across
@@ -77,7 +77,7 @@ def keys(intended_ns: np.ndarray, source: np.ndarray | None = None) -> np.ndarra
 
 def source_of(rows: np.ndarray) -> np.ndarray | None:
     """A row's source for ``keys``: its ``thread`` — on several agents the coordinator numbers them
-    apart (agents/group.py: the agent's index × ``AGENT_THREADS`` + the thread), so that the same key
+    apart (agents/merge.py: the agent's index × ``AGENT_THREADS`` + the thread), so that the same key
     is read from the subsample, the journal's files and the samples file alike. None for rows
     without it (an older engine)."""
     return rows["thread"].astype(np.uint64) if "thread" in (rows.dtype.names or ()) else None
@@ -158,5 +158,5 @@ class Subsample:
         return self._parts[0]
 
     def report(self) -> dict:
-        """What ``methodology.subsample`` says (results/documents/run.py)."""
+        """What ``methodology.subsample`` says (results/documents/methodology.py)."""
         return {"one_in": self.one_in, "limit": self.limit, "collected": self.seen, "kept": self._count}

@@ -571,7 +571,7 @@ impl Engine {
 
     /// As [`Engine::take`], without what is outstanding: no pending rows and no pending interval
     /// histograms (`Intervals::pending` is left empty). For a caller that keeps only the finished
-    /// rows (an agent's keeper: agents/server.py `Held`): a thread far behind has up to a ring of
+    /// rows (an agent's keeper: agents/held.py `Held`): a thread far behind has up to a ring of
     /// packets outstanding, which it would otherwise censor into rows at every snapshot.
     pub fn take_finished(&self, wait_ns: u64) -> Taken {
         self.take_snapshot(wait_ns, false)
@@ -649,7 +649,7 @@ impl Engine {
     /// each row's source its thread + `source_base`), a level more each time it passes the bound
     /// again; the level is reset at each snapshot it serves. Each take says the level its rows
     /// were thinned to (`Taken::thinned_level`). For an agent, whose rows its keeper bounds in
-    /// the same way (agents/server.py `Held`): a thread far behind its schedule ends millions of
+    /// the same way (agents/held.py `Held`): a thread far behind its schedule ends millions of
     /// requests at once (never sent) between two of its takes. Taken from each thread's next
     /// snapshot on.
     pub fn thin_rows(&self, max_rows: usize, source_base: u64) {

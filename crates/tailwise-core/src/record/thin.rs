@@ -3,7 +3,7 @@
 //! agent's base: `AGENT_THREADS` × the agent's index), and at level `d` a row is kept iff its
 //! key's top `d` bits are zero. The levels nest (a row kept at d + 1 is kept at d), so rows thinned
 //! here at `d` are exactly those a subsample at `d` or above keeps: an agent whose engine thins
-//! them tells its coordinator the level, which raises its own to it (agents/server.py, `Held`).
+//! them tells its coordinator the level, which raises its own to it (agents/held.py, `Held`).
 //!
 //! Used only when the caller bounds the rows a thread gathers between two takes
 //! ([`crate::engine::Engine::thin_rows`]): an agent whose keeper holds its rows for a silent

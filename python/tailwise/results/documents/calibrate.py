@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Literal
 
 from tailwise.results.documents.base import Doc, F, Int, Num
-from tailwise.results.documents.run import Host
+from tailwise.results.documents.config import Host
 from tailwise.results.files import CALIBRATE_SCHEMA
 
 

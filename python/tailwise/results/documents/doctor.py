@@ -11,7 +11,8 @@ from typing import Literal
 
 from tailwise import __version__
 from tailwise.results.documents.base import Doc, F, Int, Num
-from tailwise.results.documents.run import Host, Knob, Tool
+from tailwise.results.documents.config import Host, Knob
+from tailwise.results.documents.run import Tool
 from tailwise.results.files import DOCTOR_SCHEMA
 
 

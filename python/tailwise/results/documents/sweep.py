@@ -10,7 +10,9 @@ from __future__ import annotations
 from typing import Literal
 
 from tailwise.results.documents.base import Doc, F, Int, Num, UtcTime
-from tailwise.results.documents.run import Host, Percentile, Spec, ThresholdResult, Tool
+from tailwise.results.documents.config import Host, Spec
+from tailwise.results.documents.latency import Percentile
+from tailwise.results.documents.run import ThresholdResult, Tool
 from tailwise.results.files import SWEEP_SCHEMA
 
 

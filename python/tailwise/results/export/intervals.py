@@ -113,7 +113,7 @@ LOG_CHUNK = 1_000
 def encoded_in_order(intervals) -> Iterator[tuple[int, bytes]]:
     """An agent's finished interval histograms as (index, V2 bytes), in index order, ``LOG_CHUNK``
     at a time from the engine's store (``_core.Intervals.counts``/``encoded``: the same intervals
-    ``log()`` gives, never all of them at once); a run on agents' (agents/group.MemberIntervals,
+    ``log()`` gives, never all of them at once); a run on agents' (agents/merge.MemberIntervals,
     kept encoded in memory) by its ``log()``."""
     if intervals is None:
         return
