@@ -18,7 +18,7 @@ from tailwise.errors import InputError
 from tailwise.spec.fleet import AGENT_PORT
 
 DEFAULT_LISTEN = f"0.0.0.0:{AGENT_PORT}"
-#: agents/server.py's DEFAULT_LEASE_NS and LOOPBACK as --help shows them (without importing gRPC for
+#: agents/limits.py's DEFAULT_LEASE_NS and LOOPBACK as --help shows them (without importing gRPC for
 #: every command); tests/e2e/test_agent_server.py holds them equal.
 DEFAULT_LEASE = "5s"
 LOOPBACK_TEXT = "127.0.0.0/8,::1/128"
@@ -117,7 +117,7 @@ def _limits(allow_targets: str | None, max_rate: str | None, max_conns: int | No
 
 
 def _check_memory(memory: int, what: str, remedy: str) -> None:
-    """Refuse a bound too small to run at all (agents/server.py, ``MIN_MEMORY``): ``remedy`` with
+    """Refuse a bound too small to run at all (agents/held.py, ``MIN_MEMORY``): ``remedy`` with
     the least one in it."""
     from tailwise.agents.held import MIN_MEMORY, MIN_ROWS
     from tailwise.spec.units import fmt_bytes

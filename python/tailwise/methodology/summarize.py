@@ -87,7 +87,7 @@ def _rate(config: dict, result: AgentResult, d: dict) -> dict:
 
 
 def _packets(config: dict, result: AgentResult, d: dict, ps) -> dict | None:
-    """The summary's ``packets`` (documents/run.Packets) of a udp+flow:// run; None otherwise."""
+    """The summary's ``packets`` (documents/counts.Packets) of a udp+flow:// run; None otherwise."""
     settings = config.get("packet")
     if not settings:
         return None

@@ -351,7 +351,7 @@ def kneedle(x: list[float], y: list[float]) -> int | None:
 
 
 def _builtin(s: Summary):
-    """The built-in server's own view of a point (documents/run.BuiltinServerStats), or None."""
+    """The built-in server's own view of a point (documents/counts.BuiltinServerStats), or None."""
     ts = s.target_stats
     return ts if ts is not None and ts.source == "builtin-server" else None
 
