@@ -370,9 +370,9 @@ def _colour(pixels, box: dict | None = None) -> float:
 def test_the_drawn_check_tells_empty_axes_from_a_plot(builtin_run):
     """The screenshot's per-plot check is not vacuous: empty axes with the CDF's labels, grid and
     guide lines have ink but no colour; the report's CDF of a real run has both."""
-    from tailwise.render import report
+    from tailwise.render.report import figures
 
-    fig, ax = report._figure()
+    fig, ax = figures._figure()
     for q in (0.5, 0.9, 0.99):
         ax.axhline(q, color="0.7", lw=0.7, ls=":")
     ax.set_xscale("log")
@@ -380,7 +380,7 @@ def test_the_drawn_check_tells_empty_axes_from_a_plot(builtin_run):
     ax.set_xlabel("latency from intended send time (µs)")
     ax.grid(True, alpha=0.3)
     buf = io.BytesIO()
-    fig.savefig(buf, dpi=report.PNG_DPI, format="png")
+    fig.savefig(buf, dpi=figures.PNG_DPI, format="png")
     empty = _screenshot(buf.getvalue())
     if not (builtin_run / "cdf.png").exists():  # made already unless this test runs alone
         _report(builtin_run, "-q")

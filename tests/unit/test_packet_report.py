@@ -1,6 +1,6 @@
 """`tailwise report` of a packet run (udp+flow://), on a results directory made here: a summary
-with its ``packets`` object, the every-request histogram made with `_core.Histogram`, and a
-packets.csv. Checks what is drawn (the CCDF down to p99.9999, loss and reordering over time) and
+(a real run's, tests/unit/screens/run-ok.json, made a packet run's) with its ``packets`` object,
+the every-request histogram made with `_core.Histogram`, and a packets.csv. Checks what is drawn (the CCDF down to p99.9999, loss and reordering over time) and
 the numbers printed; a run without ``packets`` keeps its four plots, a missing packets.csv is one
 line. Real packet runs: tests/e2e/test_packet.py."""
 
@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -15,18 +16,23 @@ import pytest
 from tailwise import _core
 from tailwise.cli.report import report as report_command
 from tailwise.render import packets as pk
-from tailwise.render.report import PACKET_RUN_PLOTS, RUN_PLOTS, Run, ccdf_figure, packet_loss_figure, write_report
-from tailwise.results.files import RUN_SCHEMA
+from tailwise.render.report import write_report
+from tailwise.render.report.figures import ccdf_figure, packet_loss_figure
+from tailwise.render.report.reading import PACKET_RUN_PLOTS, RUN_PLOTS, Run
+from tailwise.results.documents.run import Summary
 
 SENT, LOST, REORDERED, REORDER_MAX, DUPLICATES = 400_000, 6, 3, 2, 1
 TIMEOUT_NS = 1_000_000_000
+TARGET = "udp+flow://10.0.0.2:9000"
+#: A real run's summary (the built-in server's), which _summary makes a packet run's.
+REAL_RUN = Path(__file__).parent / "screens" / "run-ok.json"
 #: (interval, sent, received, lost, reordered, duplicates); the totals above, over 4 s.
 ROWS = [(i, 10_000, 10_000 - (3 if i in (7, 30) else 0), 3 if i in (7, 30) else 0,
          (1 if i in (1, 2, 3) else 0), (1 if i == 12 else 0)) for i in range(40)]
 PACKETS = {"size_bytes": 64, "payload_bytes": 18, "flows": 4, "sent": SENT, "received": SENT - LOST,
            "lost": LOST, "loss_ratio": LOST / SENT, "reordered": REORDERED, "reorder_max": REORDER_MAX,
            "duplicates": DUPLICATES, "rate_pps": 99_998.5, "sent_pps": 100_000.0,
-           "bits_per_s": 99_998.5 * 64 * 8, "resolution_ns": 64}
+           "bits_per_s": 99_998.5 * 64 * 8, "resolution_ns": 64, "max_loss": 0.001}
 
 
 def _percentiles(h) -> list[dict]:
@@ -34,23 +40,27 @@ def _percentiles(h) -> list[dict]:
     for p in (50.0, 90.0, 99.0, 99.9, 99.99, 99.999, 99.9999):
         if (1 - p / 100) * h.total < 1:  # beyond the sample: not measurable, no number
             out.append({"p": p, "value_ns": None, "low_ns": None, "high_ns": None, "samples_needed": 10_000_000,
-                        "n_effective": float(h.total)})
+                        "n_effective": float(h.total), "censored": False})
             continue
         v = h.value_at_percentile(p)
-        out.append({"p": p, "value_ns": v, "low_ns": v * 0.95, "high_ns": v * 1.05, "n_effective": float(h.total)})
+        out.append({"p": p, "value_ns": v, "low_ns": v * 0.95, "high_ns": v * 1.05, "n_effective": float(h.total),
+                    "samples_needed": None, "censored": False})
     return out
 
 
 def _summary(h, packets: dict | None) -> dict:
+    s = json.loads(REAL_RUN.read_text())
     c = {"sent": SENT, "received": SENT - LOST, "late": 0, "errors": 0, "timeouts": LOST}
     if packets:
         c |= {"lost": LOST, "reordered": REORDERED, "reorder_max": REORDER_MAX, "duplicates": DUPLICATES}
-    return {"schema": RUN_SCHEMA, "target": "udp+flow://10.0.0.2:9000", "started_at": "2025-01-01T00:00:00Z",
-            "verdict": "ok", "error": None, "interrupted": False,
-            "rate": {"target_rps": 100_000, "achieved_rps": 100_000, "completed_rps": 99_998.5, "duration_s": 4.0},
-            "latency": {"percentiles": _percentiles(h), "confidence": 0.95, "source": "kernel", "samples": h.total},
-            "send_lag": {"percentiles": []}, "counters": c, "checks": [{"name": "loss", "ok": True, "detail": "x"}],
-            "config": {"timeout_ns": TIMEOUT_NS}, "packets": packets}
+    s |= {"target": TARGET, "verdict": "ok", "error": None, "interrupted": False,
+          "rate": {"target_rps": 100_000, "achieved_rps": 100_000, "completed_rps": 99_998.5, "duration_s": 4.0,
+                   "paused_s": 0.0},
+          "counters": s["counters"] | c, "target_stats": None, "packets": packets}
+    s["latency"] |= {"percentiles": _percentiles(h), "confidence": 0.95, "source": "kernel", "samples": h.total}
+    s["config"] |= {"target": TARGET, "targets": [TARGET], "protocol": "udp+flow", "builtin_server": None,
+                    "timeout_ns": TIMEOUT_NS}
+    return Summary.model_validate(s).to_json()  # as the run writes it: a summary that validates
 
 
 def _write_run(d, packets: dict | None = PACKETS, csv_rows=ROWS) -> _core.Histogram:
@@ -171,4 +181,5 @@ def test_a_run_that_is_not_a_packet_run_is_unchanged(tmp_path, capsys):
     assert 'id="packets"' not in (d / "report.html").read_text()
     report_command(str(d), out=None, model=False, quiet=False)
     assert capsys.readouterr().err == ""
-    assert pk.packet_lines({"packets": None}) == [] and pk.report_lines(d, {}) == []
+    s = Summary.model_validate(json.loads((d / "summary.json").read_text()))
+    assert pk.packet_lines(s) == [] and pk.report_lines(d, s) == []

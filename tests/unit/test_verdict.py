@@ -163,10 +163,14 @@ def test_no_precision_asked_is_said_and_never_falls_short():
                                              ("not-measurable", "verdict bad", "cannot be trusted")])
 def test_the_report_page_leads_with_the_verdict_in_its_colour(name, css, words):
     """report.html: ok in green, imprecise in amber with what made the width, not-measurable in red."""
-    from tailwise.render.report import _templates, verdict
+    from tailwise.render.report.page import _templates, verdict
+    from tailwise.results.documents.run import Summary
 
-    summary = {"verdict": name, "checks": [{"name": "confidence", "ok": name == "ok"}],
-               "precision": {"detail": "p99 [80 µs, 1.56 ms] is wider than asked"}}
+    doc = json.loads((Path(__file__).parent / "screens" / "run-ok.json").read_text())  # a real run's
+    doc["verdict"] = name
+    doc["checks"] = [c | {"ok": c["name"] != "confidence" or name == "ok"} for c in doc["checks"]]
+    doc["precision"]["detail"] = "p99 [80 µs, 1.56 ms] is wider than asked"
+    summary = Summary.model_validate(doc)
     html = _templates().from_string('{% from "macros.html.j2" import verdict %}{{ verdict(v) }}').render(
         v=verdict(summary))
     assert f'class="{css}"' in html and words in html

@@ -38,16 +38,19 @@ def report(
     from tailwise.render.output import agent_lines, err_console
     from tailwise.render.packets import report_lines
     from tailwise.render.report import write_report
+    from tailwise.results.documents.run import Summary
     from tailwise.results.summary import load_summary
 
     paths = write_report(directory, out, with_model=model)
     if not quiet:
         for p in paths:
             print(p)
-        # stdout lists the files (one path a line, for scripts); the agents and packets are for people.
+        # stdout lists the files (one path a line, for scripts); a run's agents and packets are for
+        # people (a sweep's points show theirs on its page).
         summary = load_summary(directory)
-        for line in agent_lines(summary) + report_lines(Path(directory), summary):
-            err_console.print(line, highlight=False)
+        if isinstance(summary, Summary):
+            for line in agent_lines(summary) + report_lines(Path(directory), summary):
+                err_console.print(line, highlight=False)
     return EXIT_OK
 
 

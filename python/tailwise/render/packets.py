@@ -3,11 +3,11 @@
 What the report adds for a packet run: the packets block as text (rate in packets and frame bits
 per second, loss, reordering with its largest displacement, duplicates), and loss and reordering
 over time from packets.csv (one row per 100 ms of intended time, written by the run). The CCDF
-itself is the run's (render/report.py), drawn deeper: down to 1 − F = 1e-6, p99.9999, as KBNets
-reports a forwarder's latency (Primorac, Bugnion, Argyraki, "How to Measure the Killer
+itself is the run's (render/report/figures.py), drawn deeper: down to 1 − F = 1e-6, p99.9999,
+as KBNets reports a forwarder's latency (Primorac, Bugnion, Argyraki, "How to Measure the Killer
 Microsecond", KBNets'17, Fig. 2–3).
 
-matplotlib is imported by render/report.py's figure helpers only when a plot is drawn.
+matplotlib is imported by render/report/figures.py's helpers only when a plot is drawn.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
+from tailwise.results.documents.run import Summary
 from tailwise.spec.units import fmt_ns
 
 PACKETS_CSV = "packets.csv"
@@ -25,12 +26,6 @@ PACKETS_CSV = "packets.csv"
 PACKET_COLUMNS = ("interval", "start_s", "sent", "received", "lost", "reordered", "duplicates")
 #: A packet run's CCDF axis reaches at least this deep: p99.9999.
 CCDF_DEPTH = 1e-6
-
-
-def packets_of(summary: dict) -> dict | None:
-    """The summary's ``packets`` object: set for a packet run, None (or absent) for any other."""
-    p = summary.get("packets")
-    return p if isinstance(p, dict) else None
 
 
 @dataclass
@@ -97,26 +92,24 @@ def _pps(v) -> str:
     return "—" if v is None else f"{v:,.0f} pps"
 
 
-def packet_lines(summary: dict) -> list[str]:
+def packet_lines(summary: Summary) -> list[str]:
     """The packets block as text lines (none for a run that is not a packet run)."""
-    p = packets_of(summary)
+    p = summary.packets
     if p is None:
         return []
-    flows = p.get("flows")
-    resolution = p.get("resolution_ns")
-    head = (f"packets: {_count(p.get('size_bytes'))}-byte frames ({_count(p.get('payload_bytes'))}-byte UDP payload), "
-            f"{_count(flows)} flow{'' if flows == 1 else 's'}"
-            + (f", latency resolution {fmt_ns(resolution)}" if resolution is not None else ""))
-    rate = (f"sent {_count(p.get('sent'))} ({_pps(p.get('sent_pps'))}), received {_count(p.get('received'))} "
-            f"({_pps(p.get('rate_pps'))}), {fmt_bits(p.get('bits_per_s'))} of frames received "
+    head = (f"packets: {_count(p.size_bytes)}-byte frames ({_count(p.payload_bytes)}-byte UDP payload), "
+            f"{_count(p.flows)} flow{'' if p.flows == 1 else 's'}"
+            + (f", latency resolution {fmt_ns(p.resolution_ns)}" if p.resolution_ns is not None else ""))
+    rate = (f"sent {_count(p.sent)} ({_pps(p.sent_pps)}), received {_count(p.received)} "
+            f"({_pps(p.rate_pps)}), {fmt_bits(p.bits_per_s)} of frames received "
             "(frame bits: Ethernet header to FCS)")
-    faults = (f"lost {_count(p.get('lost'))} of {_count(p.get('sent'))} sent ({fmt_ratio(p.get('loss_ratio'))}), "
-              f"reordered {_count(p.get('reordered'))} (max displacement {_count(p.get('reorder_max'))} packets), "
-              f"duplicates {_count(p.get('duplicates'))}")
+    faults = (f"lost {_count(p.lost)} of {_count(p.sent)} sent ({fmt_ratio(p.loss_ratio)}), "
+              f"reordered {_count(p.reordered)} (max displacement {_count(p.reorder_max)} packets), "
+              f"duplicates {_count(p.duplicates)}")
     return [head, rate, faults]
 
 
-def report_lines(directory: Path, summary: dict) -> list[str]:
+def report_lines(directory: Path, summary: Summary) -> list[str]:
     """What `tailwise report` prints of a packet run: the packets block, and one line when its
     packets.csv cannot be drawn (nothing for other runs)."""
     lines = packet_lines(summary)
