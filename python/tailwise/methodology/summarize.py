@@ -18,7 +18,7 @@ from tailwise.results.measured import AgentResult
 from tailwise.results.summary import STALL_NS, decode_histogram, hist_json, hist_params
 from tailwise.stats import PACKET_PERCENTILES
 from tailwise.stats.histogram import LinearHistogram
-from tailwise.stats.quantiles import DEFAULT_PERCENTILES
+from tailwise.stats import DEFAULT_PERCENTILES
 
 
 def build_summary(*, target: str, config: dict, host: dict, result: AgentResult, analysis: Analysis,

@@ -16,7 +16,7 @@ import numpy as np
 
 from tailwise.render import packets as pk
 from tailwise.render.report.reading import Run, ccdf, cdf, point_dir, read_histogram, read_intervals, sorted_points
-from tailwise.results.documents.run import Percentile
+from tailwise.results.documents.latency import Percentile
 from tailwise.results.documents.sweep import Point, SweepSummary
 
 #: Curves are thinned to points this far apart (decades) on log axes: the SVG stays small.

@@ -21,7 +21,9 @@ from tailwise.render.output import AGENT_COLUMNS, agent_cells, barrier_text, per
 from tailwise.render.report.figures import ccdf_points_figure, latency_load_figure, run_figure, save_figure
 from tailwise.render.report.reading import (Run, highest_unsaturated, point_dir, run_model, sorted_points,
                                             sweep_model_points)
-from tailwise.results.documents.run import BuiltinServerStats, Percentile, Summary
+from tailwise.results.documents.counts import BuiltinServerStats
+from tailwise.results.documents.latency import Percentile
+from tailwise.results.documents.run import Summary
 from tailwise.results.documents.sweep import SweepSummary
 from tailwise.results.files import check_out_dir
 from tailwise.results.summary import load_summary

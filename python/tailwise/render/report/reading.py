@@ -21,7 +21,9 @@ from hdrh.log import HistogramLogReader
 
 from tailwise import _core
 from tailwise.errors import InputError
-from tailwise.results.documents.run import BuiltinServerStats, Packets, Percentile, Summary
+from tailwise.results.documents.counts import BuiltinServerStats, Packets
+from tailwise.results.documents.latency import Percentile
+from tailwise.results.documents.run import Summary
 from tailwise.results.documents.sweep import Point, SweepSummary
 from tailwise.results.rows import Flag
 from tailwise.results.summary import load_summary
