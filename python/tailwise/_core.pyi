@@ -56,7 +56,7 @@ TEST_HOOKS: Final[bool]
 ENGINE_DEFAULTS: Final[dict[str, object]]
 #: A udp:// datagram's bytes when its URL gives no ``?size=``.
 UDP_SIZE: Final[int]
-#: udp+flow (packet mode, packet/wire.rs): the Ethernet frame size's default and bounds (bytes), the
+#: udp+flow (packet mode, protocol/flow.rs): the Ethernet frame size's default and bounds (bytes), the
 #: flows' default and maximum.
 PACKET_SIZE: Final[int]
 PACKET_SIZE_MIN: Final[int]

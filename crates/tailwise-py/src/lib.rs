@@ -17,7 +17,8 @@ use tailwise_core::load::schedule::Arrival;
 use tailwise_core::load::workload::Workload;
 use tailwise_core::preload::{preload as run_preload, PreloadConfig};
 use tailwise_core::protocol::Protocol;
-use tailwise_core::packet::{wire, PacketIntervals};
+use tailwise_core::packet::PacketIntervals;
+use tailwise_core::protocol::flow;
 use tailwise_core::record::flags;
 use tailwise_core::record::histogram::{encode_histogram, HIST_LOWEST_NS, HIST_MAX_NS, HIST_SIGFIG};
 use tailwise_core::record::linear::{LINEAR_BIN_NS, LINEAR_RANGE_NS};
@@ -154,10 +155,10 @@ fn check_engine_config(config: &str) -> PyResult<String> {
     Ok(cfg.to_json())
 }
 
-/// Packet mode: the UDP payload of a `size`-byte Ethernet frame (packet/wire.rs).
+/// Packet mode: the UDP payload of a `size`-byte Ethernet frame (protocol/flow.rs).
 #[pyfunction]
 fn packet_payload_len(size: usize, ipv6: bool) -> usize {
-    wire::payload_len(size, ipv6)
+    flow::payload_len(size, ipv6)
 }
 
 /// CLOCK_MONOTONIC in ns, the clock of every data-plane timestamp.
@@ -645,12 +646,12 @@ fn add_constants(m: &Bound<'_, PyModule>) -> PyResult<()> {
         protocols.set_item(p.name(), traits)?;
     }
     m.add("PROTOCOLS", protocols)?;
-    // Packet mode's frame sizes and flows (packet/wire.rs): range and defaults.
-    m.add("PACKET_SIZE", wire::FRAME_DEFAULT)?;
-    m.add("PACKET_SIZE_MIN", wire::FRAME_MIN)?;
-    m.add("PACKET_SIZE_MAX", wire::FRAME_MAX)?;
-    m.add("PACKET_FLOWS", wire::DEFAULT_FLOWS)?;
-    m.add("PACKET_FLOWS_MAX", wire::MAX_FLOWS)?;
+    // Packet mode's frame sizes and flows (protocol/flow.rs): range and defaults.
+    m.add("PACKET_SIZE", flow::FRAME_DEFAULT)?;
+    m.add("PACKET_SIZE_MIN", flow::FRAME_MIN)?;
+    m.add("PACKET_SIZE_MAX", flow::FRAME_MAX)?;
+    m.add("PACKET_FLOWS", flow::DEFAULT_FLOWS)?;
+    m.add("PACKET_FLOWS_MAX", flow::MAX_FLOWS)?;
     m.add("MODEL_MAX_CUSTOMERS", model::MAX_CUSTOMERS)?;
     m.add("MODEL_MAX_WORKERS", model::MAX_WORKERS)?;
     // Every field of an engine configuration with its default: the one definition of them.

@@ -98,7 +98,7 @@ def shares(spec: LoadSpec, threads: list[int]) -> list[LoadSpec]:
 
 def probe_spec(spec: LoadSpec) -> LoadSpec:
     """What a probe agent runs: the probe's connections, one request outstanding each, Poisson at
-    the probe's rate, every request kept, spinning (``LoadSpec.probe_only``; engine/mod.rs,
+    the probe's rate, every request kept, spinning (``LoadSpec.probe_only``; engine/control.rs,
     ``probe_config``)."""
     return spec.probe_only()
 

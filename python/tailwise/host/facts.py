@@ -60,7 +60,7 @@ def cpu_list(text: str | None) -> set[int]:
 
 def pinned_cpus(threads: int, workers: int) -> set[int]:
     """The CPUs the engine threads (from the highest allowed CPU down) and the built-in server's
-    workers (from the lowest up) pin themselves to (engine/mod.rs, server/mod.rs)."""
+    workers (from the lowest up) pin themselves to (engine/control.rs, server/mod.rs)."""
     cpus = sorted(os.sched_getaffinity(0))
     return {cpus[len(cpus) - 1 - (t % len(cpus))] for t in range(threads)} | {cpus[w % len(cpus)] for w in range(workers)}
 

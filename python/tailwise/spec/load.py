@@ -18,7 +18,7 @@ from tailwise.spec.workload import Workload
 
 #: Every field of the engine's configuration with its default: the one definition of them.
 ENGINE: dict[str, Any] = _core.ENGINE_DEFAULTS
-#: The probe's seed is the run's with these bits flipped (engine/mod.rs, ``probe_config``).
+#: The probe's seed is the run's with these bits flipped (engine/control.rs, ``probe_config``).
 PROBE_SEED = 0x9B0BE000
 
 
@@ -102,7 +102,7 @@ class LoadSpec:
 
     def probe_only(self) -> LoadSpec:
         """What a probe agent runs (agents/group.py, agents/limits.py): the probe alone, as the
-        engine's probe thread runs it (engine/mod.rs, ``probe_config``) — its connections, one
+        engine's probe thread runs it (engine/control.rs, ``probe_config``) — its connections, one
         request outstanding each, Poisson at the probe's rate, every request kept, spinning."""
         if self.probe is None:
             raise ValueError("probe_only() of a spec without a probe")

@@ -3,7 +3,7 @@
 
 use super::req::Flight;
 use super::tx_stamps::TxStamps;
-use super::Sock;
+use super::connect::Sock;
 use crate::io::poll::Epoll;
 use crate::protocol::Codec;
 use std::collections::VecDeque;

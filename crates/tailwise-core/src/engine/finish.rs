@@ -4,7 +4,7 @@
 //! counted here too, with their send lag.
 
 use super::req::{Flight, Req, Times, SAMPLED};
-use super::{Counters, Role};
+use super::shared::{count_reason, Counters, Role};
 use crate::protocol::OpKind;
 use crate::record::flags as F;
 use crate::record::histogram::Histograms;
@@ -178,7 +178,7 @@ impl Finish {
     pub fn note_n(&mut self, reason: String, n: u64) {
         let full = self.reasons.len() >= MAX_REASONS;
         let key = if full && !self.reasons.iter().any(|(r, _)| *r == reason) { OTHER_REASONS.to_string() } else { reason };
-        super::count_reason(&mut self.reasons, key, n);
+        count_reason(&mut self.reasons, key, n);
     }
 }
 

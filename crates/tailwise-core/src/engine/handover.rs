@@ -5,7 +5,7 @@
 
 use super::finish::Finish;
 use super::req::{Req, Times, SAMPLED};
-use super::{Progress, Role, Shared, Snapshot};
+use super::shared::{Progress, Role, Shared, Snapshot};
 use crate::record::{flags as F, interval::IntervalRecorder, sample::Sample};
 use std::sync::atomic::Ordering::{Acquire, Relaxed, SeqCst};
 

@@ -1,77 +1,29 @@
-//! The thread's I/O: backlog entries handed to connections with a free slot, one write per
+//! The request path's I/O: backlog entries handed to connections with a free slot, one write per
 //! connection (one datagram per request), replies read and matched (stream: FIFO; datagram: by
 //! id), receive stamps converted to CLOCK_MONOTONIC and transmit stamps matched (tx_stamps.rs).
 
 use super::conn::{State, READ_CHUNK};
 use super::problem::{Abort, Failure, Killed, Lost};
 use super::req::{Flight, Req, Times};
+use super::requests::Requests;
+use super::shared::Role;
 use super::thread::Worker;
-use super::Role;
 use crate::io::poll::{EPOLLERR, EPOLLHUP, EPOLLIN, EPOLLOUT};
 use crate::io::socket;
 use crate::load::workload::value_bytes;
 use crate::protocol::{Outcome, Parsed, Request};
 use crate::record::flags as F;
-use crate::stamp::nic::NicStamping;
 use crate::stamp::{self, StampClock};
 use std::io;
 use std::os::fd::RawFd;
-use std::sync::Arc;
 
 /// A connection's read buffer never grows past this, whatever the server sends: the longest reply
 /// a codec accepts plus one read.
 const MAX_READ_BUF: usize = crate::protocol::MAX_REPLY + READ_CHUNK;
 /// Largest UDP datagram.
 const MAX_DATAGRAM: usize = 65_536;
-/// How often the realtime–monotonic offset of the kernel stamps is re-read. The kernel slews
-/// CLOCK_REALTIME against CLOCK_MONOTONIC by up to 500 ppm (adjtimex's frequency bound) while NTP
-/// corrects it: 0.5 µs per ms at worst, against 50 µs per 100 ms. A re-read costs ~0.3 µs (nine
-/// clock reads): 0.03 % of a thread at this period.
-const OFFSET_EVERY_NS: u64 = 1_000_000;
-/// How often the PTP clock's offset of the NIC stamps is re-read (stamp/nic.rs): a free-running crystal
-/// drifts ≤ ~100 ppm, ≤ 1 µs in this time; a re-read (three PHC reads across the PCIe bus, a few
-/// µs) then costs < 0.1 % of a thread.
-const PHC_OFFSET_EVERY_NS: u64 = 10_000_000;
 /// A timed wait this long or longer (the loop's longest, 1 ms) ends on a grid of this period.
 const WAIT_GRID_NS: u64 = 1_000_000;
-
-/// Transmit and receive stamps on a clock other than the thread's own (`Timestamps::Kernel`,
-/// `Nic`), a buffer for the transmit stamps read at once, and that clock − CLOCK_MONOTONIC,
-/// re-read every `every_ns`, with when it was.
-pub(crate) struct RxClock {
-    pub clock: Option<StampClock>,
-    nic: Option<Arc<NicStamping>>,
-    tx_buf: Vec<(u32, u64)>,
-    offset: i64,
-    offset_at: u64,
-    every_ns: u64,
-}
-
-impl RxClock {
-    pub fn new(clock: Option<StampClock>, nic: Option<Arc<NicStamping>>, start_ns: u64) -> RxClock {
-        let every_ns = if nic.is_some() { PHC_OFFSET_EVERY_NS } else { OFFSET_EVERY_NS };
-        RxClock { clock, offset: stamp_offset(&nic), nic, tx_buf: Vec::new(), offset_at: start_ns, every_ns }
-    }
-
-    /// A stamp (CLOCK_REALTIME, or the NIC's PTP clock) on CLOCK_MONOTONIC, never later than `now`
-    /// (the conversion may err by ~100 ns, by ~0.5 µs for a PTP clock).
-    #[inline]
-    pub fn mono(&mut self, t: u64, now: u64) -> u64 {
-        if now - self.offset_at > self.every_ns {
-            self.offset = stamp_offset(&self.nic);
-            self.offset_at = now;
-        }
-        ((t as i64 - self.offset).max(0) as u64).min(now)
-    }
-}
-
-/// The stamps' clock − CLOCK_MONOTONIC: the NIC's PTP clock's, else CLOCK_REALTIME's.
-fn stamp_offset(nic: &Option<Arc<NicStamping>>) -> i64 {
-    match nic {
-        Some(n) => n.phc.offset_ns(),
-        None => crate::time::clock::realtime_offset_ns(),
-    }
-}
 
 /// One non-blocking read of a connection, with its receive stamp on `stamps` when asked for one.
 #[inline]
@@ -85,21 +37,10 @@ fn read(stamps: Option<StampClock>, fd: RawFd, buf: &mut [u8]) -> (io::Result<us
     }
 }
 
-impl Worker {
+impl Worker<Requests> {
     #[inline]
     pub(super) fn has_free_slot(&self) -> bool {
-        self.conns.iter().any(|c| c.up() && c.inflight.len() < self.cfg.outstanding)
-    }
-
-    /// Nothing on the connections (ghosts included) and nothing in the backlog: the thread is idle
-    /// until `next`, its next intended time (busy.rs).
-    #[inline]
-    pub(super) fn idle_check(&mut self, next: u64) {
-        debug_assert_eq!(self.flights, self.conns.iter().map(|c| c.inflight.len()).sum::<usize>());
-        if self.busy.is_busy() && self.flights == 0 && self.backlog.is_empty() {
-            let watch = &mut self.watch;
-            self.busy.idle(&self.shared.busy, next, || watch.now());
-        }
+        self.path.conns.iter().any(|c| c.up() && c.inflight.len() < self.cfg.outstanding)
     }
 
     /// A slot freed at `t` (a reply, a timeout, a reconnect) ends the wait of a blocked backlog.
@@ -109,10 +50,10 @@ impl Worker {
     /// wait for the target.
     #[inline]
     pub(super) fn slot_freed(&mut self, t: u64, exact: bool) {
-        if self.backlog.is_empty() {
+        if self.path.backlog.is_empty() {
             return;
         }
-        let since = self.slots.blocked_at;
+        let since = self.path.slots.blocked_at;
         let stalled = match self.watch.fresh() {
             Some((a, b)) if b > since => Some(a.max(since)),
             _ => None,
@@ -121,44 +62,44 @@ impl Worker {
             Some(a) if !exact => t.min(a),
             _ => t,
         };
-        self.slots.freed(t);
+        self.path.slots.freed(t);
     }
 
     /// Hand backlog entries to connections with a free slot, round-robin.
     pub(super) fn dispatch(&mut self) {
-        let n = self.conns.len();
+        let n = self.path.conns.len();
         let k = self.cfg.outstanding;
-        while let Some(&req) = self.backlog.front() {
-            let Some(i) = (0..n).map(|step| (self.rr + step) % n).find(|&i| self.conns[i].up() && self.conns[i].inflight.len() < k)
+        while let Some(&req) = self.path.backlog.front() {
+            let Some(i) = (0..n).map(|step| (self.path.rr + step) % n).find(|&i| self.path.conns[i].up() && self.path.conns[i].inflight.len() < k)
             else {
                 // Every slot held or down: the backlog waits for the target.
-                self.slots.blocked(self.backlog.back().map_or(0, |r| r.intended), self.polled_at);
+                self.path.slots.blocked(self.path.backlog.back().map_or(0, |r| r.intended), self.path.polled_at);
                 break;
             };
-            let req = Req { slot_wait: self.slots.of(req.intended), ..req };
-            self.rr = (i + 1) % n;
-            let id = self.next_id;
-            self.next_id += 1;
-            let key: &[u8] = if self.keyed {
-                self.gen.workload().write_key(req.op.key, &mut self.key);
-                &self.key
+            let req = Req { slot_wait: self.path.slots.of(req.intended), ..req };
+            self.path.rr = (i + 1) % n;
+            let id = self.path.next_id;
+            self.path.next_id += 1;
+            let key: &[u8] = if self.path.keyed {
+                self.path.gen.workload().write_key(req.op.key, &mut self.path.key);
+                &self.path.key
             } else {
                 b""
             };
-            let c = &mut self.conns[i];
+            let c = &mut self.path.conns[i];
             c.codec.encode(&Request { id, kind: req.op.kind, key, value: value_bytes(req.op.value_len) }, &mut c.wbuf);
-            let end = if self.datagram {
+            let end = if self.path.datagram {
                 c.dgram_ends.push_back(c.wbuf.len());
                 c.tx.end_key(true, c.dgram_ends.len())
             } else {
                 c.tx.end_key(false, c.wbuf.len())
             };
             c.inflight.push_back(Flight { req, id, sent: 0, end, tx: 0, ghost: false });
-            self.flights += 1;
+            self.path.flights += 1;
             c.unsent += 1;
             if !c.dirty {
                 c.dirty = true;
-                self.dirty.push(i);
+                self.path.dirty.push(i);
             }
             self.pop_backlog();
         }
@@ -167,8 +108,8 @@ impl Worker {
     /// The backlog's oldest request, counted out of `backlog_delayed`.
     #[inline]
     pub(super) fn pop_backlog(&mut self) -> Option<Req> {
-        let r = self.backlog.pop_front()?;
-        self.backlog_delayed -= (r.flags & F::ENGINE_STALL != 0) as usize;
+        let r = self.path.backlog.pop_front()?;
+        self.path.backlog_delayed -= (r.flags & F::ENGINE_STALL != 0) as usize;
         Some(r)
     }
 
@@ -177,10 +118,10 @@ impl Worker {
         let mut written = 0u64;
         let t_start = self.watch.now();
         let (late_ns, last_stall_end) = (self.cfg.late_ns, self.stalls.last_end);
-        for d in 0..self.dirty.len() {
-            let i = self.dirty[d];
+        for d in 0..self.path.dirty.len() {
+            let i = self.path.dirty[d];
             let t = self.watch.now();
-            let c = &mut self.conns[i];
+            let c = &mut self.path.conns[i];
             c.dirty = false;
             if !c.up() {
                 continue;
@@ -201,7 +142,7 @@ impl Worker {
                 self.take_tx_stamps(i);
             }
         }
-        self.dirty.clear();
+        self.path.dirty.clear();
         if written > 0 {
             let elapsed = self.watch.now() - t_start;
             self.stalls.sent(written, elapsed);
@@ -210,9 +151,9 @@ impl Worker {
     }
 
     pub(super) fn write_conn(&mut self, i: usize) -> io::Result<()> {
-        let datagram = self.datagram;
+        let datagram = self.path.datagram;
         let mut failed = None;
-        let c = &mut self.conns[i];
+        let c = &mut self.path.conns[i];
         while c.wpos < c.wbuf.len() {
             // A datagram goes whole, one per request; a stream takes what fits.
             let end = if datagram { c.dgram_ends.front().copied().unwrap_or(c.wbuf.len()) } else { c.wbuf.len() };
@@ -246,8 +187,8 @@ impl Worker {
 
     /// After a write: drop what was sent, and watch for writability while anything waits.
     fn written(&mut self, i: usize) -> io::Result<()> {
-        let datagram = self.datagram;
-        let c = &mut self.conns[i];
+        let datagram = self.path.datagram;
+        let c = &mut self.path.conns[i];
         let pending = c.wpos < c.wbuf.len();
         if !pending {
             if !datagram {
@@ -267,7 +208,7 @@ impl Worker {
         if pending != c.want_write {
             c.want_write = pending;
             let ev = if pending { EPOLLIN | EPOLLOUT } else { EPOLLIN };
-            self.ep.modify(c.fd, ev, i as u64)?;
+            self.path.ep.modify(c.fd, ev, i as u64)?;
         }
         Ok(())
     }
@@ -275,29 +216,29 @@ impl Worker {
     /// Wait for events and serve them, but return as soon as a send falls due (`next_due`): the
     /// events not served are level-triggered and come back on the next poll, and a request due
     /// now must not wait behind the reads of other connections.
-    pub(super) fn poll(&mut self, wait_ns: u64, next_due: u64) {
+    pub(super) fn poll_conns(&mut self, wait_ns: u64, next_due: u64) {
         // Reuse one buffer: no allocation in the timing loop.
-        let mut ready = std::mem::take(&mut self.ready);
+        let mut ready = std::mem::take(&mut self.path.ready);
         ready.clear();
         let mut at = 0;
         let waited = if wait_ns == 0 {
-            self.ep.wait(0).map(|evs| (evs, false))
+            self.path.ep.wait(0).map(|evs| (evs, false))
         } else {
             // The instant to wake at, steady across iterations so that the timer is re-armed only
             // when it moves (io/poll.rs): the next send's, or a wait at the cap ends on its grid.
             let now = self.watch.now();
             at = if wait_ns >= WAIT_GRID_NS { (now + wait_ns) / WAIT_GRID_NS * WAIT_GRID_NS } else { now + wait_ns };
             self.watch.plan_wait(at - now);
-            self.ep.wait_until(at)
+            self.path.ep.wait_until(at)
         };
         let woke = self.watch.now();
-        self.polled_at = woke;
+        self.path.polled_at = woke;
         match waited {
             Ok((evs, fired)) => {
                 // Woken by the timer, not by an event: how late it was (time/wake.rs). (An expiry
                 // left from an instant since moved comes early: not a lateness.)
                 if fired && evs.is_empty() && woke >= at {
-                    self.wake.record(woke.saturating_sub(at));
+                    self.path.wake.record(woke.saturating_sub(at));
                 }
                 ready.extend(evs.iter().map(|e| (e.u64 as usize, e.events)))
             }
@@ -311,13 +252,12 @@ impl Worker {
             }
             self.serve_events(i, events);
         }
-        self.ready = ready;
-        self.publish();
+        self.path.ready = ready;
     }
 
     #[inline]
     fn serve_events(&mut self, i: usize, events: u32) {
-        match self.conns[i].state {
+        match self.path.conns[i].state {
             State::Up => {}
             State::Connecting(_) => return self.connect_done(i),
             State::Waiting(_) | State::Dead => return,
@@ -331,7 +271,7 @@ impl Worker {
         if read {
             self.read_conn(i);
         }
-        if events & EPOLLOUT as u32 != 0 && self.conns[i].up() {
+        if events & EPOLLOUT as u32 != 0 && self.path.conns[i].up() {
             if let Err(e) = self.write_conn(i) {
                 self.lost_conn(i, Lost::Send(e.into()));
             }
@@ -339,11 +279,11 @@ impl Worker {
     }
 
     fn read_conn(&mut self, i: usize) {
-        if self.datagram {
+        if self.path.datagram {
             return self.read_datagrams(i);
         }
         loop {
-            let c = &mut self.conns[i];
+            let c = &mut self.path.conns[i];
             if c.rpos > 0 && (c.rpos == c.rbuf.len() || c.rbuf.capacity() - c.rbuf.len() < READ_CHUNK / 4) {
                 c.rbuf.drain(..c.rpos);
                 c.rpos = 0;
@@ -366,9 +306,9 @@ impl Worker {
                 Ok(0) => return self.lost_conn(i, Lost::Closed),
                 Ok(n) => {
                     // SAFETY: the kernel initialised n bytes.
-                    unsafe { self.conns[i].rbuf.set_len(len + n) };
+                    unsafe { self.path.conns[i].rbuf.set_len(len + n) };
                     self.parse_replies(i, t_rx, t_user, stamp.is_some());
-                    if n < spare_len || !self.conns[i].up() {
+                    if n < spare_len || !self.path.conns[i].up() {
                         return;
                     }
                 }
@@ -383,7 +323,7 @@ impl Worker {
     /// Datagram protocols: one reply per datagram, matched by id; a lost one times out.
     fn read_datagrams(&mut self, i: usize) {
         loop {
-            let c = &mut self.conns[i];
+            let c = &mut self.path.conns[i];
             c.rbuf.clear();
             c.rbuf.reserve(MAX_DATAGRAM);
             let cap = c.rbuf.capacity();
@@ -394,7 +334,7 @@ impl Worker {
             match got {
                 Ok(n) => {
                     // SAFETY: the kernel initialised n bytes.
-                    unsafe { self.conns[i].rbuf.set_len(n) };
+                    unsafe { self.path.conns[i].rbuf.set_len(n) };
                     self.datagram_reply(i, t, stamp.is_some());
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
@@ -402,7 +342,7 @@ impl Worker {
                 Err(e) => {
                     // An ICMP error (nothing listens): the datagrams in flight time out one by
                     // one and the socket goes on, until the target stays unreachable.
-                    let why = Failure::Receive { addr: self.conns[i].addr, err: e.into() };
+                    let why = Failure::Receive { addr: self.path.conns[i].addr, err: e.into() };
                     self.fin.note(why.reason());
                     self.reach.failure(why);
                     return;
@@ -412,7 +352,7 @@ impl Worker {
     }
 
     fn datagram_reply(&mut self, i: usize, t: (u64, u64), stamped: bool) {
-        let c = &mut self.conns[i];
+        let c = &mut self.path.conns[i];
         match c.codec.parse(&c.rbuf) {
             Parsed::Incomplete => {}
             Parsed::Reply { id, outcome, .. } => {
@@ -420,7 +360,7 @@ impl Worker {
                 let pos = id.and_then(|id| c.inflight.iter().position(|f| f.sent > 0 && f.id & mask == id));
                 match pos.and_then(|p| c.inflight.remove(p)) {
                     Some(f) => {
-                        self.flights -= 1;
+                        self.path.flights -= 1;
                         self.complete(i, f, outcome, t, stamped)
                     }
                     // A reply to a request already timed out, or a duplicate.
@@ -447,14 +387,14 @@ impl Worker {
     /// send carried (tx_stamps.rs). Returns whether the queue held anything.
     fn take_tx_stamps(&mut self, i: usize) -> bool {
         let mut stamps = std::mem::take(&mut self.rx.tx_buf);
-        let fd = self.conns[i].fd;
+        let fd = self.path.conns[i].fd;
         let clock = self.rx.clock.expect("transmit stamps are read only with a stamp clock");
         let read = stamp::read_tx_stamps(fd, &mut stamps, clock);
         let now = self.watch.now();
-        let datagram = self.datagram;
+        let datagram = self.path.datagram;
         for &(key, raw) in &stamps {
             let t = self.rx.mono(raw, now);
-            let c = &mut self.conns[i];
+            let c = &mut self.path.conns[i];
             if !c.tx.apply(&mut c.inflight, key, t, datagram) {
                 break;
             }
@@ -471,7 +411,7 @@ impl Worker {
 
     fn parse_replies(&mut self, i: usize, t_rx: u64, t_user: u64, stamped: bool) {
         loop {
-            let c = &mut self.conns[i];
+            let c = &mut self.path.conns[i];
             let parsed = c.codec.parse(&c.rbuf[c.rpos..]);
             match parsed {
                 Parsed::Incomplete => return,
@@ -485,7 +425,7 @@ impl Worker {
                         return self.kill_conn(i, Killed::WrongId { got, want });
                     }
                     let f = c.inflight.pop_front().expect("looked at above");
-                    self.flights -= 1;
+                    self.path.flights -= 1;
                     if f.ghost {
                         self.slot_freed(t_rx, stamped);
                         continue; // the late reply of a request already counted as a timeout
@@ -505,11 +445,11 @@ impl Worker {
         self.slot_freed(t_rx, stamped);
         let flags = self.count_reply(&f, outcome, t_rx, stamped);
         self.reach.replied(t_rx);
-        self.conns[i].replied();
+        self.path.conns[i].replied();
         // A datagram's kernel stamp is its arrival: an engine stall cannot have inflated it. A TCP
         // read's stamp is its last segment's, so a stall before that segment still may have.
         // A load thread beside a probe times nothing: no inflation to work out.
-        let exact = self.rx.clock.is_some() && self.datagram;
+        let exact = self.rx.clock.is_some() && self.path.datagram;
         let untimed = self.role == Role::Load;
         let inflation = if exact || untimed { 0 } else { self.stalls.inflation(f.req.intended, t_rx) };
         let times = Times { rx_user: t_user, ..f.times() };

@@ -1,4 +1,4 @@
-//! The tick (every millisecond), and connections that time out, end or fail, as the thread
+//! The request path's tick (every millisecond), and connections that time out, end or fail, as the thread
 //! handles them: timed-out requests kept as ghosts (or, for datagrams, dropped), a lost
 //! connection's requests sent again on a new one (non-blocking reconnect with back-off, conn.rs),
 //! a connection that does not speak the protocol closed for good; the failures the target caused
@@ -7,21 +7,22 @@
 use super::conn::State;
 use super::finish::ms;
 use super::problem::{Abort, Failure, Killed, Lost};
-use super::thread::{Worker, TICK_NS};
+use super::requests::Requests;
+use super::thread::Worker;
 use crate::io::poll::{EPOLLIN, EPOLLOUT};
 use crate::io::socket;
 use crate::record::flags as F;
 use crate::stamp;
 use crate::time::clock::now_ns;
 
-impl Worker {
-    /// Every millisecond: timeouts (from the intended time), reconnections, the target's
-    /// reachability, and old stall windows.
-    pub(super) fn tick(&mut self, now: u64) {
+impl Worker<Requests> {
+    /// Every millisecond (the loop's tick, which then looks at the target's reachability and old
+    /// stall windows): timeouts (from the intended time) and reconnections.
+    pub(super) fn tick_conns(&mut self, now: u64) {
         let timeout = self.cfg.timeout_ns;
         // Requests still waiting for a slot past their timeout were never sent.
         let mut expired = 0;
-        while let Some(&r) = self.backlog.front() {
+        while let Some(&r) = self.path.backlog.front() {
             if now - r.intended <= timeout {
                 break;
             }
@@ -33,30 +34,25 @@ impl Worker {
             let why = format!("not sent within {}: every connection busy or down", ms(timeout));
             self.fin.note_n(why, expired);
         }
-        for i in 0..self.conns.len() {
-            match self.conns[i].state {
+        for i in 0..self.path.conns.len() {
+            match self.path.conns[i].state {
                 State::Up => self.time_out_flights(i, now),
                 State::Waiting(at) if now >= at => self.start_connect(i, now),
                 State::Connecting(since) if now - since > self.cfg.connect_timeout_ns => self.reconnect_silent(i, now),
                 _ => {}
             }
         }
-        if let Some(abort) = self.reach.verdict(now, self.cfg.unreachable_ns) {
-            self.shared.abort(abort);
-        }
-        // A stall window matters while a request outstanding across it can still end.
-        self.stalls.prune(now.saturating_sub(timeout + 10 * TICK_NS));
     }
 
     pub(super) fn time_out_flights(&mut self, i: usize, now: u64) {
         let timeout = self.cfg.timeout_ns;
         let mut lost = 0;
-        if self.datagram {
+        if self.path.datagram {
             // A lost datagram costs its request only; the socket goes on.
             let mut freed = now;
-            while self.conns[i].inflight.front().is_some_and(|f| now - f.req.intended > timeout) {
-                let f = self.conns[i].inflight.pop_front().unwrap();
-                self.flights -= 1;
+            while self.path.conns[i].inflight.front().is_some_and(|f| now - f.req.intended > timeout) {
+                let f = self.path.conns[i].inflight.pop_front().unwrap();
+                self.path.flights -= 1;
                 // Its slot was the target's until the timeout, however late the tick saw it.
                 freed = freed.min(f.req.intended + timeout);
                 self.fin.time_out(f.req, f.times(), now);
@@ -72,8 +68,8 @@ impl Worker {
         }
         // A stream: the timed-out requests stay in their slots as ghosts, so that their replies,
         // if they come, keep the stream in step.
-        for k in 0..self.conns[i].inflight.len() {
-            let f = &mut self.conns[i].inflight[k];
+        for k in 0..self.path.conns[i].inflight.len() {
+            let f = &mut self.path.conns[i].inflight[k];
             if now - f.req.intended <= timeout {
                 break;
             }
@@ -89,7 +85,7 @@ impl Worker {
         }
         // Twice the timeout without a reply to the oldest: replace the connection and send what
         // it still holds again (not the target's failure: it may only be slow).
-        if self.conns[i].inflight.front().is_some_and(|f| f.ghost && now - f.req.intended > 2 * timeout) {
+        if self.path.conns[i].inflight.front().is_some_and(|f| f.ghost && now - f.req.intended > 2 * timeout) {
             self.lost_conn(i, Lost::Silent(2 * timeout));
         }
     }
@@ -99,12 +95,12 @@ impl Worker {
     /// order, to be sent again with their original intended times; reconnect with back-off.
     pub(super) fn lost_conn(&mut self, i: usize, why: Lost) {
         let now = now_ns();
-        if self.datagram {
+        if self.path.datagram {
             return self.kill_conn(i, Killed::Lost(why)); // a datagram socket has no connection to lose
         }
         let by_target = !matches!(why, Lost::Silent(_));
-        let Some((flights, no_reply)) = self.conns[i].lose(&self.ep, by_target, now) else { return };
-        self.flights -= flights.len();
+        let Some((flights, no_reply)) = self.path.conns[i].lose(&self.path.ep, by_target, now) else { return };
+        self.path.flights -= flights.len();
         let mut last = None;
         for f in flights.into_iter().filter(|f| !f.ghost) {
             let mut r = f.req;
@@ -112,13 +108,13 @@ impl Worker {
                 r.flags |= F::RESENT;
             }
             last = last.max(Some(r.intended));
-            let at = self.backlog.partition_point(|b| b.intended <= r.intended);
-            self.backlog_delayed += (r.flags & F::ENGINE_STALL != 0) as usize;
-            self.backlog.insert(at, r);
+            let at = self.path.backlog.partition_point(|b| b.intended <= r.intended);
+            self.path.backlog_delayed += (r.flags & F::ENGINE_STALL != 0) as usize;
+            self.path.backlog.insert(at, r);
         }
         // Held by the target until now: they wait for a slot from here, as a blocked backlog.
         if let Some(last) = last {
-            self.slots.requeued(last);
+            self.path.slots.requeued(last);
             self.slot_freed(now, false);
         }
         if by_target {
@@ -133,11 +129,11 @@ impl Worker {
 
     /// Start a non-blocking reconnect of connection `i`.
     pub(super) fn start_connect(&mut self, i: usize, now: u64) {
-        let addr = self.conns[i].addr;
+        let addr = self.path.conns[i].addr;
         match socket::connect_nonblocking(&addr) {
             Ok((s, done)) => {
-                self.conns[i].connecting(s, self.cfg.protocol.codec(), now);
-                if let Err(e) = self.ep.add(self.conns[i].fd, EPOLLOUT, i as u64) {
+                self.path.conns[i].connecting(s, self.cfg.protocol.codec(), now);
+                if let Err(e) = self.path.ep.add(self.path.conns[i].fd, EPOLLOUT, i as u64) {
                     self.connect_failed(i, Failure::Reconnect { addr, err: e.into() }, now);
                 } else if done {
                     self.connect_done(i);
@@ -149,7 +145,7 @@ impl Worker {
 
     /// A reconnect in progress became writable: connected, or failed.
     pub(super) fn connect_done(&mut self, i: usize) {
-        let (fd, addr) = (self.conns[i].fd, self.conns[i].addr);
+        let (fd, addr) = (self.path.conns[i].fd, self.path.conns[i].addr);
         if let Err(e) = socket::take_socket_error(fd) {
             return self.connect_failed(i, Failure::Reconnect { addr, err: e.into() }, now_ns());
         }
@@ -159,13 +155,13 @@ impl Worker {
         // Before anything is written: TCP transmit-stamp keys count from here.
         if let Some(clock) = self.rx.clock {
             match stamp::enable_timestamps(fd, true, clock) {
-                Ok(tx) => self.conns[i].tx.ok = tx,
+                Ok(tx) => self.path.conns[i].tx.ok = tx,
                 Err(e) => self.fin.note(format!("{clock:?} timestamps refused on a new connection: {e}")),
             }
         }
-        self.conns[i].connected();
+        self.path.conns[i].connected();
         self.slot_freed(now_ns(), false);
-        if self.ep.modify(fd, EPOLLIN, i as u64).is_err() {
+        if self.path.ep.modify(fd, EPOLLIN, i as u64).is_err() {
             return self.connect_failed(i, Failure::Watch(addr), now_ns());
         }
         self.fin.c.reconnects += 1;
@@ -173,12 +169,12 @@ impl Worker {
 
     /// A reconnect with no answer within the connect timeout.
     pub(super) fn reconnect_silent(&mut self, i: usize, now: u64) {
-        let why = Failure::ReconnectSilent { addr: self.conns[i].addr, ns: self.cfg.connect_timeout_ns };
+        let why = Failure::ReconnectSilent { addr: self.path.conns[i].addr, ns: self.cfg.connect_timeout_ns };
         self.connect_failed(i, why, now);
     }
 
     fn connect_failed(&mut self, i: usize, why: Failure, now: u64) {
-        self.conns[i].connect_failed(&self.ep, now);
+        self.path.conns[i].connect_failed(&self.path.ep, now);
         self.reach.failure(why);
     }
 
@@ -187,14 +183,14 @@ impl Worker {
     /// others, and stops when a thread has none left.
     pub(super) fn kill_conn(&mut self, i: usize, why: Killed) {
         let now = now_ns();
-        let held = self.conns[i].inflight.len();
-        let Some(flights) = self.conns[i].kill(&self.ep) else { return };
-        self.flights -= held;
+        let held = self.path.conns[i].inflight.len();
+        let Some(flights) = self.path.conns[i].kill(&self.path.ep) else { return };
+        self.path.flights -= held;
         for f in &flights {
             self.fin.fail(f, now);
         }
         self.fin.note(why.to_string());
-        if self.conns.iter().all(|c| c.state == State::Dead) {
+        if self.path.conns.iter().all(|c| c.state == State::Dead) {
             self.shared.abort(Abort::ConnsFailed { thread: self.index, last: why });
         }
     }

@@ -10,7 +10,8 @@ use std::collections::VecDeque;
 /// delays are counted apart so that the send lag of an unpreempted thread can be read. A lone
 /// pinned spinner here sees ~400 gaps/s above 5 µs (BENCHMARKS.md, the machine floor); the loop's own work takes
 /// a few µs per syscall.
-pub(crate) const STALL_NS: u64 = 20_000;
+/// (`stalls` in the result; the summary's `engine.stall_threshold_ns`.)
+pub const STALL_NS: u64 = 20_000;
 /// Cost of one send before any has been measured (a loopback `send` here: 3–5 µs, BENCHMARKS.md).
 const INITIAL_SEND_COST_NS: f64 = 5_000.0;
 

@@ -4,6 +4,8 @@
 //! reply's receive stamp that of the segment that completed it (replies split over segments).
 
 use super::*;
+use crate::load::schedule::Arrival;
+use std::net::SocketAddr;
 use crate::load::workload::{SizeDist, Workload};
 use crate::protocol::Protocol;
 use crate::record::{flags as F, sample::Sample};

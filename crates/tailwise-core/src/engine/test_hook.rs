@@ -2,20 +2,19 @@
 //! would, so that tests can see what a stall of the engine does to its requests. Release builds
 //! have none of it in the timing loop.
 
-use super::thread::Worker;
-use super::TestStall;
+use super::config::TestStall;
+use super::thread::{Path, Worker};
 
-impl Worker {
+impl<P: Path> Worker<P> {
     /// Stop at the first moment after each stop's time with a request sent in the last 200 µs
     /// still in flight, so that its reply arrives during the stop (or 10 ms after that time at the
     /// latest); say so on stderr.
-    pub(super) fn test_hook(&mut self, now: u64) {
+    pub(crate) fn test_hook(&mut self, now: u64) {
         let Some(ts) = self.test_stall else { return };
         if now < self.t0 + ts.at_ns {
             return;
         }
-        let fresh = |f: &super::req::Flight| f.sent > 0 && f.sent + 200_000 >= now;
-        let in_flight = self.conns.iter().any(|c| c.inflight.iter().any(fresh));
+        let in_flight = self.path.sent_since(now.saturating_sub(200_000));
         if !in_flight && now < self.t0 + ts.at_ns + 10_000_000 {
             return;
         }

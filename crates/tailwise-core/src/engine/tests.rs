@@ -1,4 +1,9 @@
 use super::*;
+use crate::io::cpu;
+use crate::load::schedule::Arrival;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
 use crate::error::Problem;
 use crate::load::dist::Dist;
 use crate::protocol::Protocol;

@@ -1,14 +1,19 @@
-//! One engine thread: the timing loop over its connections, schedule and backlog.
+//! One engine thread: the timing loop, the same for every protocol. It schedules, sends, receives,
+//! stamps and records; what differs between a request/reply stream and a packet flow is behind
+//! [`Path`], and the loop is monomorphised for each (`Worker<Requests>`: engine/requests.rs,
+//! `Worker<Packets>`: packet/), as rpc-perf's clients share one driver.
 //!
 //! A request lives from its intended send time to its end as a [`Req`]: drawn (and chosen for
-//! sampling) when it falls due, queued in the FIFO backlog, written on a connection with a free
-//! slot, answered — or censored. Every request ends in the histograms exactly once (finish.rs):
+//! sampling) when it falls due, queued on the path (the request path's FIFO backlog; a packet
+//! flow's ring), sent, answered — or censored. Every request ends in the histograms exactly once
+//! (finish.rs):
 //!
 //! * answered: latency = reply time − intended time (an error reply too, flagged);
-//! * no reply `timeout` after its *intended* time (in flight or still in the backlog): censored at
-//!   the time outstanding, counted as a timeout (sent) or never sent (not sent). On a stream the
+//! * no reply `timeout` after its *intended* time (in flight or still queued): censored at the
+//!   time outstanding, counted as a timeout (sent) or never sent (not sent). On a stream the
 //!   timed-out request stays in its slot as a *ghost* whose late reply is read and dropped, so the
 //!   stream stays in step; a connection whose oldest ghost is twice the timeout old is replaced;
+//!   a packet unanswered by then is lost;
 //! * its connection closed by the target: sent again on a new connection with its original
 //!   intended time (reconnect with bounded back-off: conn.rs, recover.rs); only a target that
 //!   stays unreachable for `unreachable_ns` ends the run (reach.rs);
@@ -22,32 +27,74 @@
 //! requests outstanding across a stall are `INFLATED` by the part of the stall and guard they span.
 //!
 //! Nothing is shared while the loop runs; the coordinator asks for a snapshot, checked every
-//! iteration (handover.rs). The reads and writes are in io.rs.
+//! iteration (handover.rs).
 
 use super::busy::ThreadBusy;
+use super::config::EngineConfig;
+use super::connect::Sock;
+use super::finish::Finish;
 use super::handover::{self, Handover};
+use super::reach::Reach;
+use super::req::{Req, Times, SAMPLED};
+use super::rx_clock::RxClock;
+use super::shared::{Counters, Role, Shared};
 use super::stalls::{preemptions, thread_cpu_ns, Stalls};
-use super::{conn::Conn, conn::State, finish::Finish, io::RxClock, reach::Reach};
-use super::{req::Req, req::SlotWait, req::Times, req::SAMPLED, Counters, EngineConfig, Role, Shared, Sock};
-use crate::io::{cpu, poll::Epoll, poll::EPOLLIN};
-use crate::load::{schedule::Schedule, workload::Op, workload::OpGen};
+use crate::io::cpu;
+use crate::load::schedule::Schedule;
 use crate::record::{flags as F, histogram::Histograms, sampler::Sampler};
 use crate::stamp::nic::NicStamping;
-use crate::time::{clock::now_ns, clock::set_timer_slack_1ns, stall::StallWatch, wake::WakeLateness, wake::MAX_EARLY_NS};
-use std::collections::VecDeque;
+use crate::time::{clock::now_ns, clock::set_timer_slack_1ns, stall::StallWatch, wake::MAX_EARLY_NS};
 use std::sync::atomic::Ordering::{Relaxed, SeqCst};
 use std::sync::Arc;
 
 /// Timeouts, reconnections and the reachability of the target are looked at this often.
-pub(super) const TICK_NS: u64 = 1_000_000;
+pub(crate) const TICK_NS: u64 = 1_000_000;
 /// Longest single wait, so that stop requests, snapshots and timeouts are noticed promptly.
-const MAX_WAIT_NS: u64 = 1_000_000;
+pub(crate) const MAX_WAIT_NS: u64 = 1_000_000;
 /// When the caller stops the run (the coordinator has concluded, or Ctrl-C), replies still in
 /// flight are waited for this long at most; the rest are `unfinished`.
 const DRAIN_ON_STOP_NS: u64 = 50_000_000;
-/// Requests waiting for a free connection slot, at most; beyond, a due request is never sent (and
-/// counted so) rather than growing memory without bound when the target cannot keep up.
-const MAX_BACKLOG: usize = 1 << 20;
+
+/// What differs between a request/reply stream and a packet flow, behind the one loop: where a
+/// request due waits to be sent, how it goes out, how answers come back and are matched, what a
+/// tick times out, and what is outstanding. A path's own work that needs the thread's parts
+/// (`Finish`, `Stalls`, `Reach`, the stall watch, the snapshots) takes the whole `Worker`.
+pub(crate) trait Path: Sized {
+    /// Serve a snapshot asked meanwhile after this many requests queued in one `fall_due`
+    /// (0: only once per iteration).
+    const SERVE_EVERY: u32;
+    /// Every answer also into a 100 ns histogram (`record/linear`).
+    const PACKET_HISTOGRAM: bool;
+
+    /// The path over this thread's sockets.
+    fn new(streams: Vec<Sock>, cfg: &EngineConfig, index: usize, seed: u64) -> Self;
+    /// Queue a request that fell due (intended at `intended`, busy from `busy_from`, `flags`);
+    /// refused (never sent: no room), it is handed back.
+    fn queue(w: &mut Worker<Self>, intended: u64, busy_from: u64, flags: u32) -> Result<(), Req>;
+    /// A request due now waits behind one the client delayed (`ENGINE_STALL`).
+    fn delayed(&self) -> bool;
+    /// Send what is queued, stamping each send.
+    fn send(w: &mut Worker<Self>);
+    /// How long the next poll may wait, ahead of the next send at `wake`.
+    fn wait_ns(w: &mut Worker<Self>, paused: bool, wake: u64) -> u64;
+    /// Wait up to `wait_ns` for answers and read them, but return once a send falls due.
+    fn poll(w: &mut Worker<Self>, wait_ns: u64, next_due: u64);
+    /// The path's part of the tick: its timeouts (and reconnections).
+    fn tick(w: &mut Worker<Self>, now: u64);
+    /// Nothing queued and nothing out: the thread may go idle.
+    fn idle(&self) -> bool;
+    /// After the schedule: nothing left to wait for (every request ended, or no way left to send).
+    fn drained(&mut self, now: u64) -> bool;
+    /// The drain is over: what is still outstanding is censored.
+    fn end(w: &mut Worker<Self>, now: u64);
+    /// What is outstanding (out, then queued), with its clock readings, for a snapshot.
+    fn outstanding(&self) -> impl Iterator<Item = (Req, Times)> + '_;
+    /// What the path itself hands over at a snapshot and at the end.
+    fn hand_over(&mut self, _shared: &Shared) {}
+    /// A request sent at `t` or later is out still (the test hook's stop waits for one).
+    #[cfg(any(test, feature = "test-hooks"))]
+    fn sent_since(&self, t: u64) -> bool;
+}
 
 pub(crate) struct ThreadCtx {
     pub index: usize,
@@ -75,60 +122,41 @@ pub(crate) struct ThreadResult {
     pub role: Role,
 }
 
-/// The thread's state: its parts (each owning its own) and what the loop itself keeps.
-pub(super) struct Worker {
+/// The thread's state: its parts (each owning its own) and its path.
+pub(crate) struct Worker<P> {
     pub cfg: EngineConfig,
     pub shared: Arc<Shared>,
     pub index: usize,
     /// `Role::Load`: requests are counted, not timed (a probe thread times its own).
     pub role: Role,
-    pub conns: Vec<Conn>,
-    pub datagram: bool,
-    /// The protocol sends keys: draw each request from the workload.
-    pub keyed: bool,
-    pub gen: OpGen,
-    pub key: Vec<u8>,
-    pub ep: Epoll,
-    pub rr: usize,
-    pub next_id: u64,
-    pub backlog: VecDeque<Req>,
-    /// Requests in `backlog` flagged `ENGINE_STALL`: one due while any waits there is delayed by it.
-    pub backlog_delayed: usize,
-    /// Requests on the connections (ghosts too), so that idleness needs no scan.
-    pub flights: usize,
     /// Counted busy or idle in the engine's `Shared::busy`.
     pub busy: ThreadBusy,
-    /// When the backlog waited for the target to free a slot.
-    pub slots: SlotWait,
-    pub dirty: Vec<usize>,
-    pub ready: Vec<(usize, u32)>,
     pub sampler: Sampler,
     pub fin: Finish,
     pub stalls: Stalls,
     pub reach: Reach,
     pub handover: Handover,
     pub rx: RxClock,
-    /// The wait asked of epoll in the current iteration (blocking mode), and when it returned.
+    /// The wait asked of epoll in the current iteration (blocking mode).
     pub planned_wait: u64,
-    pub polled_at: u64,
-    /// Blocking mode: how late this thread's timed waits wake (time/wake.rs), so how early to ask.
-    pub wake: WakeLateness,
     /// Every clock read of the timing loop goes through it: a gap of ≥ 200 µs between two reads
     /// (beyond a planned wait) is a time the thread did not run (time/stall.rs).
     pub watch: StallWatch,
     #[cfg(any(test, feature = "test-hooks"))]
-    pub test_stall: Option<super::TestStall>,
+    pub test_stall: Option<super::config::TestStall>,
     pub t0: u64,
     /// The end of the schedule's window: as planned, then when the schedule stopped.
     pub end: u64,
+    /// The request path or the packet path.
+    pub path: P,
 }
 
-pub(crate) fn run(ctx: ThreadCtx) -> ThreadResult {
+pub(crate) fn run<P: Path>(ctx: ThreadCtx) -> ThreadResult {
     set_timer_slack_1ns();
     let pinned_cpu = ctx.cpu.filter(|&c| cpu::pin_to_cpu(c));
     let (cpu0, preempt0) = (thread_cpu_ns(), preemptions());
     let seed = ctx.cfg.seed ^ (ctx.index as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    let mut w = Worker::new(ctx, seed);
+    let mut w = Worker::<P>::new(ctx, seed);
     let share = w.cfg.rate_rps / w.cfg.threads as f64;
     // The probe has a schedule of its own (its config: one thread); load threads share the rate.
     let phase = if w.role == Role::Probe { 0.0 } else { w.index as f64 / w.cfg.threads as f64 };
@@ -152,48 +180,28 @@ pub(crate) fn run(ctx: ThreadCtx) -> ThreadResult {
     }
 }
 
-impl Worker {
-    fn new(ctx: ThreadCtx, seed: u64) -> Worker {
+impl<P: Path> Worker<P> {
+    pub(crate) fn new(ctx: ThreadCtx, seed: u64) -> Worker<P> {
         let cfg = ctx.cfg;
-        let n = ctx.streams.len();
-        let conns: Vec<Conn> = ctx.streams.into_iter().map(|s| Conn::new(s, cfg.protocol.codec(), cfg.outstanding)).collect();
-        let ep = Epoll::new(n.max(1) * 2).expect("epoll_create1");
-        for (i, c) in conns.iter().enumerate() {
-            ep.add(c.fd, EPOLLIN, i as u64).expect("epoll_ctl add");
-        }
+        let fin = Finish::new(ctx.role, ctx.index, ctx.start_ns, cfg.timeout_ns);
         Worker {
             shared: ctx.shared.clone(),
             index: ctx.index,
             role: ctx.role,
-            conns,
-            datagram: cfg.protocol.is_datagram(),
-            keyed: cfg.protocol.has_keys(),
-            gen: OpGen::new(cfg.workload.clone(), seed ^ 0xC0FF_EE00),
-            key: Vec::with_capacity(crate::load::workload::MAX_KEY),
-            ep,
-            rr: 0,
-            next_id: 0,
-            backlog: VecDeque::new(),
-            backlog_delayed: 0,
-            flights: 0,
             busy: ThreadBusy::new(ctx.index),
-            slots: SlotWait::default(),
-            dirty: Vec::with_capacity(n),
-            ready: Vec::with_capacity(n.max(1) * 2),
             sampler: Sampler::new(cfg.sample_every, seed ^ 0x5A5A),
-            fin: Finish::new(ctx.role, ctx.index, ctx.start_ns, cfg.timeout_ns),
+            fin: if P::PACKET_HISTOGRAM { fin.with_packet_histogram() } else { fin },
             stalls: Stalls::new(),
             reach: Reach::new(ctx.start_ns),
             handover: Handover::new(ctx.index, ctx.role, ctx.start_ns),
             rx: RxClock::new(cfg.timestamps.clock(), ctx.nic, ctx.start_ns),
             planned_wait: 0,
-            polled_at: 0,
-            wake: WakeLateness::default(),
             watch: StallWatch::new(ctx.shared.stall_log.clone()),
             #[cfg(any(test, feature = "test-hooks"))]
             test_stall: cfg.test_stall,
             t0: ctx.start_ns,
             end: ctx.start_ns + cfg.duration_ns,
+            path: P::new(ctx.streams, &cfg, ctx.index, seed),
             cfg,
         }
     }
@@ -221,12 +229,9 @@ impl Worker {
             self.stalls.iteration(now - prev, self.planned_wait, now);
             prev = now;
             self.fall_due(sched, &mut next, &mut paused_at, now);
-            if !self.backlog.is_empty() {
-                self.dispatch();
-                self.flush_dirty();
-            }
+            P::send(self);
             let wake = if paused_at.is_some() { now + MAX_WAIT_NS } else { next };
-            let wait = self.wait_ns(paused_at.is_some(), wake);
+            let wait = P::wait_ns(self, paused_at.is_some(), wake);
             self.planned_wait = wait;
             self.poll(wait, wake);
             if now >= next_tick {
@@ -255,13 +260,21 @@ impl Worker {
 
     /// What fell due before a pause is noticed is due still, at its own time (inside a stall that
     /// delayed the notice, flagged as such): only what is to come is held. When a pause ends,
-    /// every time to come moves by its length.
+    /// every time to come moves by its length. A path far behind serves a snapshot asked meanwhile
+    /// every `P::SERVE_EVERY` requests queued.
     #[inline]
-    fn fall_due(&mut self, sched: &mut Schedule, next: &mut u64, paused_at: &mut Option<u64>, now: u64) {
+    pub(crate) fn fall_due(&mut self, sched: &mut Schedule, next: &mut u64, paused_at: &mut Option<u64>, now: u64) {
         if paused_at.is_none() {
+            let mut n = 0u32;
             while *next <= now {
                 self.enqueue(*next, now);
                 *next = sched.next_ns();
+                if P::SERVE_EVERY > 0 {
+                    n = n.wrapping_add(1);
+                    if n % P::SERVE_EVERY == 0 {
+                        self.serve_snapshot(); // far behind: see the path's SERVE_EVERY
+                    }
+                }
             }
         }
         match (self.shared.paused.load(Relaxed), *paused_at) {
@@ -275,24 +288,37 @@ impl Worker {
         }
     }
 
-    /// How long to wait for events: while paused with nothing to send, block (and leave the CPU to
-    /// the coordinator); spinning or with a request ready to go, not at all; else until the next
-    /// send less this thread's measured wake-up lateness (`wake`), spinning the rest. A reply
-    /// wakes the thread late at no cost to its latency where it has a kernel receive stamp.
+    /// Wait for answers and read them (the path's), then publish the counters.
     #[inline]
-    fn wait_ns(&mut self, paused: bool, next: u64) -> u64 {
-        if paused && self.backlog.is_empty() {
-            MAX_WAIT_NS
-        } else if self.cfg.busy_poll || (!self.backlog.is_empty() && self.has_free_slot()) {
-            0
-        } else {
-            next.saturating_sub(self.watch.now() + self.wake.early_ns()).min(MAX_WAIT_NS)
+    fn poll(&mut self, wait_ns: u64, next_due: u64) {
+        P::poll(self, wait_ns, next_due);
+        self.publish();
+    }
+
+    /// Every millisecond: the path's timeouts (and reconnections), the target's reachability,
+    /// and old stall windows.
+    fn tick(&mut self, now: u64) {
+        P::tick(self, now);
+        if let Some(abort) = self.reach.verdict(now, self.cfg.unreachable_ns) {
+            self.shared.abort(abort);
+        }
+        // A stall window matters while a request outstanding across it can still end.
+        self.stalls.prune(now.saturating_sub(self.cfg.timeout_ns + 10 * TICK_NS));
+    }
+
+    /// Nothing queued and nothing out (ghosts included): the thread is idle until `next`, its next
+    /// intended time (busy.rs).
+    #[inline]
+    fn idle_check(&mut self, next: u64) {
+        if self.busy.is_busy() && self.path.idle() {
+            let watch = &mut self.watch;
+            self.busy.idle(&self.shared.busy, next, || watch.now());
         }
     }
 
-    /// After the schedule: send what is due and collect the replies still in flight, until each
-    /// is answered or times out (from its intended time) — or, when the caller stopped the run,
-    /// for `DRAIN_ON_STOP_NS` at most. What is left is censored.
+    /// After the schedule: send what is due and collect the answers still out, until each is
+    /// answered or times out (from its intended time) — or, when the caller stopped the run, for
+    /// `DRAIN_ON_STOP_NS` at most. What is left is censored.
     fn drain(&mut self) {
         let stopped = self.shared.stop.load(Relaxed);
         let start = now_ns();
@@ -301,14 +327,11 @@ impl Worker {
         loop {
             let now = self.watch.now();
             self.idle_check(u64::MAX);
-            let outstanding =
-                self.conns.iter().any(|c| c.inflight.iter().any(|f| !f.ghost)) || !self.backlog.is_empty();
-            if !outstanding || now >= deadline || self.aborted() || !self.conns.iter().any(|c| c.state != State::Dead) {
+            if self.path.drained(now) || now >= deadline || self.aborted() {
                 break;
             }
-            if !stopped && !self.backlog.is_empty() {
-                self.dispatch();
-                self.flush_dirty();
+            if !stopped {
+                P::send(self);
             }
             self.poll(if self.cfg.busy_poll { 0 } else { (deadline - now).min(MAX_WAIT_NS) }, u64::MAX);
             if now >= next_tick {
@@ -317,18 +340,8 @@ impl Worker {
             }
             self.serve_snapshot();
         }
-        let now = now_ns();
         // What is left stays outstanding for good (the thread stays busy): the target may hold it.
-        for c in self.conns.iter_mut() {
-            c.unsent = 0;
-            for f in c.inflight.drain(..).filter(|f| !f.ghost) {
-                self.fin.censor_flight(f, now);
-            }
-        }
-        self.flights = 0;
-        while let Some(r) = self.pop_backlog() {
-            self.fin.censor_waiting(r, now, false);
-        }
+        P::end(self, now_ns());
         let first_reason = self.fin.reasons.first().map(|(r, _)| r.as_str());
         if let Some(none) = self.reach.none_answered(self.fin.c.sent, first_reason) {
             if !self.aborted() {
@@ -338,47 +351,44 @@ impl Worker {
         self.publish();
     }
 
-    pub(super) fn aborted(&self) -> bool {
+    pub(crate) fn aborted(&self) -> bool {
         self.shared.stop.load(Relaxed) && self.shared.abort.lock().unwrap().is_some()
     }
 
     /// The coordinator asked for a snapshot: hand over everything up to now and report what is
     /// outstanding, censored at the time it has waited so far.
     #[inline]
-    fn serve_snapshot(&mut self) {
+    pub(crate) fn serve_snapshot(&mut self) {
         if let Some(seq) = self.handover.due(&self.shared) {
             self.hand_over(Some(seq));
         }
     }
 
-    /// Hand the samples and interval histograms over; for a snapshot (`seq`), also what is in
-    /// flight and in the backlog now.
+    /// Hand the samples and interval histograms over (and the path's own); for a snapshot (`seq`),
+    /// also what is outstanding now.
     fn hand_over(&mut self, seq: Option<u64>) {
         let now = now_ns();
-        let flights = self.conns.iter().flat_map(|c| &c.inflight).filter(|f| !f.ghost).map(|f| (f.req, f.times()));
-        let waiting = self.backlog.iter().map(|r| (*r, Times::default()));
-        self.handover.hand_over(&self.shared, &mut self.fin, flights.chain(waiting), seq, now);
+        self.path.hand_over(&self.shared);
+        self.handover.hand_over(&self.shared, &mut self.fin, self.path.outstanding(), seq, now);
     }
 
     #[inline]
-    pub(super) fn publish(&self) {
+    pub(crate) fn publish(&self) {
         handover::publish(&self.shared.progress[self.index], &self.fin);
     }
 
+    /// A request due at `intended`: drawn, chosen for the samples or not, flagged if the client
+    /// delays it, and queued on the path — or, refused, never sent.
+    #[inline]
     fn enqueue(&mut self, intended: u64, now: u64) {
         self.fin.c.intended += 1;
         let busy_from = self.busy.due(&self.shared.busy, intended);
         let mut flags = if self.role != Role::Load && self.sampler.take() { SAMPLED } else { 0 };
         // Due in a stall (or its guard), or behind a request that was: the client delays it.
-        if self.stalls.in_window(intended) || self.backlog_delayed > 0 {
+        if self.stalls.in_window(intended) || self.path.delayed() {
             flags |= F::ENGINE_STALL;
         }
-        let op = if self.keyed { self.gen.next_op() } else { Op::KEYLESS };
-        let req = Req::new(intended, busy_from, op, flags);
-        if self.backlog.len() < MAX_BACKLOG {
-            self.backlog_delayed += (flags & F::ENGINE_STALL != 0) as usize;
-            self.backlog.push_back(req);
-        } else {
+        if let Err(req) = P::queue(self, intended, busy_from, flags) {
             self.fin.c.never_sent += 1;
             self.fin.record(req, Times::default(), now - intended, F::CENSORED | F::NEVER_SENT, 0);
         }

@@ -6,31 +6,33 @@
 //! already lost (after its timeout) changes nothing but the error reasons.
 
 use super::flows::Slot;
-use super::thread::PacketWorker;
+use super::packets::Packets;
 use super::track::Seen;
-use super::{wire, DUPLICATES, RECEIVED, REORDERED};
+use super::{DUPLICATES, RECEIVED, REORDERED};
 use crate::engine::req::{Req, Times};
+use crate::engine::thread::Worker;
 use crate::engine::Failure;
 use crate::engine::Role;
 use crate::load::workload::Op;
+use crate::protocol::flow;
 use crate::record::flags as F;
 use std::io;
 
-impl PacketWorker {
+impl Worker<Packets> {
     /// Read flow `i`'s socket until it is empty, `BATCH` datagrams a call.
-    pub(super) fn read_flow(&mut self, i: usize) {
+    pub(crate) fn read_flow(&mut self, i: usize) {
         loop {
-            match self.inb.recv(self.flows[i].fd) {
+            match self.path.inb.recv(self.path.flows[i].fd) {
                 Ok(n) => {
                     let now = self.watch.now();
                     for k in 0..n {
                         let (header, stamp) = {
-                            let (d, stamp) = self.inb.received(k, self.rx.clock);
-                            (wire::read(d), stamp)
+                            let (d, stamp) = self.path.inb.received(k, self.rx.clock);
+                            (flow::read(d), stamp)
                         };
                         let t_rx = stamp.map_or(now, |t| self.rx.mono(t, now));
                         match header {
-                            Some((flow, seq)) if flow == self.flows[i].id => self.answer(i, seq, (t_rx, now), stamp.is_some()),
+                            Some((flow, seq)) if flow == self.path.flows[i].id => self.answer(i, seq, (t_rx, now), stamp.is_some()),
                             _ => self.fin.note("datagram dropped: not a packet of this flow".into()),
                         }
                     }
@@ -42,7 +44,7 @@ impl PacketWorker {
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) => {
                     // An ICMP error (nothing listens): the packets out are lost at their timeouts.
-                    let addr = self.flows[i].sock.peer_addr().unwrap_or_else(|_| self.cfg.targets[0]);
+                    let addr = self.path.flows[i].sock.peer_addr().unwrap_or_else(|_| self.cfg.targets[0]);
                     let why = Failure::Receive { addr, err: e.into() };
                     self.fin.note(why.reason());
                     self.reach.failure(why);
@@ -55,7 +57,7 @@ impl PacketWorker {
     /// An answer of `seq` on flow `i`, received at `t_rx` (the kernel's stamp if `stamped`) and
     /// seen by user space at `t_user`.
     fn answer(&mut self, i: usize, seq: u64, (t_rx, t_user): (u64, u64), stamped: bool) {
-        let f = &mut self.flows[i];
+        let f = &mut self.path.flows[i];
         if seq >= f.next_send {
             return self.fin.note("datagram dropped: a seq not sent yet".into());
         }
@@ -64,12 +66,12 @@ impl PacketWorker {
                 self.fin.c.duplicates += 1;
                 let s = *f.slot(seq);
                 let at = if s.seq == seq { s.intended } else { t_rx };
-                self.counts.note(at.saturating_sub(self.t0), DUPLICATES);
+                self.path.counts.note(at.saturating_sub(self.t0), DUPLICATES);
             }
             Seen::TooOld => self.fin.note("answer after its packet's timeout".into()),
             seen => match f.answer(seq) {
                 Some(slot) => {
-                    self.outstanding -= 1;
+                    self.path.outstanding -= 1;
                     self.answered(slot, seen, (t_rx, t_user), stamped)
                 }
                 None => self.fin.note("answer after its packet's timeout".into()),
@@ -88,11 +90,11 @@ impl PacketWorker {
             self.fin.received_in_window += 1;
         }
         let at = s.intended - self.t0;
-        self.counts.note(at, RECEIVED);
+        self.path.counts.note(at, RECEIVED);
         if let Seen::Reordered { by } = seen {
             c.reordered += 1;
             c.reorder_max = c.reorder_max.max(by);
-            self.counts.note(at, REORDERED);
+            self.path.counts.note(at, REORDERED);
         }
         self.reach.replied(t_rx);
         // A datagram's kernel stamp is its arrival: an engine stall cannot have inflated it.

@@ -4,26 +4,27 @@
 //!
 //! | module | what it holds |
 //! |---|---|
-//! | `wire` | the payload: magic, flow, seq, stamp; frame size to payload length |
 //! | `flows` | one connected UDP socket per flow, its seq counters and the ring of its packets |
 //! | `track` | a flow's answered seqs: first answers, duplicates, reordering and its displacement |
 //! | `batch` | the buffers of one sendmmsg / recvmmsg, receive stamps from their control messages |
-//! | `thread` | the timing loop: schedule → flows; timeouts, the drain, snapshots |
+//! | `packets` | the packet path (`Packets`, behind engine/thread.rs's loop): schedule → flows; timeouts, the drain |
 //! | `send` | the queued packets of each flow out with sendmmsg, counted sent |
 //! | `answer` | what an arriving datagram is (answer, reordered, duplicate, late) and its record |
 //!
 //! Every packet is one request of the engine: it ends exactly once, answered (into the
 //! histograms, intervals and samples as any reply) or censored — a lost packet as a timeout, at
-//! the time it waited. The engine's parts are shared: the schedule, the sampler, `Finish`, the
-//! stall watch and its flags, the snapshots (`Handover`), the target's reachability.
+//! the time it waited. The engine's loop and parts are shared: the schedule, the sampler,
+//! `Finish`, the stall watch and its flags, the snapshots (`Handover`), the target's
+//! reachability. The payload's layout is `protocol::flow`'s.
 
 pub(crate) mod answer;
 pub(crate) mod batch;
 pub(crate) mod flows;
+mod packets;
 pub(crate) mod send;
-pub(crate) mod thread;
 pub mod track;
-pub mod wire;
+
+pub(crate) use packets::Packets;
 
 use crate::record::interval::INTERVAL_NS;
 

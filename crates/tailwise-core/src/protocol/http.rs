@@ -473,13 +473,6 @@ mod tests {
         assert_eq!(check_host("a/b").unwrap_err().to_string(), "has '/' at position 1, which it may not hold");
         assert!(check_host(&"h".repeat(MAX_HOST + 1)).unwrap_err().to_string().contains("over 261"));
         assert!(check_path(&format!("/{}", "p".repeat(MAX_PATH))).unwrap_err().to_string().contains("over 8000"));
-        // The engine's configuration refuses it, as an agent receives it.
-        let spec = |host: &str, path: &str| crate::protocol::ProtocolSpec {
-            scheme: "http".into(), host: Some(host.into()), path: Some(path.into()), ..Default::default()
-        };
-        let e = crate::protocol::Protocol::try_from(spec("h", "/x\r\nX: 1")).unwrap_err();
-        assert_eq!(e.to_string(), "protocol 'http': path has a control character (0x0d) at position 2");
-        assert!(crate::protocol::Protocol::try_from(spec("h:80", "/ok")).is_ok());
     }
 
     proptest! {

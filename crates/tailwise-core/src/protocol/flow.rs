@@ -10,7 +10,7 @@
 //! The network functions (reflector, forwarder) never look past the magic; the client matches a
 //! datagram to its packet by flow and seq.
 
-use super::super::protocol::{Codec, Outcome, Parsed, Request};
+use super::codec::{Codec, Outcome, Parsed, Request};
 
 pub const MAGIC: u16 = 0x5477;
 /// Bytes of the header above: 2 + 2 + 8 + 6 = 18, the payload of a 64-byte frame over IPv4.
@@ -54,7 +54,7 @@ pub fn read(d: &[u8]) -> Option<(u16, u64)> {
 }
 
 /// The packet wire as a [`Codec`] (flow 0, the request id as seq), for the protocol table and
-/// the codec benches; the packet path (thread.rs) writes and reads packets itself.
+/// the codec benches; the packet path (packet/) writes and reads packets itself.
 pub struct Client {
     payload: usize,
 }

@@ -1,0 +1,279 @@
+//! The protocols a target URL names ([`Protocol`]), as a configuration writes them
+//! ([`ProtocolSpec`], [`UnknownScheme`] when it names none or gives a parameter out of range),
+//! and each one's client codec.
+
+use super::codec::Codec;
+use super::{echo, flow, http, memcached, redis, synthetic};
+
+/// The protocols a target URL can name. In an engine configuration (JSON), an object named by
+/// its scheme with the parameters it has ([`ProtocolSpec`]): `{"scheme": "http", "path": "/"}`.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(try_from = "ProtocolSpec", into = "ProtocolSpec")]
+pub enum Protocol {
+    /// `synthetic://`: tailwise's own; the request may carry its service time.
+    Synthetic { service_ns: Option<u32>, reply_pad: u32 },
+    MemcachedAscii,
+    MemcachedBinary,
+    MemcachedUdp,
+    Redis,
+    /// `host` goes into the Host header; `path` is requested on every GET.
+    Http { host: String, path: String },
+    /// UDP datagrams of `size` bytes (at least 8: the id), echoed back.
+    UdpEcho { size: usize },
+    /// Packet mode (packet/): `flows` UDP flows of `size`-byte Ethernet frames, each datagram
+    /// carrying its flow and sequence number, reflected or forwarded back.
+    UdpFlow { size: usize, flows: usize },
+}
+
+/// A protocol as written in a configuration: its scheme ([`Protocol::name`]) and, of the
+/// parameters, only those its protocol has; a missing one takes [`Protocol::each`]'s. (Serde's
+/// own enum tagging would let a parameter given to the wrong protocol pass unseen.)
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProtocolSpec {
+    pub scheme: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub service_ns: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reply_pad: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub size: Option<usize>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub flows: Option<usize>,
+}
+
+impl From<Protocol> for ProtocolSpec {
+    fn from(p: Protocol) -> ProtocolSpec {
+        let scheme = p.name().to_string();
+        match p {
+            Protocol::Synthetic { service_ns, reply_pad } => {
+                ProtocolSpec { scheme, service_ns, reply_pad: Some(reply_pad), ..Default::default() }
+            }
+            Protocol::Http { host, path } => ProtocolSpec { scheme, host: Some(host), path: Some(path), ..Default::default() },
+            Protocol::UdpEcho { size } => ProtocolSpec { scheme, size: Some(size), ..Default::default() },
+            Protocol::UdpFlow { size, flows } => {
+                ProtocolSpec { scheme, size: Some(size), flows: Some(flows), ..Default::default() }
+            }
+            _ => ProtocolSpec { scheme, ..Default::default() },
+        }
+    }
+}
+
+impl TryFrom<ProtocolSpec> for Protocol {
+    type Error = UnknownScheme;
+
+    fn try_from(s: ProtocolSpec) -> Result<Protocol, UnknownScheme> {
+        let p = match Protocol::named(&s.scheme)? {
+            Protocol::Synthetic { .. } => {
+                Protocol::Synthetic { service_ns: s.service_ns, reply_pad: s.reply_pad.unwrap_or(0) }
+            }
+            Protocol::Http { .. } => {
+                let (host, path) = (s.host.clone().unwrap_or_else(|| "localhost".into()), s.path.clone().unwrap_or_else(|| "/".into()));
+                let refuse = |field, what| UnknownScheme::Text { scheme: s.scheme.clone(), field, what };
+                http::check_host(&host).map_err(|w| refuse("host", w))?;
+                http::check_path(&path).map_err(|w| refuse("path", w))?;
+                Protocol::Http { host, path }
+            }
+            Protocol::UdpEcho { .. } => Protocol::UdpEcho { size: s.size.unwrap_or(UDP_SIZE) },
+            Protocol::UdpFlow { .. } => flow_protocol(&s)?,
+            other => other,
+        };
+        // A parameter its protocol does not have: refused, not ignored.
+        let (given, kept) = (s, ProtocolSpec::from(p.clone()));
+        let extra = [
+            ("service_ns", given.service_ns.is_some() && kept.service_ns.is_none()),
+            ("reply_pad", given.reply_pad.is_some() && kept.reply_pad.is_none()),
+            ("host", given.host.is_some() && kept.host.is_none()),
+            ("path", given.path.is_some() && kept.path.is_none()),
+            ("size", given.size.is_some() && kept.size.is_none()),
+            ("flows", given.flows.is_some() && kept.flows.is_none()),
+        ];
+        match extra.iter().find(|(_, bad)| *bad) {
+            Some((field, _)) => Err(UnknownScheme::Parameter { scheme: given.scheme, field }),
+            None => Ok(p),
+        }
+    }
+}
+
+/// A datagram's bytes when a `udp://` URL gives no `?size=`.
+pub const UDP_SIZE: usize = 64;
+
+/// `udp+flow`'s parameters, each in its range (flow.rs: `FRAME_MIN..=FRAME_MAX`, `MAX_FLOWS`).
+fn flow_protocol(s: &ProtocolSpec) -> Result<Protocol, UnknownScheme> {
+    use super::flow::{DEFAULT_FLOWS, FRAME_DEFAULT, FRAME_MAX, FRAME_MIN, MAX_FLOWS};
+    let (size, flows) = (s.size.unwrap_or(FRAME_DEFAULT), s.flows.unwrap_or(DEFAULT_FLOWS));
+    let range = |field, value, min, max| UnknownScheme::Range { scheme: s.scheme.clone(), field, value, min, max };
+    if !(FRAME_MIN..=FRAME_MAX).contains(&size) {
+        return Err(range("size", size, FRAME_MIN, FRAME_MAX));
+    }
+    if !(1..=MAX_FLOWS).contains(&flows) {
+        return Err(range("flows", flows, 1, MAX_FLOWS));
+    }
+    Ok(Protocol::UdpFlow { size, flows })
+}
+
+/// A URL scheme that names no protocol, or a parameter its protocol does not have.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum UnknownScheme {
+    #[error("unknown protocol '{0}'")]
+    Scheme(String),
+    #[error("protocol '{scheme}' has no parameter '{field}'")]
+    Parameter { scheme: String, field: &'static str },
+    #[error("protocol '{scheme}': {field} {value} is out of range")]
+    Range { scheme: String, field: &'static str, value: usize, min: usize, max: usize },
+    /// An HTTP target's host or path holds a byte that RFC 3986 does not allow there, or is too
+    /// long: it would go into every request as written (a CR LF would add headers or requests).
+    #[error("protocol '{scheme}': {field} {what}")]
+    Text { scheme: String, field: &'static str, what: http::BadText },
+}
+
+impl crate::error::Problem for UnknownScheme {
+    fn kind(&self) -> crate::error::Kind {
+        crate::error::Kind::Input
+    }
+
+    fn remedy(&self) -> String {
+        match self {
+            UnknownScheme::Scheme(_) => {
+                let names: Vec<&str> = Protocol::each().iter().map(Protocol::name).collect();
+                format!("use one of {}", names.join(", "))
+            }
+            UnknownScheme::Parameter { .. } => {
+                "service_ns and reply_pad are synthetic's, host and path http's, size udp's and udp+flow's, flows udp+flow's"
+                    .into()
+            }
+            UnknownScheme::Range { field, min, max, .. } => format!("give {field} from {min} to {max}"),
+            UnknownScheme::Text { field, .. } => format!(
+                "give a {field} of at most {} bytes without control characters, spaces or characters RFC 3986 does \
+                 not allow there; percent-encode what the server should receive (%20, %0D)",
+                if *field == "host" { http::MAX_HOST } else { http::MAX_PATH }
+            ),
+        }
+    }
+}
+
+impl Protocol {
+    pub fn codec(&self) -> Box<dyn Codec> {
+        match self {
+            Protocol::Synthetic { service_ns, reply_pad } => {
+                Box::new(synthetic::Client::new(*service_ns, *reply_pad))
+            }
+            Protocol::MemcachedAscii => Box::new(memcached::ascii::Client::new()),
+            Protocol::MemcachedBinary => Box::new(memcached::binary::Client::new()),
+            Protocol::MemcachedUdp => Box::new(memcached::udp::Client::new()),
+            Protocol::Redis => Box::new(redis::Client::new()),
+            Protocol::Http { host, path } => Box::new(http::Client::new(host, path)),
+            Protocol::UdpEcho { size } => Box::new(echo::Client::new(*size)),
+            Protocol::UdpFlow { size, .. } => Box::new(flow::Client::new(*size)),
+        }
+    }
+
+    /// One of each protocol (default parameters), in the order the command line lists them:
+    /// `tailwise._core.PROTOCOLS` names them with [`Protocol::has_keys`] and
+    /// [`Protocol::is_datagram`], and Python's scheme lists are built from it.
+    pub fn each() -> [Protocol; 8] {
+        [
+            Protocol::Synthetic { service_ns: None, reply_pad: 0 },
+            Protocol::MemcachedAscii,
+            Protocol::MemcachedBinary,
+            Protocol::MemcachedUdp,
+            Protocol::Redis,
+            Protocol::Http { host: "localhost".into(), path: "/".into() },
+            Protocol::UdpEcho { size: UDP_SIZE },
+            Protocol::UdpFlow { size: flow::FRAME_DEFAULT, flows: flow::DEFAULT_FLOWS },
+        ]
+    }
+
+    /// The protocol `scheme` names, with its default parameters.
+    pub fn named(scheme: &str) -> Result<Protocol, UnknownScheme> {
+        Protocol::each().into_iter().find(|p| p.name() == scheme).ok_or_else(|| UnknownScheme::Scheme(scheme.into()))
+    }
+
+    /// The URL scheme that names it.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Protocol::Synthetic { .. } => "synthetic",
+            Protocol::MemcachedAscii => "memcached",
+            Protocol::MemcachedBinary => "memcached+binary",
+            Protocol::MemcachedUdp => "memcached+udp",
+            Protocol::Redis => "redis",
+            Protocol::Http { .. } => "http",
+            Protocol::UdpEcho { .. } => "udp",
+            Protocol::UdpFlow { .. } => "udp+flow",
+        }
+    }
+
+    /// One request per datagram over UDP; replies may be lost or reordered and are matched by id.
+    pub fn is_datagram(&self) -> bool {
+        matches!(self, Protocol::MemcachedUdp | Protocol::UdpEcho { .. } | Protocol::UdpFlow { .. })
+    }
+
+    /// Packet mode: the engine's threads run the packet path (packet/) instead of requests on
+    /// connections.
+    pub fn is_packet(&self) -> bool {
+        matches!(self, Protocol::UdpFlow { .. })
+    }
+
+    /// Whether requests carry keys (and the workload's key/value shape applies).
+    pub fn has_keys(&self) -> bool {
+        matches!(self, Protocol::MemcachedAscii | Protocol::MemcachedBinary | Protocol::MemcachedUdp | Protocol::Redis)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Protocol;
+
+    #[test]
+    fn each_names_every_protocol_once() {
+        // Exhaustive: a new protocol fails to compile here until `each` lists it too.
+        let variant = |p: &Protocol| match p {
+            Protocol::Synthetic { .. } => 0,
+            Protocol::MemcachedAscii => 1,
+            Protocol::MemcachedBinary => 2,
+            Protocol::MemcachedUdp => 3,
+            Protocol::Redis => 4,
+            Protocol::Http { .. } => 5,
+            Protocol::UdpEcho { .. } => 6,
+            Protocol::UdpFlow { .. } => 7,
+        };
+        let each = Protocol::each();
+        assert_eq!(each.iter().map(variant).collect::<Vec<_>>(), (0..8).collect::<Vec<_>>());
+        let mut names: Vec<_> = each.iter().map(Protocol::name).collect();
+        names.dedup();
+        assert_eq!(names.len(), 8);
+    }
+
+    #[test]
+    fn udp_flow_parameters_are_held_to_their_ranges() {
+        use super::{ProtocolSpec, UnknownScheme};
+        let spec = |size, flows| ProtocolSpec { scheme: "udp+flow".into(), size, flows, ..Default::default() };
+        assert_eq!(Protocol::try_from(spec(None, None)), Ok(Protocol::UdpFlow { size: 64, flows: 1 }));
+        assert_eq!(Protocol::try_from(spec(Some(9018), Some(1024))), Ok(Protocol::UdpFlow { size: 9018, flows: 1024 }));
+        for (size, flows, field) in [(63, 1, "size"), (9019, 1, "size"), (64, 0, "flows"), (64, 1025, "flows")] {
+            match Protocol::try_from(spec(Some(size), Some(flows))) {
+                Err(UnknownScheme::Range { field: f, .. }) => assert_eq!(f, field),
+                other => panic!("{size} {flows}: {other:?}"),
+            }
+        }
+        let echo_with_flows = ProtocolSpec { scheme: "udp".into(), flows: Some(2), ..Default::default() };
+        assert!(matches!(Protocol::try_from(echo_with_flows), Err(UnknownScheme::Parameter { field: "flows", .. })));
+    }
+
+    /// http.rs's `check_host` and `check_path`: the engine's configuration refuses what they
+    /// refuse, as an agent receives it.
+    #[test]
+    fn an_http_host_or_path_its_checks_refuse_is_refused() {
+        use super::ProtocolSpec;
+        let spec = |host: &str, path: &str| ProtocolSpec {
+            scheme: "http".into(), host: Some(host.into()), path: Some(path.into()), ..Default::default()
+        };
+        let e = Protocol::try_from(spec("h", "/x\r\nX: 1")).unwrap_err();
+        assert_eq!(e.to_string(), "protocol 'http': path has a control character (0x0d) at position 2");
+        assert!(Protocol::try_from(spec("h:80", "/ok")).is_ok());
+    }
+}
