@@ -16,6 +16,7 @@ from rich.console import Console
 
 from support.cli import CLI, CLI_TIMEOUT_S, MEASURED, run_cli
 from tailwise.render.output import print_summary
+from tailwise.results.documents.run import Summary
 
 
 @pytest.fixture(scope="module")
@@ -29,7 +30,8 @@ def summary(tmp_path_factory) -> dict:
 
 def render(s: dict, width: int, verbose: bool = False) -> list[str]:
     buf = io.StringIO()
-    print_summary(s, Console(file=buf, width=width, soft_wrap=False, color_system=None), verbose=verbose)
+    print_summary(Summary.model_validate(s), Console(file=buf, width=width, soft_wrap=False, color_system=None),
+                  verbose=verbose)
     return buf.getvalue().splitlines()
 
 
