@@ -108,3 +108,58 @@ def test_the_summary_is_read_by_attribute_outside_results():
     wrong = [hit for path in sorted(PACKAGE.rglob("*.py")) if path.relative_to(PACKAGE).parts[0] != "results"
              and str(path.relative_to(PACKAGE)) not in NOT_A_SUMMARY for hit in _summary_keys(path)]
     assert not wrong, "read these through the model's attributes: " + "; ".join(wrong)
+
+
+def _module_imports() -> dict[str, set[str]]:
+    """Each module of the package (dotted) with the modules of the package it imports, at the top
+    or inside functions (``from tailwise.a import b`` names ``tailwise.a`` and, when it is one,
+    the module ``tailwise.a.b``)."""
+    root = PACKAGE.parent
+    modules = {}
+    for path in PACKAGE.rglob("*.py"):
+        name = ".".join(path.relative_to(root).with_suffix("").parts).removesuffix(".__init__")
+        modules[name] = path
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        named: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "tailwise":
+                named |= {node.module} | {f"{node.module}.{a.name}" for a in node.names}
+            elif isinstance(node, ast.Import):
+                named |= {a.name for a in node.names}
+        graph[name] = {m for m in named if m in modules and m != name}
+    return graph
+
+
+def test_no_module_imports_one_that_imports_it_back():
+    """No import circle between modules either, within a package as across them (issue 35; the
+    crate's own: crates/tailwise-core/tests/layout.rs). A circle makes a module's import order matter
+    and a change to one side a change to both. Strongly connected components of the import graph
+    (Tarjan), each of more than one module, are the circles."""
+    graph = _module_imports()
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    circles: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            circle = []
+            while (w := stack.pop()) != v:
+                circle.append(w)
+            if circle:
+                circles.append(sorted([v, *circle]))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    assert not circles, "import circles (move what both need down, or into a module of its own): " + "; ".join(
+        " ↔ ".join(c) for c in circles)

@@ -16,9 +16,8 @@ from tailwise.results.documents.run import Summary, Tool
 from tailwise.results.files import RUN_SCHEMA
 from tailwise.results.measured import AgentResult
 from tailwise.results.summary import STALL_NS, decode_histogram, hist_json, hist_params
-from tailwise.stats import PACKET_PERCENTILES
+from tailwise.stats import DEFAULT_PERCENTILES, PACKET_PERCENTILES
 from tailwise.stats.histogram import LinearHistogram
-from tailwise.stats import DEFAULT_PERCENTILES
 
 
 def build_summary(*, target: str, config: dict, host: dict, result: AgentResult, analysis: Analysis,

@@ -20,8 +20,8 @@ from tailwise.results.documents import base as documents_base
 from tailwise.results.documents.run import Summary
 from tailwise.results.documents.sweep import SweepSummary
 from tailwise.results.files import RUN_SCHEMA, load_summary_json
-from tailwise.stats.histogram import java_rank
 from tailwise.stats import DEFAULT_PERCENTILES
+from tailwise.stats.histogram import java_rank
 
 #: A timing-loop iteration longer than this counts as a stall (the engine's own: engine/thread.rs).
 STALL_NS: int = _core.STALL_NS

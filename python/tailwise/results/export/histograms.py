@@ -12,7 +12,7 @@ from pathlib import Path
 
 from hdrh.iterators import PercentileIterator
 
-from tailwise.results.export import RunFiles
+from tailwise.results.export.base import RunFiles
 from tailwise.results.summary import decode_histogram
 
 

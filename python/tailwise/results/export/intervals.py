@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Iterator
 
 from tailwise import __version__, _core
-from tailwise.results.export import RunFiles
+from tailwise.results.export.base import RunFiles
 from tailwise.results.measured import AgentResult
 from tailwise.stats.histogram import decode
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tailwise.results.documents.base import Doc
-from tailwise.results.export import RunFiles
+from tailwise.results.export.base import RunFiles
 from tailwise.results.files import write_json
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from tailwise.results.export import RunFiles
+from tailwise.results.export.base import RunFiles
 from tailwise.results.files import PACKET_HIST_HEADER, PACKETS_HEADER
 from tailwise.stats.histogram import LinearHistogram
 

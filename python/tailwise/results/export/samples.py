@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 
 from tailwise.results import samples as rows_file
-from tailwise.results.export import RunFiles
+from tailwise.results.export.base import RunFiles
 from tailwise.results.files import SAMPLE_COLUMN_DTYPES
 from tailwise.results.rows import Flag
 
