@@ -204,8 +204,8 @@ def host_shortfall(point: Summary) -> str | None:
     all the time; this one was not."""
     from tailwise.methodology.checks import rate_tolerance
 
-    r, share = point.rate, host_stall_share(point)
-    rho = _builtin(point).utilisation if _builtin(point) else None
+    r, share, server = point.rate, host_stall_share(point), _builtin(point)
+    rho = server.utilisation if server else None
     target, sent, done = r.target_rps, r.achieved_rps, r.completed_rps
     if share is None or rho is None or rho >= 1 - SHORTFALL or not sent or done is None or not target:
         return None

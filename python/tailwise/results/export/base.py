@@ -12,7 +12,7 @@ from typing import Protocol
 import numpy as np
 
 from tailwise.results.documents.run import Summary
-from tailwise.results.files import STAGE, check_out_dir, release_freed_memory, result_entries, remove_entry
+from tailwise.results.files import STAGE, check_out_dir, remove_entry, result_entries
 from tailwise.results.measured import AgentResult
 
 
@@ -68,6 +68,5 @@ class ExportManager:
         written: list[Path] = []
         for exporter in self.exporters:
             written += exporter.write(stage, run)
-            release_freed_memory()  # each exporter's pieces (the samples' merge, columns) before the next
         install_results(stage, final)
         return [final / p.name for p in written]

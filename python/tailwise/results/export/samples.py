@@ -10,7 +10,7 @@ import numpy as np
 
 from tailwise.results import samples as rows_file
 from tailwise.results.export.base import RunFiles
-from tailwise.results.files import SAMPLE_COLUMN_DTYPES
+from tailwise.results.files import SAMPLE_COLUMN_DTYPES, release_freed_memory
 from tailwise.results.rows import Flag
 
 #: The formats the samples file is written in (--samples-format).
@@ -69,4 +69,5 @@ class SamplesFile:
             ok = run.used is not None and len(run.used) == len(result.samples)
             used_of = rows_file.used_in_order(run.used) if ok else (lambda rows: np.zeros(len(rows), np.uint8))
         rows_file.write_samples(path, run.samples_format, pieces, sample_columns, used_of, result.samples.dtype)
+        release_freed_memory()  # the merge's pieces and their columns, before the other files
         return [path]
