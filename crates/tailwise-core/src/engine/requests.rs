@@ -84,7 +84,7 @@ impl Path for Requests {
     #[inline]
     fn queue(w: &mut Worker<Requests>, intended: u64, busy_from: u64, flags: u32) -> Result<(), Req> {
         let p = &mut w.path;
-        let op = if p.keyed { p.gen.next_op() } else { Op { request: p.draw.next(), ..Op::KEYLESS } };
+        let op = if p.keyed { p.gen.next_op() } else { Op { request: p.draw.next_request(), ..Op::KEYLESS } };
         let req = Req::new(intended, busy_from, op, flags);
         if p.backlog.len() < MAX_BACKLOG {
             p.backlog_delayed += (flags & F::ENGINE_STALL != 0) as usize;

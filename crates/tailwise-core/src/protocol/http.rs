@@ -783,7 +783,7 @@ impl Drawer {
     }
 
     #[inline]
-    pub fn next(&mut self) -> u16 {
+    pub fn next_request(&mut self) -> u16 {
         match self.cumulative.last() {
             None => {
                 let i = self.next;
@@ -807,6 +807,205 @@ mod tests {
 
     fn make() -> Box<dyn Codec> {
         Box::new(Client::new("h", "/"))
+    }
+
+    fn req(method: &str, path: &str, headers: &[(&str, &str)], body: &[u8]) -> HttpRequest {
+        let headers = headers.iter().map(|&(n, v)| (n.to_string(), v.to_string())).collect();
+        HttpRequest { method: method.into(), path: path.into(), headers, body: body.to_vec() }
+    }
+
+    /// The bytes `Requests::new` encodes for `r` alone on host `h:80`, through the codec.
+    fn wire(r: HttpRequest) -> Vec<u8> {
+        let mut c = Client::sending(Requests::new("h:80", vec![(r, 1)], Draw::Turn).unwrap());
+        let mut out = Vec::new();
+        c.encode(&Request { id: 0, kind: OpKind::Get, key: b"", value: b"", request: 0 }, &mut out);
+        out
+    }
+
+    #[test]
+    fn requests_are_encoded_byte_for_byte() {
+        assert_eq!(wire(HttpRequest::get("/")), b"GET / HTTP/1.1\r\nHost: h:80\r\n\r\n");
+        let get = req("GET", "/a?b=1", &[("Accept", "*/*"), ("X-Trace", "a\tb c")], b"");
+        assert_eq!(wire(get), b"GET /a?b=1 HTTP/1.1\r\nHost: h:80\r\nAccept: */*\r\nX-Trace: a\tb c\r\n\r\n");
+        let post = req("POST", "/api", &[("Content-Type", "application/json")], b"{\"k\": 1}");
+        let want = b"POST /api HTTP/1.1\r\nHost: h:80\r\nContent-Type: application/json\r\nContent-Length: 8\r\n\r\n{\"k\": 1}";
+        assert_eq!(wire(post), want);
+        // POST, PUT and PATCH say Content-Length: 0 when empty (RFC 9110 §8.6); the others only with a body.
+        assert_eq!(wire(req("PUT", "/k", &[], b"")), b"PUT /k HTTP/1.1\r\nHost: h:80\r\nContent-Length: 0\r\n\r\n");
+        let put = req("PUT", "/k", &[("A", "1"), ("A", "2")], &[0, 13, 10, 255]);
+        assert_eq!(wire(put), b"PUT /k HTTP/1.1\r\nHost: h:80\r\nA: 1\r\nA: 2\r\nContent-Length: 4\r\n\r\n\x00\r\n\xff");
+        assert_eq!(wire(req("DELETE", "/k", &[], b"")), b"DELETE /k HTTP/1.1\r\nHost: h:80\r\n\r\n");
+        let delete = req("DELETE", "/k", &[], b"x");
+        assert_eq!(wire(delete), b"DELETE /k HTTP/1.1\r\nHost: h:80\r\nContent-Length: 1\r\n\r\nx");
+        // A Host field of the user's replaces the target's, first as RFC 9112 §3.2 asks; case kept.
+        let vhost = req("get", "/", &[("X-A", "1"), ("host", "example.org")], b"");
+        assert_eq!(wire(vhost), b"get / HTTP/1.1\r\nhost: example.org\r\nX-A: 1\r\n\r\n");
+        // Non-ASCII (obs-text) values go as their UTF-8 bytes.
+        assert_eq!(wire(req("GET", "/", &[("X-Name", "Grüße")], b"")), "GET / HTTP/1.1\r\nHost: h:80\r\nX-Name: Grüße\r\n\r\n".as_bytes());
+    }
+
+    #[test]
+    fn several_requests_each_send_their_own_bytes() {
+        let list = vec![(HttpRequest::get("/a"), 1), (req("POST", "/b", &[], b"xy"), 1)];
+        let r = Requests::new("h", list.clone(), Draw::Turn).unwrap();
+        assert_eq!(r.list(), &list[..]);
+        assert_eq!(r.plain_get(), None);
+        assert_eq!(Requests::get("h", "").unwrap().plain_get(), Some("/"));
+        let mut c = Client::sending(r.clone());
+        let mut out = Vec::new();
+        for i in [1, 0, 1] {
+            c.encode(&Request { id: 9, kind: OpKind::Get, key: b"", value: b"", request: i }, &mut out);
+        }
+        let (a, b) = (&b"GET /a HTTP/1.1\r\nHost: h\r\n\r\n"[..], &b"POST /b HTTP/1.1\r\nHost: h\r\nContent-Length: 2\r\n\r\nxy"[..]);
+        assert_eq!(out, [b, a, b].concat());
+        // Clones share the bytes: one copy per run, however many connections.
+        assert!(std::ptr::eq(r.wire(0), Client::sending(r.clone()).requests.wire(0)));
+    }
+
+    fn refused(list: Vec<(HttpRequest, u32)>, draw: Draw) -> String {
+        let e = Requests::new("h", list, draw).unwrap_err();
+        assert!(!e.remedy().is_empty());
+        e.to_string()
+    }
+
+    fn one(r: HttpRequest) -> String {
+        refused(vec![(HttpRequest::get("/"), 1), (r, 1)], Draw::Turn)
+    }
+
+    #[test]
+    fn what_rfc_9110_does_not_allow_is_refused_naming_the_byte_and_its_position() {
+        // Methods: tokens (§9.1, §5.6.2).
+        assert_eq!(one(req("", "/", &[], b"")), "requests[1]: method is empty");
+        assert_eq!(one(req("GE T", "/", &[], b"")), "requests[1]: method has SP (0x20) at position 2");
+        assert_eq!(one(req("GET\r\nX", "/", &[], b"")), "requests[1]: method has CR (0x0d) at position 3");
+        assert_eq!(one(req("GET/", "/", &[], b"")), "requests[1]: method has '/' (0x2f) at position 3");
+        assert_eq!(one(req("GÉT", "/", &[], b"")), "requests[1]: method has a non-ASCII byte (0xc3) at position 1");
+        // Paths: as check_path.
+        assert_eq!(one(req("GET", "/a\nb", &[], b"")), "requests[1]: path has a control character (0x0a) at position 2");
+        assert_eq!(one(req("GET", "a", &[], b"")), "requests[1]: path does not start with '/'");
+        // Header names: tokens (§5.1).
+        let name = |n: &str| one(req("GET", "/", &[("A", "1"), (n, "v")], b""));
+        assert_eq!(name(""), "requests[1].headers[1]: name is empty");
+        assert_eq!(name("X-A:"), "requests[1].headers[1]: name has ':' (0x3a) at position 3");
+        assert_eq!(name("X A"), "requests[1].headers[1]: name has SP (0x20) at position 1");
+        assert_eq!(name("X\tA"), "requests[1].headers[1]: name has HTAB (0x09) at position 1");
+        assert_eq!(name("X\r\nEvil"), "requests[1].headers[1]: name has CR (0x0d) at position 1");
+        assert_eq!(name("Ä"), "requests[1].headers[1]: name has a non-ASCII byte (0xc3) at position 0");
+        // Header values: field-vchar, SP, HTAB, none at the ends (§5.5).
+        let value = |v: &str| one(req("GET", "/", &[("X-V", v)], b""));
+        assert_eq!(value("a\r\nX-Evil: 1"), "requests[1].headers[0] (X-V): value has CR (0x0d) at position 1");
+        assert_eq!(value("a\nb"), "requests[1].headers[0] (X-V): value has LF (0x0a) at position 1");
+        assert_eq!(value("a\0b"), "requests[1].headers[0] (X-V): value has NUL (0x00) at position 1");
+        assert_eq!(value("ab\x1b"), "requests[1].headers[0] (X-V): value has ESC (0x1b) at position 2");
+        assert_eq!(value("\x7f"), "requests[1].headers[0] (X-V): value has DEL (0x7f) at position 0");
+        assert_eq!(value("\x0b"), "requests[1].headers[0] (X-V): value has VT (0x0b) at position 0");
+        assert_eq!(value(" a"), "requests[1].headers[0] (X-V): value has SP (0x20) at position 0");
+        assert_eq!(value("a\t"), "requests[1].headers[0] (X-V): value has HTAB (0x09) at position 1");
+        // An empty value is a field-value (§5.5: *field-content).
+        assert!(Requests::new("h", vec![(req("GET", "/", &[("X-Empty", "")], b""), 1)], Draw::Turn).is_ok());
+        // The framing is tailwise's; one Host at most.
+        for name in ["Content-Length", "transfer-encoding", "EXPECT"] {
+            let r = one(req("POST", "/", &[(name, "1")], b""));
+            assert_eq!(r, format!("requests[1].headers[0]: {name} is tailwise's to send, not the request's"));
+        }
+        let two = one(req("GET", "/", &[("Host", "a"), ("X", "1"), ("host", "b")], b""));
+        assert_eq!(two, "requests[1].headers[2]: a second Host field");
+        let long = one(req("POST", "/", &[], &vec![b'x'; MAX_BODY + 1]));
+        assert_eq!(long, format!("requests[1]: body of {} bytes, over {MAX_BODY}", MAX_BODY + 1));
+        // The set: not empty, weights of 1 or more, and 1 in turn.
+        assert_eq!(refused(vec![], Draw::Turn), "no requests");
+        assert_eq!(refused(vec![(HttpRequest::get("/"), 0)], Draw::Weight), "requests[0]: weight 0");
+        assert_eq!(refused(vec![(HttpRequest::get("/"), 3)], Draw::Turn), "requests[0]: weight 3, but draw is 'turn'");
+        let many = vec![(HttpRequest::get("/"), 1); MAX_REQUESTS + 1];
+        assert_eq!(refused(many, Draw::Turn), format!("{} requests, over {MAX_REQUESTS}", MAX_REQUESTS + 1));
+        assert!(Requests::new("h", vec![(HttpRequest::get("/"), 1); MAX_REQUESTS], Draw::Turn).is_ok());
+        assert_eq!(Requests::get("h\r\n", "/").unwrap_err().to_string(), "host has a control character (0x0d) at position 1");
+    }
+
+    #[test]
+    fn in_turn_each_request_in_order_then_again() {
+        let r = Requests::new("h", (0..3).map(|i| (HttpRequest::get(&format!("/{i}")), 1)).collect(), Draw::Turn).unwrap();
+        let mut d = r.drawer(1);
+        assert_eq!((0..7).map(|_| d.next_request()).collect::<Vec<_>>(), [0, 1, 2, 0, 1, 2, 0]);
+        // The seed does not matter in turn; one request is always request 0.
+        let mut e = r.drawer(99);
+        assert_eq!((0..4).map(|_| e.next_request()).collect::<Vec<_>>(), [0, 1, 2, 0]);
+        let mut s = Drawer::single();
+        assert!((0..5).all(|_| s.next_request() == 0));
+        let mut g = Requests::get("h", "/").unwrap().drawer(3);
+        assert!((0..5).all(|_| g.next_request() == 0));
+    }
+
+    #[test]
+    fn by_weight_each_request_takes_its_share_and_the_seed_fixes_the_sequence() {
+        let weights = [5u32, 3, 1, 1];
+        let list = weights.iter().enumerate().map(|(i, &w)| (HttpRequest::get(&format!("/{i}")), w)).collect();
+        let r = Requests::new("h", list, Draw::Weight).unwrap();
+        let n = 100_000;
+        let mut d = r.drawer(7);
+        let mut counts = [0u64; 4];
+        for _ in 0..n {
+            counts[d.next_request() as usize] += 1;
+        }
+        let total: u32 = weights.iter().sum();
+        for (i, &w) in weights.iter().enumerate() {
+            let p = f64::from(w) / f64::from(total);
+            let (mean, sd) = (n as f64 * p, (n as f64 * p * (1.0 - p)).sqrt());
+            // Within 4.5 standard deviations of the binomial mean (each ~1 in 150,000 by chance).
+            assert!((counts[i] as f64 - mean).abs() < 4.5 * sd, "request {i}: {} of {n}, want {mean:.0} ± {sd:.0}", counts[i]);
+        }
+        let seq = |seed| {
+            let mut d = r.drawer(seed);
+            (0..64).map(|_| d.next_request()).collect::<Vec<_>>()
+        };
+        assert_eq!(seq(7), seq(7));
+        assert_ne!(seq(7), seq(8));
+        // A weight-1 set drawn by weight: every request still drawn.
+        let even = Requests::new("h", vec![(HttpRequest::get("/"), 1); 3], Draw::Weight).unwrap();
+        let mut d = even.drawer(1);
+        let mut seen = [false; 3];
+        (0..100).for_each(|_| seen[d.next_request() as usize] = true);
+        assert_eq!(seen, [true; 3]);
+    }
+
+    /// A header field as a test writes it: a token name and a value of any characters.
+    fn field() -> impl Strategy<Value = (String, String)> {
+        ("[A-Za-z0-9!#$%&'*+.^_`|~-]{1,12}", "\\PC{0,20}|[ -~\t]{0,20}")
+    }
+
+    proptest! {
+        /// What `Requests::new` lets through reads back, through httparse, as the request given:
+        /// no field is added, lost or split, and the body follows the head, as long as it says.
+        #[test]
+        fn what_the_checks_let_through_is_the_request_given(
+            method in "[A-Za-z]{1,8}|\\PC{0,8}",
+            path in "/[A-Za-z0-9/?=&%._~-]{0,30}",
+            headers in proptest::collection::vec(field(), 0..5),
+            raw in proptest::collection::vec(any::<u8>(), 0..12),
+            body in proptest::collection::vec(any::<u8>(), 0..64),
+        ) {
+            let mut headers = headers;
+            headers.push(("X-Raw".into(), String::from_utf8_lossy(&raw).into_owned()));
+            let r = HttpRequest { method, path, headers, body };
+            let Ok(set) = Requests::new("h", vec![(r.clone(), 1)], Draw::Turn) else { return Ok(()) };
+            let bytes = set.wire(0);
+            let mut fields = [httparse::EMPTY_HEADER; 16];
+            let mut parsed = httparse::Request::new(&mut fields);
+            let head = match parsed.parse(bytes) {
+                Ok(httparse::Status::Complete(n)) => n,
+                other => return Err(TestCaseError::fail(format!("{other:?}: {}", wire::show(bytes)))),
+            };
+            prop_assert_eq!(parsed.method, Some(r.method.as_str()));
+            prop_assert_eq!(parsed.path, Some(r.path.as_str()));
+            let got: Vec<(String, Vec<u8>)> = parsed.headers.iter().map(|h| (h.name.to_string(), h.value.to_vec())).collect();
+            let mut want: Vec<(String, Vec<u8>)> = vec![("Host".into(), b"h".to_vec())];
+            want.extend(r.headers.iter().map(|(n, v)| (n.clone(), v.as_bytes().to_vec())));
+            if !r.body.is_empty() || r.expects_content() {
+                want.push(("Content-Length".into(), r.body.len().to_string().into_bytes()));
+            }
+            prop_assert_eq!(got, want);
+            prop_assert_eq!(&bytes[head..], &r.body[..]);
+        }
     }
 
     #[test]

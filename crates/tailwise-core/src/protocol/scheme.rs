@@ -409,4 +409,50 @@ mod tests {
         assert_eq!(e.to_string(), "protocol 'http': path has a control character (0x0d) at position 2");
         assert!(Protocol::try_from(spec("h:80", "/ok")).is_ok());
     }
+
+    /// An http target's requests as a configuration gives them: kept through JSON (a body that
+    /// is not UTF-8 as its bytes), today's `path` alone written as it was, and what
+    /// `Requests::new` refuses refused with its words.
+    #[test]
+    fn http_requests_round_trip_and_are_refused_as_requests_new_refuses_them() {
+        use super::ProtocolSpec;
+        use crate::protocol::http::{Draw, HttpRequest};
+        let text = r#"{"scheme": "http", "host": "h:8080", "draw": "weight", "requests": [
+            {"path": "/a"},
+            {"method": "POST", "path": "/b", "headers": [["Content-Type", "text/plain"], ["X-A", "1"]], "body": "hi", "weight": 3},
+            {"method": "PUT", "path": "/c", "body": [0, 255, 13, 10]}]}"#;
+        let p: Protocol = serde_json::from_str(text).unwrap();
+        let Protocol::Http(r) = &p else { panic!("{p:?}") };
+        assert_eq!((r.host(), r.draw()), ("h:8080", Draw::Weight));
+        let headers = vec![("Content-Type".to_string(), "text/plain".to_string()), ("X-A".into(), "1".into())];
+        let post = HttpRequest { method: "POST".into(), path: "/b".into(), headers, body: b"hi".to_vec() };
+        let put = HttpRequest { method: "PUT".into(), path: "/c".into(), headers: vec![], body: vec![0, 255, 13, 10] };
+        assert_eq!(r.list(), &[(HttpRequest::get("/a"), 1), (post, 3), (put, 1)][..]);
+        assert_eq!(r.wire(2), b"PUT /c HTTP/1.1\r\nHost: h:8080\r\nContent-Length: 4\r\n\r\n\x00\xff\r\n");
+        let json = serde_json::to_string(&p).unwrap();
+        assert!(json.contains(r#""body":[0,255,13,10]"#) && json.contains(r#""body":"hi""#), "{json}");
+        assert_eq!(serde_json::from_str::<Protocol>(&json).unwrap(), p);
+        // Without requests: GET path, written as before.
+        let get: Protocol = serde_json::from_str(r#"{"scheme": "http", "host": "x", "path": "/p"}"#).unwrap();
+        assert_eq!(serde_json::to_string(&get).unwrap(), r#"{"scheme":"http","host":"x","path":"/p"}"#);
+        let one = r#"{"scheme": "http", "host": "x", "requests": [{"path": "/p"}]}"#;
+        assert_eq!(serde_json::from_str::<Protocol>(one).unwrap(), get);
+        // Refused: by Requests::new, with both path and requests, on another protocol.
+        let spec = |json: &str| serde_json::from_str::<ProtocolSpec>(json).unwrap();
+        let bad = spec(r#"{"scheme": "http", "requests": [{"path": "/", "headers": [["X", "a\r\nY: b"]]}]}"#);
+        let e = Protocol::try_from(bad).unwrap_err();
+        assert_eq!(e.to_string(), "protocol 'http': requests[0].headers[0] (X): value has CR (0x0d) at position 1");
+        assert!(crate::error::Problem::remedy(&e).contains("RFC 9110 §5.5"));
+        let e = Protocol::try_from(spec(r#"{"scheme": "http", "requests": [{"path": "/", "weight": 2}]}"#)).unwrap_err();
+        assert!(crate::error::Problem::remedy(&e).contains("draw 'weight'"), "{e}");
+        let both = spec(r#"{"scheme": "http", "path": "/", "requests": [{"path": "/"}]}"#);
+        assert_eq!(Protocol::try_from(both).unwrap_err().to_string(), "protocol 'http': both path and requests");
+        let memcached = spec(r#"{"scheme": "memcached", "requests": [{"path": "/"}]}"#);
+        assert_eq!(Protocol::try_from(memcached).unwrap_err().to_string(), "protocol 'memcached' has no parameter 'requests'");
+        let redis = spec(r#"{"scheme": "redis", "draw": "turn"}"#);
+        assert_eq!(Protocol::try_from(redis).unwrap_err().to_string(), "protocol 'redis' has no parameter 'draw'");
+        for unknown in [r#"{"scheme": "http", "requests": [{"path": "/", "hdrs": []}]}"#, r#"{"scheme": "http", "draw": "random"}"#] {
+            assert!(serde_json::from_str::<ProtocolSpec>(unknown).is_err(), "{unknown}");
+        }
+    }
 }
