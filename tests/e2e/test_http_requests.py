@@ -5,10 +5,12 @@ The engine is driven here through its configuration (``LoadSpec``), as an agent 
 
 from __future__ import annotations
 
+import json
 import math
 import os
 from collections import Counter
 
+from support.cli import MEASURED, run_cli
 from tailwise import _core
 from tailwise.spec.load import LoadSpec, protocol
 from tailwise.spec.requests import HttpRequest, draw
@@ -39,3 +41,34 @@ def test_methods_headers_bodies_and_weights_reach_nginx_as_written(nginx):
         p = weight / 5
         sd = math.sqrt(n * p * (1 - p))
         assert abs(lines[kind] - n * p) < 4.5 * sd, (kind, lines[kind], n * p, sd)
+
+
+def run_json(*args: str) -> dict:
+    r = run_cli("run", *args)
+    assert r.returncode in MEASURED and "Traceback" not in r.stderr, r.stderr
+    return json.loads(r.stdout)
+
+
+def _logged(nginx) -> Counter:
+    with open(os.path.join(nginx.tmpdir, "requests.log")) as f:
+        return Counter(" ".join(line.split()[:4]) for line in f)
+
+
+def test_the_cli_sends_method_headers_body_and_a_requests_file(nginx, tmp_path):
+    """`tailwise run` with -X, -H and --body, then with --requests-file (its URLs name the target):
+    nginx logs exactly the requests asked, and as many as the summary counts."""
+    args = ("--duration", "1", "--rate", "2k", "--conns", "2", "--json", "--seed", "3")
+    s = run_json(f"{nginx.base_url}/echo?one", "-X", "POST", "-H", "X-Test: cli", "--body", "hello", *args)
+    assert s["error"] is None and s["counters"]["errors"] == 0, s["error_reasons"]
+    assert _logged(nginx) == Counter({"POST /echo?one cli 5": s["counters"]["received"]})
+    (tmp_path / "body.txt").write_bytes(b"a=1&b=2")
+    requests = tmp_path / "targets.txt"
+    requests.write_text(f"# weight: 2\nGET {nginx.base_url}/echo?a\nX-Test: file-a\n\n"
+                        f"PUT {nginx.base_url}/echo?b\nX-Test: file-b\n@body.txt\n")
+    s = run_json("--requests-file", str(requests), *args)
+    assert s["error"] is None and s["counters"]["errors"] == 0, s["error_reasons"]
+    got = _logged(nginx)
+    del got["POST /echo?one cli 5"]
+    assert set(got) == {"GET /echo?a file-a -", "PUT /echo?b file-b 7"}, got
+    assert sum(got.values()) == s["counters"]["received"]
+    assert got["GET /echo?a file-a -"] > got["PUT /echo?b file-b 7"]

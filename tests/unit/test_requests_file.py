@@ -123,3 +123,63 @@ def test_what_rfc_9110_refuses_is_refused_by_the_engines_rules_naming_where_it_w
     assert e.value.problem.startswith("targets.txt:5: protocol 'http': ")
     assert problem in e.value.problem
     assert e.value.remedy
+
+
+def _spec(**given):
+    from tailwise.spec.runspec import RunSpec
+    from tailwise.spec.workload import DEFAULTS
+
+    return RunSpec.from_flags({name: None for name in DEFAULTS} | {"rate": "1k", "duration": "1"} | given, None)
+
+
+def test_the_flags_make_one_request_on_the_targets_path_and_reach_the_engine_configuration(tmp_path):
+    from tailwise.spec.runspec import RunSpec
+
+    (tmp_path / "b.bin").write_bytes(b"\x01\x02")
+    url = "http://127.0.0.1:8080/api?v=1"
+    rs = _spec(targets=[url], method="POST", header=["X-A: 1", "Content-Type:text/plain"], body="hi")
+    proto = rs.load_spec(["127.0.0.1:8080"], "user").protocol
+    assert proto == {"scheme": "http", "host": "127.0.0.1:8080", "requests": [
+        {"method": "POST", "path": "/api?v=1", "headers": [["X-A", "1"], ["Content-Type", "text/plain"]], "body": "hi"}]}
+    assert json.loads(_core.check_engine_config(rs.load_spec(["127.0.0.1:8080"], "user").to_json()))["protocol"] == proto
+    # The settings parse back to the same requests (the summary's config.spec; sweep --resume).
+    assert RunSpec.from_json(rs.to_json()).requests == rs.requests
+    put = _spec(targets=[url], method="PUT", body_file=str(tmp_path / "b.bin")).requests
+    assert put == (HttpRequest("PUT", "/api?v=1", (), b"\x01\x02"),)
+    # Without them: GET path, the configuration as before.
+    plain = _spec(targets=[url]).load_spec(["127.0.0.1:8080"], "user").protocol
+    assert plain == {"scheme": "http", "host": "127.0.0.1:8080", "path": "/api?v=1"}
+
+
+def test_a_requests_file_gives_the_requests_and_without_a_target_the_target(tmp_path):
+    path = _file(tmp_path, "# weight: 4\nGET http://127.0.0.1:8080/a\n\nPOST http://127.0.0.1:8080/b\n@body\n")
+    (tmp_path / "body").write_bytes(b"x=1")
+    rs = _spec(requests_file=path, header=["X-Run: 7"])
+    assert [t.url for t in rs.targets] == ["http://127.0.0.1:8080/a"] and rs.scheme == "http"
+    assert [(r.method, r.path, r.headers, r.body, r.weight) for r in rs.requests] == [
+        ("GET", "/a", (("X-Run", "7"),), b"", 4), ("POST", "/b", (("X-Run", "7"),), b"x=1", 1)]
+    proto = rs.load_spec(["127.0.0.1:8080"], "user").protocol
+    assert proto["draw"] == "weight" and [r["path"] for r in proto["requests"]] == ["/a", "/b"]
+    # With a TARGET: the URLs name it.
+    assert len(_spec(targets=["http://127.0.0.1:8080/"], requests_file=path).requests) == 2
+
+
+@pytest.mark.parametrize(("given", "problem"), [
+    ({"targets": ["memcached://127.0.0.1:11211"], "method": "POST"}, "--method does not apply to memcached://"),
+    ({"header": ["X: 1"]}, "--header needs an http://HOST:PORT target"),
+    ({"targets": ["http://h:80/"], "body": "a", "body_file": "f"}, "--body and --body-file together"),
+    ({"targets": ["http://h:80/"], "requests_file": "REQ", "method": "PUT"}, "--requests-file with --method"),
+    ({"targets": ["http://other:80/"], "requests_file": "REQ"}, "its URLs name 127.0.0.1:8080, which is not a target (other:80)"),
+    ({"requests_file": "TWO"}, "its URLs name 2 servers (127.0.0.1:8080, 127.0.0.1:8081)"),
+    ({"targets": ["http://h:80/"], "header": ["X-A: a\x0db"]},
+     "the command line: protocol 'http': requests[0].headers[0] (X-A): value has CR (0x0d) at position 1"),
+    ({"targets": ["http://h:80/"], "method": "GE T"}, "requests[0]: method has SP (0x20) at position 2"),
+    ({"targets": ["http://h:80/"], "header": ["NoColon"]}, "--header: header 'NoColon' is not 'Name: value'"),
+])
+def test_the_http_flags_are_refused_in_one_line_where_they_cannot_apply(tmp_path, given, problem):
+    files = {"REQ": "GET http://127.0.0.1:8080/\n", "TWO": "GET http://127.0.0.1:8080/\n\nGET http://127.0.0.1:8081/\n"}
+    given = {k: _file(tmp_path, files[v]) if k == "requests_file" else v for k, v in given.items()}
+    with pytest.raises(InputError) as e:
+        _spec(**given)
+    assert problem in e.value.problem, e.value.problem
+    assert e.value.remedy

@@ -55,7 +55,8 @@ def protocol(scheme: str, *, service_ns: int | None = None, host: str = "", path
     if scheme == "synthetic":
         return {"scheme": scheme, "service_ns": service_ns}
     if scheme == "http" and requests:
-        return {"scheme": scheme, "host": host, "requests": requests, "draw": draw}
+        # As the engine writes it back: draw only when not in turn (its default).
+        return {"scheme": scheme, "host": host, "requests": requests} | ({"draw": draw} if draw != "turn" else {})
     if scheme == "http":
         return {"scheme": scheme, "host": host, "path": path}
     if scheme == "udp":

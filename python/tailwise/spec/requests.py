@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -195,3 +195,56 @@ def _accepted(request: HttpRequest, host: str) -> bool:
     except InputError:
         return False
     return True
+
+
+#: The settings that only apply to http:// targets, and their flags.
+HTTP_FLAGS = {"method": "--method", "header": "--header", "body": "--body", "body_file": "--body-file",
+              "requests_file": "--requests-file"}
+
+
+def http_requests(st: dict[str, Any], targets: tuple[Target, ...], given: set[str] | frozenset[str]
+                  ) -> tuple[tuple[Target, ...], tuple[HttpRequest, ...]]:
+    """The targets and the requests of a run's settings (empty: ``GET path``, as without these
+    settings). ``--requests-file FILE``: its URLs name one http://HOST:PORT, the target when no TARGET
+    is given, else one of the TARGETs' (every request goes to every target); ``--header`` adds
+    to each of its requests. Otherwise one request: ``--method``, ``--header``, ``--body`` or
+    ``--body-file``, on the target's path. A flag given for another scheme is refused in one
+    line; the same from a shared workload file is ignored, as key settings are."""
+    present = [name for name in HTTP_FLAGS if st.get(name) not in (None, [], ())]
+    file = st.get("requests_file")
+    scheme = targets[0].scheme if targets else None
+    if not present:
+        return targets, ()
+    if scheme != "http" and not (file and not targets):
+        flag = next((HTTP_FLAGS[name] for name in present if name in given), None)
+        if flag and scheme is None:
+            raise InputError(f"{flag} needs an http://HOST:PORT target: the built-in server speaks synthetic://",
+                             "give the http:// target (or --requests-file FILE, whose URLs name it)")
+        if flag:
+            raise InputError(f"{flag} does not apply to {scheme}://", "it is for http:// targets")
+        return targets, ()
+    one = [HTTP_FLAGS[name] for name in ("method", "body", "body_file") if st.get(name) is not None]
+    if file and one:
+        raise InputError(f"--requests-file with {one[0]}", "write each request's method and @BODY-FILE in the requests file "
+                         "(--header adds to every request)")
+    if st.get("body") is not None and st.get("body_file") is not None:
+        raise InputError("--body and --body-file together", "give the body one way")
+    headers = tuple(parse_header(h, "--header") for h in st.get("header") or ())
+    if file:
+        parsed = parse_requests_file(str(file))
+        named = list(dict.fromkeys(t.netloc for t, _ in parsed))
+        if len(named) > 1:
+            raise InputError(f"{file}: its URLs name {len(named)} servers ({', '.join(named)})",
+                             "measure one server per run: give each request a URL on the same HOST:PORT")
+        if targets and named[0] not in {t.netloc for t in targets}:
+            raise InputError(f"{file}: its URLs name {named[0]}, which is not a target "
+                             f"({', '.join(t.netloc for t in targets)})", "give no TARGET (the URLs name it) or the same one")
+        targets = targets or (parsed[0][0],)
+        requests = tuple(replace(r, headers=headers + r.headers) for _, r in parsed)
+    else:
+        body = (str(st["body"]).encode() if st.get("body") is not None
+                else body_file(str(st["body_file"]), "--body-file") if st.get("body_file") is not None else b"")
+        requests = (HttpRequest(method=str(st.get("method") or "GET"), path=targets[0].path or "/", headers=headers,
+                                body=body),)
+    check_requests(list(requests), targets[0].netloc)
+    return targets, requests
