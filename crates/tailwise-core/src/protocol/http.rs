@@ -417,6 +417,15 @@ pub enum BadText {
     NoSlash,
 }
 
+/// What to do about a host or path [`check_host`] or [`check_path`] refuses.
+pub fn text_remedy(field: &str) -> String {
+    format!(
+        "give a {field} of at most {} bytes without control characters, spaces or characters RFC 3986 does not allow \
+         there; percent-encode what the server should receive (%20, %0D)",
+        if field == "host" { MAX_HOST } else { MAX_PATH }
+    )
+}
+
 /// A host (`name:port` or `[v6]:port`) that can go into a `Host` header as written: RFC 3986's
 /// reg-name characters, an IP literal's, and the port's — no control byte, no space, no `/?#@`.
 pub fn check_host(host: &str) -> Result<(), BadText> {
@@ -572,10 +581,8 @@ impl BadRequest {
         match self {
             BadRequest::Empty => "give at least one request, or a path alone for GET".into(),
             BadRequest::TooMany { .. } => format!("give at most {MAX_REQUESTS} requests"),
-            BadRequest::Host(_) | BadRequest::Path { .. } => format!(
-                "give a host or path of at most {MAX_HOST} / {MAX_PATH} bytes without control characters, spaces or \
-                 characters RFC 3986 does not allow there; percent-encode what the server should receive (%20, %0D)"
-            ),
+            BadRequest::Host(_) => text_remedy("host"),
+            BadRequest::Path { .. } => text_remedy("path"),
             BadRequest::ZeroWeight { .. } => "give each request a weight of 1 or more (or leave it out)".into(),
             BadRequest::WeightInTurn { .. } => {
                 "give draw 'weight' to draw requests by their weights, or leave the weights out to send them in turn".into()

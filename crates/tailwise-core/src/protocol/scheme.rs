@@ -270,11 +270,7 @@ impl crate::error::Problem for UnknownScheme {
                     .into()
             }
             UnknownScheme::Range { field, min, max, .. } => format!("give {field} from {min} to {max}"),
-            UnknownScheme::Text { field, .. } => format!(
-                "give a {field} of at most {} bytes without control characters, spaces or characters RFC 3986 does \
-                 not allow there; percent-encode what the server should receive (%20, %0D)",
-                if *field == "host" { http::MAX_HOST } else { http::MAX_PATH }
-            ),
+            UnknownScheme::Text { field, .. } => http::text_remedy(field),
             UnknownScheme::Request { what, .. } => what.remedy(),
             UnknownScheme::PathAndRequests { .. } => "give each request its path, and no path beside them".into(),
         }
