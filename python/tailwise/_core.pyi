@@ -11,7 +11,7 @@ __all__ = [
     "INTERVAL_SIGFIG", "STALL_NS", "MASK_STALL_NS", "ECHO_MIN_DATAGRAM", "ECHO_MAX_DATAGRAM", "PROTOCOLS",
     "MODEL_MAX_CUSTOMERS", "MODEL_MAX_WORKERS", "TEST_HOOKS", "ENGINE_DEFAULTS", "UDP_SIZE", "PACKET_SIZE",
     "PACKET_SIZE_MIN", "PACKET_SIZE_MAX", "PACKET_FLOWS", "PACKET_FLOWS_MAX", "parse_dist", "packet_payload_len",
-    "check_engine_config", "route_interface", "hardware_timestamping", "now_ns",
+    "check_engine_config", "check_protocol", "route_interface", "hardware_timestamping", "now_ns",
     "clock_cost_ns", "histogram_params", "interval_params", "measure_stalls", "check_workload", "parse_arrival",
     "preload", "model_sojourn", "model_summary", "Server", "UdpFunction", "Engine", "Intervals", "Histogram",
     "__version__",
@@ -178,6 +178,10 @@ def route_interface(target: str) -> str: ...
 #: An engine configuration (JSON) checked as ``Engine`` would before it connects, returned whole
 #: with every default filled in; InputError naming the field otherwise.
 def check_engine_config(config: str) -> str: ...
+#: A configuration's ``protocol`` (JSON) checked as the engine builds it (an http target's requests
+#: as protocol/http.rs's ``Requests::new`` checks them), returned as the engine writes it;
+#: InputError naming the problem otherwise.
+def check_protocol(protocol: str) -> str: ...
 #: Returns when the interface can stamp every packet in hardware for this process, else raises
 #: HostError saying why.
 def hardware_timestamping(ifname: str) -> None: ...

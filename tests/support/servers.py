@@ -389,6 +389,8 @@ events {{ worker_connections 1024; }}
 http {{
     access_log off;
     default_type text/plain;
+    # /echo's log (requests.log): what each request was, as nginx read it.
+    log_format requests '$request_method $request_uri $http_x_test $content_length $request_length';
 {keepalive}    client_body_temp_path {tmp}/client_body;
     proxy_temp_path {tmp}/proxy;
     fastcgi_temp_path {tmp}/fastcgi;
@@ -402,6 +404,8 @@ http {{
         # The same bytes through the SSI filter, which drops Content-Length, so an HTTP/1.1
         # reply is sent with Transfer-Encoding: chunked.
         location = /chunked {{ ssi on; ssi_types text/plain; chunked_transfer_encoding on; }}
+        # Any method, its body read and dropped, each request logged (issue 36: a user's requests).
+        location = /echo {{ access_log {tmp}/requests.log requests; return 200 "ok\\n"; }}
     }}
 }}
 """
@@ -415,7 +419,9 @@ def _body(body_bytes: int) -> bytes:
 def nginx_server(body_bytes: int = 200, keepalive_requests: int | None = None,
                  port: int | None = None) -> Iterator[ProcessServer]:
     """nginx in a temp prefix (on a free port, or ``port``): ``/fixed`` and ``/index.html``
-    (Content-Length) and ``/chunked`` (chunked), each of ``body_bytes``.
+    (Content-Length) and ``/chunked`` (chunked), each of ``body_bytes``; ``/echo`` answers any
+    method ``ok`` and logs it to ``requests.log`` in ``.tmpdir`` (method, URI, X-Test,
+    Content-Length, request length).
 
     ``.url`` is the ``/fixed`` URL; ``.chunked_url`` and ``.base_url`` too; ``.body`` is the body.
     Keep-alive is nginx's own default (a connection closes after 1000 requests) unless

@@ -36,7 +36,7 @@ fn bench_stream(c: &mut Criterion, name: &str, (p, s): (Protocol, Vec<u8>)) {
             out.clear();
             let mut pos = 0;
             for i in 0..N {
-                codec.encode(&Request { id: i as u64, kind: OpKind::Get, key: &key, value: b"" }, &mut out);
+                codec.encode(&Request { id: i as u64, kind: OpKind::Get, key: &key, value: b"", request: 0 }, &mut out);
                 match codec.parse(black_box(&s[pos..])) {
                     Parsed::Reply { len, .. } => pos += len,
                     other => panic!("{name}: {other:?}"),
@@ -58,7 +58,7 @@ fn bench_datagrams(c: &mut Criterion, name: &str, p: Protocol, ds: Vec<Vec<u8>>)
         b.iter(|| {
             for (i, d) in ds.iter().enumerate() {
                 out.clear();
-                codec.encode(&Request { id: i as u64, kind: OpKind::Get, key: &key, value: b"" }, &mut out);
+                codec.encode(&Request { id: i as u64, kind: OpKind::Get, key: &key, value: b"", request: 0 }, &mut out);
                 black_box(&out);
                 match codec.parse(black_box(d)) {
                     Parsed::Reply { .. } => {}
@@ -96,7 +96,7 @@ fn codecs(c: &mut Criterion) {
             s.extend_from_slice(b"\r\n");
         }),
     );
-    let http = Protocol::Http { host: "localhost".into(), path: "/".into() };
+    let http = Protocol::named("http").unwrap();
     let head = "HTTP/1.1 200 OK\r\nServer: nginx/1.22.1\r\nDate: Sat, 22 Nov 2025 05:06:00 GMT\r\n\
                 Content-Type: text/html\r\nConnection: keep-alive\r\n";
     bench_stream(

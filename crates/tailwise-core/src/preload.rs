@@ -132,7 +132,7 @@ fn store_range(cfg: &PreloadConfig, protocol: &Protocol, range: std::ops::Range<
             cfg.workload.write_key(index, &mut key);
             let value = cfg.workload.value_for_key(index);
             out.bytes += value.len() as u64;
-            codec.encode(&Request { id: index, kind: OpKind::Set, key: &key, value }, &mut wbuf);
+            codec.encode(&Request { id: index, kind: OpKind::Set, key: &key, value, request: 0 }, &mut wbuf);
         }
         s.write_all(&wbuf).map_err(|err| PreloadError::Send { addr, err })?;
         let mut want = batch_end - next;
@@ -173,7 +173,7 @@ mod tests {
 
     #[test]
     fn keyless_protocols_are_refused_with_the_reason() {
-        let e = store_protocol(&Protocol::Http { host: "h".into(), path: "/".into() }).unwrap_err();
+        let e = store_protocol(&Protocol::named("http").unwrap()).unwrap_err();
         assert!(e.to_string().contains("http:// has no keys") && e.remedy().contains("memcached and redis"), "{e}");
         assert_eq!(e.kind(), Kind::Input);
         assert_eq!(store_protocol(&Protocol::MemcachedUdp).unwrap(), Protocol::MemcachedAscii);

@@ -155,6 +155,18 @@ fn check_engine_config(config: &str) -> PyResult<String> {
     Ok(cfg.to_json())
 }
 
+/// A configuration's `protocol` (JSON) checked as the engine builds it (an http target's requests
+/// as protocol/http.rs's `Requests::new` checks them): returns it as the engine writes it. Raises
+/// InputError naming the problem.
+#[pyfunction]
+fn check_protocol(protocol: &str) -> PyResult<String> {
+    use tailwise_core::engine::ConfigError;
+    use tailwise_core::protocol::ProtocolSpec;
+    let spec: ProtocolSpec = serde_json::from_str(protocol).map_err(|e| raise(ConfigError::Json(e)))?;
+    let p = Protocol::try_from(spec).map_err(raise)?;
+    Ok(serde_json::to_string(&p).expect("a protocol always serialises"))
+}
+
 /// Packet mode: the UDP payload of a `size`-byte Ethernet frame (protocol/flow.rs).
 #[pyfunction]
 fn packet_payload_len(size: usize, ipv6: bool) -> usize {
@@ -669,6 +681,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(parse_dist, m)?)?;
     m.add_function(wrap_pyfunction!(packet_payload_len, m)?)?;
     m.add_function(wrap_pyfunction!(check_engine_config, m)?)?;
+    m.add_function(wrap_pyfunction!(check_protocol, m)?)?;
     m.add_function(wrap_pyfunction!(route_interface, m)?)?;
     m.add_function(wrap_pyfunction!(hardware_timestamping, m)?)?;
     m.add_function(wrap_pyfunction!(now_ns, m)?)?;

@@ -152,6 +152,21 @@ Flows = Annotated[Optional[int], _opt(
 MaxLoss = Annotated[Optional[float], _opt(
     "--max-loss", metavar="RATIO",
     help=f"udp+flow:// only: the loss check fails above this share of packets lost {default('max_loss', '0.1 %')}")]
+_HTTP_ONLY = "http:// only"
+Method = Annotated[Optional[str], _opt(
+    "--method", "-X", metavar="METHOD", help=f"{_HTTP_ONLY}: the request's method, sent as written [default: GET]")]
+Header = Annotated[Optional[list[str]], _opt(
+    "--header", "-H", metavar="'NAME: VALUE'",
+    help=f"{_HTTP_ONLY}: a header field of every request (repeatable); Host replaces the target's; Content-Length is "
+         "tailwise's, from the body")]
+Body = Annotated[Optional[str], _opt("--body", metavar="TEXT", help=f"{_HTTP_ONLY}: the request's body (Content-Length set)")]
+BodyFile = Annotated[Optional[str], _opt(
+    "--body-file", metavar="FILE", help=f"{_HTTP_ONLY}: the request's body, this file's bytes (Content-Length set)")]
+RequestsFile = Annotated[Optional[str], _opt(
+    "--requests-file", metavar="FILE",
+    help=f"{_HTTP_ONLY}: several requests, in vegeta's targets format (METHOD URL, header lines, @BODY-FILE, a blank "
+         "line between requests; '# weight: N' before a request line weights it): drawn in turn, or by weight when "
+         "any has one; without TARGET, the URLs give it (docs/run.md)")]
 Pin = Annotated[Optional[bool], _opt(
     "--pin/--no-pin",
     help=f"pin engine threads (and built-in server workers) to CPUs {default_switch('pin', '--pin', '--no-pin')}")]

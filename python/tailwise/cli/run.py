@@ -11,7 +11,7 @@ from tailwise.cli.exits import EXIT_ERROR, EXIT_NOT_MEASURABLE, EXIT_THRESHOLD, 
 from tailwise.cli.options import (Agents, Arrival, Bounds, Ci, Confidence, Conns, Duration, Force, Json, KeepStalls, Keys, KeySize,
                                   Late, MaxTime, Mix, Outstanding, Percentile, Percentiles, Pin, PollOption,
                                   Popularity, Probe, ProbeConns, ProbeRate, Quiet, Rate, RunOut, SampleEvery,
-                                  Size, Flows, MaxLoss,
+                                  Size, Flows, MaxLoss, Method, Header, Body, BodyFile, RequestsFile,
                                   ProbeAgent, SamplesFormat, Seed, Service, Targets, Threads, Thresholds, Timeout,
                                   Timestamps, AgentTlsCa, AgentTlsCert, AgentTlsKey, InsecurePlaintext, TokenFile,
                                   ValueSize, Verbose, Warmup, Workers, Workload)
@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 RUN_SETTINGS = ("targets", "rate", "percentile", "percentiles", "ci", "confidence", "max_time", "duration", "threads",
                 "conns", "outstanding", "arrival", "keys", "key_size", "popularity", "mix", "service", "workers",
                 "sample_every", "timeout", "late", "warmup", "seed", "timestamps", "probe", "probe_conns", "probe_rate",
-                "value_size", "size", "flows", "max_loss", "bounds")
+                "value_size", "size", "flows", "max_loss", "bounds", "method", "header", "body", "body_file", "requests_file")
 
 
 def run(
@@ -45,7 +45,8 @@ def run(
     probe_agent: ProbeAgent = None, token_file: TokenFile = None, agent_tls_ca: AgentTlsCa = None,
     agent_tls_cert: AgentTlsCert = None, agent_tls_key: AgentTlsKey = None, insecure_plaintext: InsecurePlaintext = None,
     size: Size = None,
-    flows: Flows = None, max_loss: MaxLoss = None, bounds: Bounds = None,
+    flows: Flows = None, max_loss: MaxLoss = None, bounds: Bounds = None, method: Method = None, header: Header = None,
+    body: Body = None, body_file: BodyFile = None, requests_file: RequestsFile = None,
 ) -> int:
     """Measure latency at an offered open-loop load, until the percentile's CI is as narrow as asked.
 

@@ -16,7 +16,7 @@ from tailwise.cli.options import (SWEEP_OUT, Agents, Arrival, Bounds, Ci, Confid
                                   Service, Slo, Steps, SweepConns, SweepOut, SweepOutstanding, Targets, Threads,
                                   Thresholds, Timeout, Timestamps, ValueSize, Verbose, Warmup, Workers, Workload,
                                   ProbeAgent, AgentTlsCa, AgentTlsCert, AgentTlsKey, InsecurePlaintext, TokenFile, Size,
-                                  Flows, MaxLoss)
+                                  Flows, MaxLoss, Method, Header, Body, BodyFile, RequestsFile)
 from tailwise.cli.run import fleet_of, run_flags
 from tailwise.errors import InputError
 from tailwise.render.output import set_quiet
@@ -45,7 +45,8 @@ def sweep(
     resume: Resume = None, agents: Agents = None, probe_agent: ProbeAgent = None, token_file: TokenFile = None,
     agent_tls_ca: AgentTlsCa = None, agent_tls_cert: AgentTlsCert = None,
     agent_tls_key: AgentTlsKey = None, insecure_plaintext: InsecurePlaintext = None, size: Size = None,
-    flows: Flows = None, max_loss: MaxLoss = None, bounds: Bounds = None,
+    flows: Flows = None, max_loss: MaxLoss = None, bounds: Bounds = None, method: Method = None, header: Header = None,
+    body: Body = None, body_file: BodyFile = None, requests_file: RequestsFile = None,
 ) -> int:
     """Measure latency at a series of loads (one self-correcting run each), find the knee, or with --slo the highest load that meets it.
 

@@ -45,13 +45,18 @@ class TestStall:
 
 
 def protocol(scheme: str, *, service_ns: int | None = None, host: str = "", path: str = "/",
-             size: int | None = None, flows: int | None = None) -> dict[str, Any]:
-    """A configuration's ``protocol``: the scheme with the parameters that protocol has."""
+             size: int | None = None, flows: int | None = None, requests: list[dict[str, Any]] | None = None,
+             draw: str = "turn") -> dict[str, Any]:
+    """A configuration's ``protocol``: the scheme with the parameters that protocol has. http's
+    ``requests`` (``HttpRequest.spec()``, spec/requests.py), when given, replace ``GET path``."""
     if scheme == "udp+flow":
         return {"scheme": scheme, "size": size if size is not None else _core.PACKET_SIZE,
                 "flows": flows if flows is not None else _core.PACKET_FLOWS}
     if scheme == "synthetic":
         return {"scheme": scheme, "service_ns": service_ns}
+    if scheme == "http" and requests:
+        # As the engine writes it back: draw only when not in turn (its default).
+        return {"scheme": scheme, "host": host, "requests": requests} | ({"draw": draw} if draw != "turn" else {})
     if scheme == "http":
         return {"scheme": scheme, "host": host, "path": path}
     if scheme == "udp":

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tailwise.spec.load import ENGINE, LoadSpec, Probe, TestStall, protocol
+from tailwise.spec.requests import HttpRequest, draw, http_requests
 from tailwise.errors import HostError, InputError
 from tailwise import _core
 from tailwise.spec.target import KEYED, PACKET, UDP_SIZE, Target, parse_targets
@@ -224,6 +225,8 @@ class RunSpec:
     size: int | None = None
     flows: int | None = None
     max_loss: float | None = None
+    #: http://: the requests (spec/requests.py); empty: GET of the target's path.
+    requests: tuple[HttpRequest, ...] = ()
 
     @classmethod
     def from_flags(cls, flags: dict[str, Any], workload_file: str | None, *, pin: bool | None = None,
@@ -286,6 +289,7 @@ class RunSpec:
             positive(name, v)
         confidence_level(confidence)
         tgts = tuple(parse_targets(st["targets"])) if st["targets"] else ()
+        tgts, requests = http_requests(st, tgts, given)
         scheme = tgts[0].scheme if tgts else "synthetic"
         size, flows, max_loss = packet_settings(st, scheme if tgts else None, given)
         feeds, n = ("--flows", flows) if flows is not None else ("--conns", conns)  # each thread its own
@@ -321,7 +325,7 @@ class RunSpec:
             sample_every=sample_every, workload=work, service=service, service_ns=service_ns, seed=seed,
             pin=bool(st.get("pin", True)), keep_stalls=bool(st.get("keep_stalls", False)),
             workload_file=st.get("workload_file"), capped=capped, percentiles=percentiles, bounds=bounds,
-            size=size, flows=flows, max_loss=max_loss,
+            size=size, flows=flows, max_loss=max_loss, requests=requests,
         )
 
     @property
@@ -342,7 +346,8 @@ class RunSpec:
         first = self.targets[0] if self.targets else None
         proto = protocol(self.scheme, service_ns=self.service_ns, host=first.netloc if first else "",
                          path=first.path if first and first.path else "/",
-                         size=self.size if self.size is not None else (first.udp_size if first else UDP_SIZE), flows=self.flows)
+                         size=self.size if self.size is not None else (first.udp_size if first else UDP_SIZE), flows=self.flows,
+                         requests=[r.spec() for r in self.requests] or None, draw=draw(list(self.requests)))
         return LoadSpec(
             targets=addrs, rate_rps=self.rate_rps, duration_ns=self.duration_ns or self.max_time_ns,
             threads=self.threads, conns=self.conns, outstanding=self.outstanding, arrival=self.arrival,

@@ -80,6 +80,13 @@ DEFAULTS: dict[str, Any] = {
     "size": None,
     "flows": None,
     "max_loss": 0.001,
+    # http:// (spec/requests.py): one request's method, headers and body (None: GET, none, none),
+    # or a requests file in vegeta's format.
+    "method": None,
+    "header": None,
+    "body": None,
+    "body_file": None,
+    "requests_file": None,
 }
 
 #: The settings of the commands around a measurement (what to judge, where to write, which loads
@@ -134,6 +141,7 @@ _TYPES: dict[str, tuple[type, ...]] = {
     "flows": (int,),
     "max_loss": (int, float),
     "threshold": (list, str),
+    "header": (list, str),
     "key_size": (str, int),
     "value_size": (str, int),
     # Times: a string with its unit, or a plain number of seconds, as on the command line.
@@ -172,7 +180,7 @@ def load_file(path: str | None) -> dict[str, Any]:
             want = " or ".join({"int": "an integer", "str": "a string", "float": "a number", "list": "a list"}[k.__name__] for k in kinds)
             example = {**DEFAULTS, **COMMAND_DEFAULTS, **EXAMPLES}[name]
             raise InputError(f"workload file {path}: {name} = {value!r} is not {want}", f"write e.g. {name} = {example!r}")
-    for name in ("targets", "threshold"):
+    for name in ("targets", "threshold", "header"):
         if isinstance(data.get(name), str):
             data[name] = [data[name]]
     if not all(isinstance(t, str) for t in data.get("threshold") or []):
@@ -189,7 +197,9 @@ EXAMPLES = {"percentiles": "50,95,99,99.9", "threshold": ["p99<200us"], "out": "
             "slo": "p99<200us", "ci": "10%", "duration": "10s", "sample_every": 5, "seed": 42, "service": "exp:10us",
             "targets": ["memcached://127.0.0.1:11211"], "agents": ["10.0.0.2:7100"], "probe_agent": "10.0.0.3:7100",
             "token_file": "/etc/tailwise/token", "agent_tls_ca": "ca.pem", "agent_tls_cert": "coordinator.pem",
-            "agent_tls_key": "coordinator.key", "insecure_plaintext": False}
+            "agent_tls_key": "coordinator.key", "insecure_plaintext": False, "method": "POST",
+            "header": ["Content-Type: application/json"], "body": '{"k": 1}', "body_file": "body.json",
+            "requests_file": "targets.txt"}
 
 
 def command_setting(name: str, flag: Any, file: dict[str, Any]) -> Any:

@@ -290,7 +290,7 @@ mod tests {
             assert_eq!(EngineConfig::from_json(&cfg.to_json()).unwrap().protocol, p);
         }
         let http = r#"{"protocol": {"scheme": "http", "host": "x"}}"#;
-        let want = Protocol::Http { host: "x".into(), path: "/".into() };
+        let want = Protocol::Http(crate::protocol::http::Requests::get("x", "/").unwrap());
         assert_eq!(EngineConfig::from_json(http).unwrap().protocol, want);
     }
 

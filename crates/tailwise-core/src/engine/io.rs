@@ -87,7 +87,8 @@ impl Worker<Requests> {
                 b""
             };
             let c = &mut self.path.conns[i];
-            c.codec.encode(&Request { id, kind: req.op.kind, key, value: value_bytes(req.op.value_len) }, &mut c.wbuf);
+            let request = Request { id, kind: req.op.kind, key, value: value_bytes(req.op.value_len), request: req.op.request };
+            c.codec.encode(&request, &mut c.wbuf);
             let end = if self.path.datagram {
                 c.dgram_ends.push_back(c.wbuf.len());
                 c.tx.end_key(true, c.dgram_ends.len())

@@ -11,6 +11,7 @@ use super::req::{Req, SlotWait, Times};
 use super::thread::{Path, Worker, MAX_WAIT_NS};
 use crate::io::poll::{Epoll, EPOLLIN};
 use crate::load::workload::{Op, OpGen, MAX_KEY};
+use crate::protocol::http::Drawer;
 use crate::record::flags as F;
 use crate::time::wake::WakeLateness;
 use std::collections::VecDeque;
@@ -26,6 +27,8 @@ pub(crate) struct Requests {
     /// The protocol sends keys: draw each request from the workload.
     pub(super) keyed: bool,
     pub(super) gen: OpGen,
+    /// Which of the protocol's requests each one is (HTTP's several; else always the one).
+    pub(super) draw: Drawer,
     pub(super) key: Vec<u8>,
     pub(super) ep: Epoll,
     pub(super) rr: usize,
@@ -62,6 +65,7 @@ impl Path for Requests {
             datagram: cfg.protocol.is_datagram(),
             keyed: cfg.protocol.has_keys(),
             gen: OpGen::new(cfg.workload.clone(), seed ^ 0xC0FF_EE00),
+            draw: cfg.protocol.drawer(seed ^ 0xD8A3_0000),
             key: Vec::with_capacity(MAX_KEY),
             ep,
             rr: 0,
@@ -80,7 +84,7 @@ impl Path for Requests {
     #[inline]
     fn queue(w: &mut Worker<Requests>, intended: u64, busy_from: u64, flags: u32) -> Result<(), Req> {
         let p = &mut w.path;
-        let op = if p.keyed { p.gen.next_op() } else { Op::KEYLESS };
+        let op = if p.keyed { p.gen.next_op() } else { Op { request: p.draw.next_request(), ..Op::KEYLESS } };
         let req = Req::new(intended, busy_from, op, flags);
         if p.backlog.len() < MAX_BACKLOG {
             p.backlog_delayed += (flags & F::ENGINE_STALL != 0) as usize;

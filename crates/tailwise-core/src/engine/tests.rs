@@ -746,3 +746,93 @@ fn an_engine_stall_is_never_a_wait_for_a_slot() {
     // flight for a reply to come in the stop).
     assert!(at_stop >= 1 || free_across, "stop [{a}, {b})");
 }
+
+/// An HTTP/1.1 server that answers every request `200 OK` with an empty body and counts the
+/// requests it read by their bytes: `counts[i]` those equal to `wire[i]`, `counts[wire.len()]`
+/// any other.
+fn http_counting(wire: Vec<Vec<u8>>) -> (SocketAddr, Arc<Vec<AtomicU64>>, Arc<AtomicBool>) {
+    use std::io::{Read, Write};
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    l.set_nonblocking(true).unwrap();
+    let addr = l.local_addr().unwrap();
+    let counts: Arc<Vec<AtomicU64>> = Arc::new((0..=wire.len()).map(|_| AtomicU64::new(0)).collect());
+    let stop = Arc::new(AtomicBool::new(false));
+    let (counts2, stop2, wire) = (counts.clone(), stop.clone(), Arc::new(wire));
+    std::thread::spawn(move || {
+        while !stop2.load(Relaxed) {
+            let Ok((mut s, _)) = l.accept() else {
+                std::thread::sleep(Duration::from_micros(200));
+                continue;
+            };
+            let (counts, wire) = (counts2.clone(), wire.clone());
+            std::thread::spawn(move || {
+                s.set_nonblocking(false).unwrap();
+                s.set_nodelay(true).unwrap();
+                let (mut buf, mut chunk) = (Vec::new(), [0u8; 4096]);
+                loop {
+                    // One whole request at the front of `buf`: its head, then Content-Length bytes.
+                    let mut fields = [httparse::EMPTY_HEADER; 16];
+                    let mut r = httparse::Request::new(&mut fields);
+                    let len = match r.parse(&buf) {
+                        Ok(httparse::Status::Complete(head)) => {
+                            let length = r.headers.iter().find(|h| h.name.eq_ignore_ascii_case("content-length"));
+                            let body: usize = length.map_or(0, |h| std::str::from_utf8(h.value).unwrap().parse().unwrap());
+                            Some(head + body).filter(|&n| buf.len() >= n)
+                        }
+                        Ok(httparse::Status::Partial) => None,
+                        Err(e) => panic!("not an HTTP request: {e}"),
+                    };
+                    let Some(len) = len else {
+                        match s.read(&mut chunk) {
+                            Ok(got) if got > 0 => buf.extend_from_slice(&chunk[..got]),
+                            _ => return,
+                        }
+                        continue;
+                    };
+                    let which = wire.iter().position(|w| w[..] == buf[..len]).unwrap_or(wire.len());
+                    counts[which].fetch_add(1, Relaxed);
+                    buf.drain(..len);
+                    if s.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n").is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    (addr, counts, stop)
+}
+
+/// The engine sends an http target's requests as `Requests::new` encoded them, each drawn as
+/// its `Draw` says: in turn on one thread, by weight across two.
+#[test]
+fn http_requests_go_as_encoded_in_turn_or_by_weight() {
+    use crate::protocol::http::{Draw, HttpRequest, Requests};
+    let post = HttpRequest {
+        method: "POST".into(),
+        path: "/b".into(),
+        headers: vec![("X-Test".into(), "1".into())],
+        body: b"payload".to_vec(),
+    };
+    for (draw, threads, weight) in [(Draw::Turn, 1, 1), (Draw::Weight, 2, 3)] {
+        let requests = Requests::new("h", vec![(HttpRequest::get("/a"), weight), (post.clone(), 1)], draw).unwrap();
+        let (addr, counts, stop) = http_counting(vec![requests.wire(0).to_vec(), requests.wire(1).to_vec()]);
+        let mut cfg = config(addr, 4_000.0, 500);
+        (cfg.threads, cfg.protocol) = (threads, Protocol::Http(requests));
+        let r = Engine::start(cfg).unwrap().join();
+        stop.store(true, Relaxed);
+        let c = r.counters;
+        assert!(r.error.is_none(), "{:?} {:?}", r.error, r.error_reasons);
+        assert_eq!((c.received, c.errors + c.timeouts + c.never_sent), (c.sent, 0), "{c:?}");
+        let [a, b, other] = [0, 1, 2].map(|i| counts[i].load(Relaxed));
+        assert_eq!((a + b, other), (c.received, 0), "{draw:?}: {a} + {b} of {c:?}");
+        match draw {
+            Draw::Turn => assert!(a.abs_diff(b) <= 1, "in turn: {a} and {b}"),
+            Draw::Weight => {
+                // ~2,000 requests, 3 in 4 of them /a: within 4.5 binomial standard deviations.
+                let (n, p) = ((a + b) as f64, 0.75);
+                let sd = (n * p * (1.0 - p)).sqrt();
+                assert!((a as f64 - n * p).abs() < 4.5 * sd, "by weight: {a} of {n}, want {:.0} ± {sd:.0}", n * p);
+            }
+        }
+    }
+}

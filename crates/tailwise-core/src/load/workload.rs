@@ -369,11 +369,13 @@ pub struct Op {
     pub key: u64,
     /// Value bytes of a set (0 for gets); the bytes are [`value_bytes`]`(len)`.
     pub value_len: u32,
+    /// Which of the protocol's requests (HTTP: drawn by `protocol::http::Drawer`; 0 otherwise).
+    pub request: u16,
 }
 
 impl Op {
     /// The request of protocols without keys (synthetic, HTTP, UDP echo).
-    pub const KEYLESS: Op = Op { kind: OpKind::Get, key: 0, value_len: 0 };
+    pub const KEYLESS: Op = Op { kind: OpKind::Get, key: 0, value_len: 0, request: 0 };
 }
 
 /// The bytes of a value of `len` bytes (sets send a prefix of one static buffer).
@@ -411,9 +413,9 @@ impl OpGen {
         };
         if self.w.set_fraction > 0.0 && self.rng.random::<f64>() < self.w.set_fraction {
             let value_len = self.w.value(self.rng.random::<f64>()).len() as u32;
-            Op { kind: OpKind::Set, key, value_len }
+            Op { kind: OpKind::Set, key, value_len, request: 0 }
         } else {
-            Op { kind: OpKind::Get, key, value_len: 0 }
+            Op { kind: OpKind::Get, key, value_len: 0, request: 0 }
         }
     }
 }

@@ -23,6 +23,9 @@ pub struct Request<'a> {
     pub key: &'a [u8],
     /// The value to store (`Set` only).
     pub value: &'a [u8],
+    /// Which of the protocol's requests it is (HTTP: the index of its [`super::http::Requests`]
+    /// as the thread's drawer chose it); 0 for the protocols with one kind of request.
+    pub request: u16,
 }
 
 /// What a well-formed reply said.

@@ -65,7 +65,7 @@ mod tests {
 
     fn encode(c: &mut Client, id: u64) -> Vec<u8> {
         let mut out = Vec::new();
-        c.encode(&Request { id, kind: OpKind::Get, key: b"", value: b"" }, &mut out);
+        c.encode(&Request { id, kind: OpKind::Get, key: b"", value: b"", request: 0 }, &mut out);
         out
     }
 

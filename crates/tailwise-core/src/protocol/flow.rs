@@ -103,7 +103,7 @@ mod tests {
     fn the_codec_carries_the_id_as_seq() {
         let mut c = Client::new(100);
         let mut out = Vec::new();
-        c.encode(&Request { id: 42, kind: crate::protocol::OpKind::Get, key: b"", value: b"" }, &mut out);
+        c.encode(&Request { id: 42, kind: crate::protocol::OpKind::Get, key: b"", value: b"", request: 0 }, &mut out);
         assert_eq!(out.len(), 54);
         assert_eq!(c.parse(&out), Parsed::Reply { len: 54, id: Some(42), outcome: Outcome::Done });
         assert!(matches!(c.parse(b"nope"), Parsed::Malformed { .. }));

@@ -1,7 +1,10 @@
-//! HTTP/1.1 keep-alive GET, client side (RFC 9112, HTTP/1.1 message syntax; RFC 9110 for status
-//! codes).
+//! HTTP/1.1 keep-alive requests, client side (RFC 9112, HTTP/1.1 message syntax; RFC 9110 for
+//! methods, fields and status codes).
 //!
-//! Every request is the same precomputed `GET <path> HTTP/1.1\r\nHost: <host>\r\n\r\n`. A reply is
+//! The requests are a user's ([`HttpRequest`]: method, target, header fields, body; one
+//! `GET <path>` when none are given), checked as RFC 9110 says and each encoded once
+//! ([`Requests`]) before the run; a thread draws which one each request is ([`Drawer`]: in turn,
+//! or by weight with its seeded generator) and the codec copies that one's bytes. A reply is
 //!
 //! ```text
 //! HTTP/1.x <3-digit status>[ <reason>]\r\n (<name>:<value>\r\n)* \r\n <body>
@@ -20,7 +23,10 @@
 
 use super::wire::{self, line, Line};
 use super::{Codec, Malformed, Outcome, Parsed, Request, MAX_REPLY};
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
 use std::mem::MaybeUninit;
+use std::sync::Arc;
 
 /// Longest status line plus header section (and longest trailer section).
 pub const MAX_HEAD: usize = 16 * 1024;
@@ -31,7 +37,7 @@ const MAX_CHUNK_LINE: usize = 4096;
 /// reads is scanned once; `parse` must be called again with the same bytes at the front of the
 /// buffer (plus more) after `Incomplete`, as the engine does.
 pub struct Client {
-    request: Vec<u8>,
+    requests: Requests,
     st: State,
 }
 
@@ -67,13 +73,16 @@ enum Framing {
 }
 
 impl Client {
-    /// `host` and `path` as checked by [`check_host`] and [`check_path`] (a `Protocol::Http` is
-    /// built only from checked ones): nothing but the request's own CR LFs is a control byte.
+    /// A client that sends `requests` (shared, not copied: every connection's client holds the
+    /// same bytes).
+    pub fn sending(requests: Requests) -> Client {
+        Client { requests, st: State::default() }
+    }
+
+    /// `GET path` on `host`, both as checked by [`check_host`] and [`check_path`] (an empty path
+    /// is `/`).
     pub fn new(host: &str, path: &str) -> Client {
-        let path = if path.is_empty() { "/" } else { path };
-        debug_assert!(check_host(host).is_ok() && check_path(path).is_ok(), "{host:?} {path:?}");
-        let request = format!("GET {path} HTTP/1.1\r\nHost: {host}\r\n\r\n").into_bytes();
-        Client { request, st: State::default() }
+        Client::sending(Requests::get(host, path).expect("a host and path their checks let through"))
     }
 }
 
@@ -316,8 +325,8 @@ impl State {
 
 impl Codec for Client {
     #[inline]
-    fn encode(&mut self, _req: &Request, out: &mut Vec<u8>) {
-        out.extend_from_slice(&self.request);
+    fn encode(&mut self, req: &Request, out: &mut Vec<u8>) {
+        out.extend_from_slice(self.requests.wire(req.request));
     }
 
     fn parse(&mut self, buf: &[u8]) -> Parsed {
@@ -408,6 +417,15 @@ pub enum BadText {
     NoSlash,
 }
 
+/// What to do about a host or path [`check_host`] or [`check_path`] refuses.
+pub fn text_remedy(field: &str) -> String {
+    format!(
+        "give a {field} of at most {} bytes without control characters, spaces or characters RFC 3986 does not allow \
+         there; percent-encode what the server should receive (%20, %0D)",
+        if field == "host" { MAX_HOST } else { MAX_PATH }
+    )
+}
+
 /// A host (`name:port` or `[v6]:port`) that can go into a `Host` header as written: RFC 3986's
 /// reg-name characters, an IP literal's, and the port's — no control byte, no space, no `/?#@`.
 pub fn check_host(host: &str) -> Result<(), BadText> {
@@ -447,6 +465,346 @@ fn check_text(text: &str, max: usize, allowed: impl Fn(u8) -> bool) -> Result<()
     }
 }
 
+/// Longest request body: as long as the longest reply ([`MAX_REPLY`]), so that a connection's
+/// write buffer is bounded as its read buffer is.
+pub const MAX_BODY: usize = MAX_REPLY;
+/// Most requests in one run: which one a request is travels as a `u16` (`Request::request`).
+pub const MAX_REQUESTS: usize = 1 << 16;
+
+/// One HTTP/1.1 request as a user writes it (curl's `-X`, `-H`, `-d`; a target of vegeta's
+/// targets file). The Host field is the target's unless `headers` holds one; Content-Length is
+/// tailwise's to send (see [`Requests::new`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HttpRequest {
+    /// A token (RFC 9110 §9.1), sent as written: methods are case-sensitive.
+    pub method: String,
+    /// The request target in origin form (RFC 9112 §3.2.1), as [`check_path`] allows it.
+    pub path: String,
+    /// Field lines in the order given; a name may repeat.
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+}
+
+impl HttpRequest {
+    /// `GET path`, nothing else: what an `http://` target without requests sends.
+    pub fn get(path: &str) -> HttpRequest {
+        let path = if path.is_empty() { "/" } else { path };
+        HttpRequest { method: "GET".into(), path: path.into(), headers: Vec::new(), body: Vec::new() }
+    }
+
+    /// Whether its method has content in its semantics, so that Content-Length goes with it even
+    /// when the body is empty (RFC 9110 §8.6: "normally sends Content-Length in a POST request
+    /// even when the value is 0"); other methods send it only with a body.
+    fn expects_content(&self) -> bool {
+        matches!(self.method.as_str(), "POST" | "PUT" | "PATCH")
+    }
+}
+
+/// How a thread chooses each request of several: `Turn`, the first, the second, … and again (each
+/// thread from the first); `Weight`, independently, each with probability weight / total, by the
+/// thread's seeded generator.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Draw {
+    #[default]
+    Turn,
+    Weight,
+}
+
+/// A byte where a method, header name or header value may not have it, and its position there
+/// (from 0); named in words for control characters ("CR (0x0d) at position 5").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BadByte {
+    pub byte: u8,
+    pub at: usize,
+}
+
+/// ASCII's names for its control characters (C0, then DEL).
+const CONTROL_NAMES: [&str; 32] = [
+    "NUL", "SOH", "STX", "ETX", "EOT", "ENQ", "ACK", "BEL", "BS", "HTAB", "LF", "VT", "FF", "CR", "SO", "SI", "DLE",
+    "DC1", "DC2", "DC3", "DC4", "NAK", "SYN", "ETB", "CAN", "EM", "SUB", "ESC", "FS", "GS", "RS", "US",
+];
+
+impl std::fmt::Display for BadByte {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let (b, at) = (self.byte, self.at);
+        match b {
+            0..0x20 => write!(f, "{} (0x{b:02x}) at position {at}", CONTROL_NAMES[b as usize]),
+            0x7f => write!(f, "DEL (0x7f) at position {at}"),
+            b' ' => write!(f, "SP (0x20) at position {at}"),
+            0x80.. => write!(f, "a non-ASCII byte (0x{b:02x}) at position {at}"),
+            _ => write!(f, "'{}' (0x{b:02x}) at position {at}", b as char),
+        }
+    }
+}
+
+/// Why requests cannot be sent as written: which one (`requests[i]`, as the engine's
+/// configuration lists them), which of its parts, and the byte or the rule.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BadRequest {
+    #[error("no requests")]
+    Empty,
+    #[error("{count} requests, over {max}", max = MAX_REQUESTS)]
+    TooMany { count: usize },
+    #[error("host {0}")]
+    Host(BadText),
+    #[error("requests[{index}]: weight 0")]
+    ZeroWeight { index: usize },
+    /// A weight other than 1 where requests go in turn: it would be ignored.
+    #[error("requests[{index}]: weight {weight}, but draw is 'turn'")]
+    WeightInTurn { index: usize, weight: u32 },
+    #[error("requests[{index}]: method is empty")]
+    EmptyMethod { index: usize },
+    #[error("requests[{index}]: method has {what}")]
+    Method { index: usize, what: BadByte },
+    #[error("requests[{index}]: path {what}")]
+    Path { index: usize, what: BadText },
+    #[error("requests[{index}].headers[{header}]: name is empty")]
+    EmptyName { index: usize, header: usize },
+    #[error("requests[{index}].headers[{header}]: name has {what}")]
+    HeaderName { index: usize, header: usize, what: BadByte },
+    #[error("requests[{index}].headers[{header}] ({name}): value has {what}")]
+    HeaderValue { index: usize, header: usize, name: String, what: BadByte },
+    /// Content-Length, Transfer-Encoding, Expect: the framing is tailwise's, and no request waits.
+    #[error("requests[{index}].headers[{header}]: {name} is tailwise's to send, not the request's")]
+    Reserved { index: usize, header: usize, name: String },
+    #[error("requests[{index}].headers[{header}]: a second Host field")]
+    SecondHost { index: usize, header: usize },
+    #[error("requests[{index}]: body of {len} bytes, over {max}", max = MAX_BODY)]
+    BodyTooLong { index: usize, len: usize },
+}
+
+impl BadRequest {
+    /// What to do instead (`UnknownScheme::remedy`).
+    pub fn remedy(&self) -> String {
+        const TCHAR: &str = "letters, digits and !#$%&'*+-.^_`|~";
+        match self {
+            BadRequest::Empty => "give at least one request, or a path alone for GET".into(),
+            BadRequest::TooMany { .. } => format!("give at most {MAX_REQUESTS} requests"),
+            BadRequest::Host(_) => text_remedy("host"),
+            BadRequest::Path { .. } => text_remedy("path"),
+            BadRequest::ZeroWeight { .. } => "give each request a weight of 1 or more (or leave it out)".into(),
+            BadRequest::WeightInTurn { .. } => {
+                "give draw 'weight' to draw requests by their weights, or leave the weights out to send them in turn".into()
+            }
+            BadRequest::EmptyMethod { .. } | BadRequest::Method { .. } => {
+                format!("a method is a token (RFC 9110 §9.1, §5.6.2): {TCHAR} only, written as the server expects it")
+            }
+            BadRequest::EmptyName { .. } | BadRequest::HeaderName { .. } => {
+                format!("a header name is a token (RFC 9110 §5.1, §5.6.2): {TCHAR} only; write a header as 'Name: value'")
+            }
+            BadRequest::HeaderValue { .. } => "a header value is visible characters, spaces and tabs, with no space or tab \
+                                               at its ends (RFC 9110 §5.5): CR, LF and NUL would end or split the request; \
+                                               percent-encode or remove them"
+                .into(),
+            BadRequest::Reserved { .. } => "leave it out: tailwise sends Content-Length from the body, every body whole and \
+                                            at once (no Transfer-Encoding, no Expect: 100-continue)"
+                .into(),
+            BadRequest::SecondHost { .. } => "give one Host field at most (RFC 9112 §3.2)".into(),
+            BadRequest::BodyTooLong { .. } => format!("give a body of at most {MAX_BODY} bytes"),
+        }
+    }
+}
+
+/// A token (RFC 9110 §5.6.2: `1*tchar`), or where it is not one (`None`: empty).
+fn check_token(s: &str) -> Result<(), Option<BadByte>> {
+    let tchar = |b: u8| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b);
+    match s.bytes().enumerate().find(|&(_, b)| !tchar(b)) {
+        _ if s.is_empty() => Err(None),
+        Some((at, byte)) => Err(Some(BadByte { byte, at })),
+        None => Ok(()),
+    }
+}
+
+/// A field value (RFC 9110 §5.5): field-vchar (VCHAR, obs-text) with SP and HTAB between them,
+/// none at either end (a parser would strip them); no other byte (CR, LF, NUL and the other
+/// controls, DEL).
+fn check_value(v: &str) -> Result<(), BadByte> {
+    let vchar = |b: u8| (0x21..0x7f).contains(&b) || b >= 0x80;
+    let bytes = v.as_bytes();
+    if let Some((at, &byte)) = bytes.iter().enumerate().find(|&(_, &b)| !(vchar(b) || b == b' ' || b == b'\t')) {
+        return Err(BadByte { byte, at });
+    }
+    match (bytes.first(), bytes.last()) {
+        (Some(&byte), _) if !vchar(byte) => Err(BadByte { byte, at: 0 }),
+        (_, Some(&byte)) if !vchar(byte) => Err(BadByte { byte, at: bytes.len() - 1 }),
+        _ => Ok(()),
+    }
+}
+
+/// Fields a request may not carry: the message's framing is tailwise's (RFC 9112 §6), and no
+/// request waits for a 100 Continue (RFC 9110 §10.1.1) — every byte is sent at once.
+const RESERVED: [&str; 3] = ["content-length", "transfer-encoding", "expect"];
+
+impl HttpRequest {
+    /// The checks of [`Requests::new`] for the request at `index`.
+    fn check(&self, index: usize) -> Result<(), BadRequest> {
+        check_token(&self.method).map_err(|e| match e {
+            None => BadRequest::EmptyMethod { index },
+            Some(what) => BadRequest::Method { index, what },
+        })?;
+        check_path(&self.path).map_err(|what| BadRequest::Path { index, what })?;
+        let mut hosts = 0;
+        for (header, (name, value)) in self.headers.iter().enumerate() {
+            check_token(name).map_err(|e| match e {
+                None => BadRequest::EmptyName { index, header },
+                Some(what) => BadRequest::HeaderName { index, header, what },
+            })?;
+            if RESERVED.iter().any(|r| name.eq_ignore_ascii_case(r)) {
+                return Err(BadRequest::Reserved { index, header, name: name.clone() });
+            }
+            check_value(value).map_err(|what| BadRequest::HeaderValue { index, header, name: name.clone(), what })?;
+            hosts += name.eq_ignore_ascii_case("host") as usize;
+            if hosts > 1 {
+                return Err(BadRequest::SecondHost { index, header });
+            }
+        }
+        if self.body.len() > MAX_BODY {
+            return Err(BadRequest::BodyTooLong { index, len: self.body.len() });
+        }
+        Ok(())
+    }
+
+    /// The request's bytes: request line, Host first (RFC 9112 §3.2: the user's if given, else
+    /// `host`), the user's other fields in their order, Content-Length when there is a body or
+    /// the method expects one, the empty line, the body.
+    fn encode(&self, host: &str) -> Vec<u8> {
+        let mut out = Vec::with_capacity(64 + self.path.len() + self.body.len());
+        let mut put = |parts: &[&[u8]]| parts.iter().for_each(|p| out.extend_from_slice(p));
+        put(&[self.method.as_bytes(), b" ", self.path.as_bytes(), b" HTTP/1.1\r\n"]);
+        let is_host = |(n, _): &&(String, String)| n.eq_ignore_ascii_case("host");
+        match self.headers.iter().find(is_host) {
+            Some((name, value)) => put(&[name.as_bytes(), b": ", value.as_bytes(), b"\r\n"]),
+            None => put(&[b"Host: ", host.as_bytes(), b"\r\n"]),
+        }
+        for (name, value) in self.headers.iter().filter(|h| !is_host(h)) {
+            put(&[name.as_bytes(), b": ", value.as_bytes(), b"\r\n"]);
+        }
+        if !self.body.is_empty() || self.expects_content() {
+            put(&[b"Content-Length: ", self.body.len().to_string().as_bytes(), b"\r\n"]);
+        }
+        put(&[b"\r\n", &self.body]);
+        out
+    }
+}
+
+/// The requests of an `http://` target, each checked and encoded once, with their weights and
+/// how a thread draws them. Clones share the bytes (one copy per run, not per connection).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Requests(Arc<Set>);
+
+#[derive(Debug, PartialEq)]
+struct Set {
+    host: String,
+    list: Vec<(HttpRequest, u32)>,
+    draw: Draw,
+    /// `list[i]`'s bytes on the wire.
+    wire: Vec<Box<[u8]>>,
+}
+
+impl Requests {
+    /// Checked: `host` as [`check_host`] does; each method a token (RFC 9110 §9.1, §5.6.2), path
+    /// as [`check_path`] does, header name a token (§5.1), value field-vchar, SP and HTAB only and
+    /// not at its ends (§5.5), at most one Host (RFC 9112 §3.2), no Content-Length,
+    /// Transfer-Encoding or Expect, a body of at most [`MAX_BODY`]; weights 1 or more, and 1
+    /// when drawn in turn; 1 to [`MAX_REQUESTS`] requests.
+    pub fn new(host: &str, list: Vec<(HttpRequest, u32)>, draw: Draw) -> Result<Requests, BadRequest> {
+        check_host(host).map_err(BadRequest::Host)?;
+        match list.len() {
+            0 => return Err(BadRequest::Empty),
+            count if count > MAX_REQUESTS => return Err(BadRequest::TooMany { count }),
+            _ => {}
+        }
+        for (index, (r, weight)) in list.iter().enumerate() {
+            match (*weight, draw) {
+                (0, _) => return Err(BadRequest::ZeroWeight { index }),
+                (weight @ 2.., Draw::Turn) => return Err(BadRequest::WeightInTurn { index, weight }),
+                _ => r.check(index)?,
+            }
+        }
+        let wire = list.iter().map(|(r, _)| r.encode(host).into_boxed_slice()).collect();
+        Ok(Requests(Arc::new(Set { host: host.into(), list, draw, wire })))
+    }
+
+    /// `GET path` alone (an empty path is `/`).
+    pub fn get(host: &str, path: &str) -> Result<Requests, BadRequest> {
+        Requests::new(host, vec![(HttpRequest::get(path), 1)], Draw::Turn)
+    }
+
+    pub fn host(&self) -> &str {
+        &self.0.host
+    }
+
+    /// The requests with their weights, as given.
+    pub fn list(&self) -> &[(HttpRequest, u32)] {
+        &self.0.list
+    }
+
+    pub fn draw(&self) -> Draw {
+        self.0.draw
+    }
+
+    /// The path when these are [`Requests::get`]'s: one `GET`, no field, no body.
+    pub fn plain_get(&self) -> Option<&str> {
+        match self.list() {
+            [(r, 1)] if self.draw() == Draw::Turn && *r == HttpRequest::get(&r.path) => Some(&r.path),
+            _ => None,
+        }
+    }
+
+    /// Request `i`'s bytes (`i` as a [`Drawer`] of these gives it).
+    #[inline]
+    pub fn wire(&self, i: u16) -> &[u8] {
+        &self.0.wire[i as usize]
+    }
+
+    /// A thread's drawer, its generator seeded by `seed`.
+    pub fn drawer(&self, seed: u64) -> Drawer {
+        let mut total = 0u64;
+        let cumulative = match self.draw() {
+            Draw::Turn => Box::default(),
+            Draw::Weight => self.list().iter().map(|&(_, w)| {
+                total += u64::from(w);
+                total
+            })
+            .collect(),
+        };
+        Drawer { n: self.list().len() as u32, next: 0, cumulative, rng: SmallRng::seed_from_u64(seed) }
+    }
+}
+
+/// Which request comes next, for one thread: in turn, or by weight. Drawn when the request falls
+/// due and kept with it (`Op::request`), so that a request sent again is the same one.
+pub struct Drawer {
+    n: u32,
+    next: u32,
+    /// By weight: the running sums of the weights (empty: in turn).
+    cumulative: Box<[u64]>,
+    rng: SmallRng,
+}
+
+impl Drawer {
+    /// Always request 0: the protocols with one request.
+    pub fn single() -> Drawer {
+        Drawer { n: 1, next: 0, cumulative: Box::default(), rng: SmallRng::seed_from_u64(0) }
+    }
+
+    #[inline]
+    pub fn next_request(&mut self) -> u16 {
+        match self.cumulative.last() {
+            None => {
+                let i = self.next;
+                self.next = if i + 1 == self.n { 0 } else { i + 1 };
+                i as u16
+            }
+            Some(&total) => {
+                let x = self.rng.random_range(0..total);
+                self.cumulative.partition_point(|&c| c <= x) as u16
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -456,6 +814,205 @@ mod tests {
 
     fn make() -> Box<dyn Codec> {
         Box::new(Client::new("h", "/"))
+    }
+
+    fn req(method: &str, path: &str, headers: &[(&str, &str)], body: &[u8]) -> HttpRequest {
+        let headers = headers.iter().map(|&(n, v)| (n.to_string(), v.to_string())).collect();
+        HttpRequest { method: method.into(), path: path.into(), headers, body: body.to_vec() }
+    }
+
+    /// The bytes `Requests::new` encodes for `r` alone on host `h:80`, through the codec.
+    fn wire(r: HttpRequest) -> Vec<u8> {
+        let mut c = Client::sending(Requests::new("h:80", vec![(r, 1)], Draw::Turn).unwrap());
+        let mut out = Vec::new();
+        c.encode(&Request { id: 0, kind: OpKind::Get, key: b"", value: b"", request: 0 }, &mut out);
+        out
+    }
+
+    #[test]
+    fn requests_are_encoded_byte_for_byte() {
+        assert_eq!(wire(HttpRequest::get("/")), b"GET / HTTP/1.1\r\nHost: h:80\r\n\r\n");
+        let get = req("GET", "/a?b=1", &[("Accept", "*/*"), ("X-Trace", "a\tb c")], b"");
+        assert_eq!(wire(get), b"GET /a?b=1 HTTP/1.1\r\nHost: h:80\r\nAccept: */*\r\nX-Trace: a\tb c\r\n\r\n");
+        let post = req("POST", "/api", &[("Content-Type", "application/json")], b"{\"k\": 1}");
+        let want = b"POST /api HTTP/1.1\r\nHost: h:80\r\nContent-Type: application/json\r\nContent-Length: 8\r\n\r\n{\"k\": 1}";
+        assert_eq!(wire(post), want);
+        // POST, PUT and PATCH say Content-Length: 0 when empty (RFC 9110 §8.6); the others only with a body.
+        assert_eq!(wire(req("PUT", "/k", &[], b"")), b"PUT /k HTTP/1.1\r\nHost: h:80\r\nContent-Length: 0\r\n\r\n");
+        let put = req("PUT", "/k", &[("A", "1"), ("A", "2")], &[0, 13, 10, 255]);
+        assert_eq!(wire(put), b"PUT /k HTTP/1.1\r\nHost: h:80\r\nA: 1\r\nA: 2\r\nContent-Length: 4\r\n\r\n\x00\r\n\xff");
+        assert_eq!(wire(req("DELETE", "/k", &[], b"")), b"DELETE /k HTTP/1.1\r\nHost: h:80\r\n\r\n");
+        let delete = req("DELETE", "/k", &[], b"x");
+        assert_eq!(wire(delete), b"DELETE /k HTTP/1.1\r\nHost: h:80\r\nContent-Length: 1\r\n\r\nx");
+        // A Host field of the user's replaces the target's, first as RFC 9112 §3.2 asks; case kept.
+        let vhost = req("get", "/", &[("X-A", "1"), ("host", "example.org")], b"");
+        assert_eq!(wire(vhost), b"get / HTTP/1.1\r\nhost: example.org\r\nX-A: 1\r\n\r\n");
+        // Non-ASCII (obs-text) values go as their UTF-8 bytes.
+        assert_eq!(wire(req("GET", "/", &[("X-Name", "Grüße")], b"")), "GET / HTTP/1.1\r\nHost: h:80\r\nX-Name: Grüße\r\n\r\n".as_bytes());
+    }
+
+    #[test]
+    fn several_requests_each_send_their_own_bytes() {
+        let list = vec![(HttpRequest::get("/a"), 1), (req("POST", "/b", &[], b"xy"), 1)];
+        let r = Requests::new("h", list.clone(), Draw::Turn).unwrap();
+        assert_eq!(r.list(), &list[..]);
+        assert_eq!(r.plain_get(), None);
+        assert_eq!(Requests::get("h", "").unwrap().plain_get(), Some("/"));
+        let mut c = Client::sending(r.clone());
+        let mut out = Vec::new();
+        for i in [1, 0, 1] {
+            c.encode(&Request { id: 9, kind: OpKind::Get, key: b"", value: b"", request: i }, &mut out);
+        }
+        let (a, b) = (&b"GET /a HTTP/1.1\r\nHost: h\r\n\r\n"[..], &b"POST /b HTTP/1.1\r\nHost: h\r\nContent-Length: 2\r\n\r\nxy"[..]);
+        assert_eq!(out, [b, a, b].concat());
+        // Clones share the bytes: one copy per run, however many connections.
+        assert!(std::ptr::eq(r.wire(0), Client::sending(r.clone()).requests.wire(0)));
+    }
+
+    fn refused(list: Vec<(HttpRequest, u32)>, draw: Draw) -> String {
+        let e = Requests::new("h", list, draw).unwrap_err();
+        assert!(!e.remedy().is_empty());
+        e.to_string()
+    }
+
+    fn one(r: HttpRequest) -> String {
+        refused(vec![(HttpRequest::get("/"), 1), (r, 1)], Draw::Turn)
+    }
+
+    #[test]
+    fn what_rfc_9110_does_not_allow_is_refused_naming_the_byte_and_its_position() {
+        // Methods: tokens (§9.1, §5.6.2).
+        assert_eq!(one(req("", "/", &[], b"")), "requests[1]: method is empty");
+        assert_eq!(one(req("GE T", "/", &[], b"")), "requests[1]: method has SP (0x20) at position 2");
+        assert_eq!(one(req("GET\r\nX", "/", &[], b"")), "requests[1]: method has CR (0x0d) at position 3");
+        assert_eq!(one(req("GET/", "/", &[], b"")), "requests[1]: method has '/' (0x2f) at position 3");
+        assert_eq!(one(req("GÉT", "/", &[], b"")), "requests[1]: method has a non-ASCII byte (0xc3) at position 1");
+        // Paths: as check_path.
+        assert_eq!(one(req("GET", "/a\nb", &[], b"")), "requests[1]: path has a control character (0x0a) at position 2");
+        assert_eq!(one(req("GET", "a", &[], b"")), "requests[1]: path does not start with '/'");
+        // Header names: tokens (§5.1).
+        let name = |n: &str| one(req("GET", "/", &[("A", "1"), (n, "v")], b""));
+        assert_eq!(name(""), "requests[1].headers[1]: name is empty");
+        assert_eq!(name("X-A:"), "requests[1].headers[1]: name has ':' (0x3a) at position 3");
+        assert_eq!(name("X A"), "requests[1].headers[1]: name has SP (0x20) at position 1");
+        assert_eq!(name("X\tA"), "requests[1].headers[1]: name has HTAB (0x09) at position 1");
+        assert_eq!(name("X\r\nEvil"), "requests[1].headers[1]: name has CR (0x0d) at position 1");
+        assert_eq!(name("Ä"), "requests[1].headers[1]: name has a non-ASCII byte (0xc3) at position 0");
+        // Header values: field-vchar, SP, HTAB, none at the ends (§5.5).
+        let value = |v: &str| one(req("GET", "/", &[("X-V", v)], b""));
+        assert_eq!(value("a\r\nX-Evil: 1"), "requests[1].headers[0] (X-V): value has CR (0x0d) at position 1");
+        assert_eq!(value("a\nb"), "requests[1].headers[0] (X-V): value has LF (0x0a) at position 1");
+        assert_eq!(value("a\0b"), "requests[1].headers[0] (X-V): value has NUL (0x00) at position 1");
+        assert_eq!(value("ab\x1b"), "requests[1].headers[0] (X-V): value has ESC (0x1b) at position 2");
+        assert_eq!(value("\x7f"), "requests[1].headers[0] (X-V): value has DEL (0x7f) at position 0");
+        assert_eq!(value("\x0b"), "requests[1].headers[0] (X-V): value has VT (0x0b) at position 0");
+        assert_eq!(value(" a"), "requests[1].headers[0] (X-V): value has SP (0x20) at position 0");
+        assert_eq!(value("a\t"), "requests[1].headers[0] (X-V): value has HTAB (0x09) at position 1");
+        // An empty value is a field-value (§5.5: *field-content).
+        assert!(Requests::new("h", vec![(req("GET", "/", &[("X-Empty", "")], b""), 1)], Draw::Turn).is_ok());
+        // The framing is tailwise's; one Host at most.
+        for name in ["Content-Length", "transfer-encoding", "EXPECT"] {
+            let r = one(req("POST", "/", &[(name, "1")], b""));
+            assert_eq!(r, format!("requests[1].headers[0]: {name} is tailwise's to send, not the request's"));
+        }
+        let two = one(req("GET", "/", &[("Host", "a"), ("X", "1"), ("host", "b")], b""));
+        assert_eq!(two, "requests[1].headers[2]: a second Host field");
+        let long = one(req("POST", "/", &[], &vec![b'x'; MAX_BODY + 1]));
+        assert_eq!(long, format!("requests[1]: body of {} bytes, over {MAX_BODY}", MAX_BODY + 1));
+        // The set: not empty, weights of 1 or more, and 1 in turn.
+        assert_eq!(refused(vec![], Draw::Turn), "no requests");
+        assert_eq!(refused(vec![(HttpRequest::get("/"), 0)], Draw::Weight), "requests[0]: weight 0");
+        assert_eq!(refused(vec![(HttpRequest::get("/"), 3)], Draw::Turn), "requests[0]: weight 3, but draw is 'turn'");
+        let many = vec![(HttpRequest::get("/"), 1); MAX_REQUESTS + 1];
+        assert_eq!(refused(many, Draw::Turn), format!("{} requests, over {MAX_REQUESTS}", MAX_REQUESTS + 1));
+        assert!(Requests::new("h", vec![(HttpRequest::get("/"), 1); MAX_REQUESTS], Draw::Turn).is_ok());
+        assert_eq!(Requests::get("h\r\n", "/").unwrap_err().to_string(), "host has a control character (0x0d) at position 1");
+    }
+
+    #[test]
+    fn in_turn_each_request_in_order_then_again() {
+        let r = Requests::new("h", (0..3).map(|i| (HttpRequest::get(&format!("/{i}")), 1)).collect(), Draw::Turn).unwrap();
+        let mut d = r.drawer(1);
+        assert_eq!((0..7).map(|_| d.next_request()).collect::<Vec<_>>(), [0, 1, 2, 0, 1, 2, 0]);
+        // The seed does not matter in turn; one request is always request 0.
+        let mut e = r.drawer(99);
+        assert_eq!((0..4).map(|_| e.next_request()).collect::<Vec<_>>(), [0, 1, 2, 0]);
+        let mut s = Drawer::single();
+        assert!((0..5).all(|_| s.next_request() == 0));
+        let mut g = Requests::get("h", "/").unwrap().drawer(3);
+        assert!((0..5).all(|_| g.next_request() == 0));
+    }
+
+    #[test]
+    fn by_weight_each_request_takes_its_share_and_the_seed_fixes_the_sequence() {
+        let weights = [5u32, 3, 1, 1];
+        let list = weights.iter().enumerate().map(|(i, &w)| (HttpRequest::get(&format!("/{i}")), w)).collect();
+        let r = Requests::new("h", list, Draw::Weight).unwrap();
+        let n = 100_000;
+        let mut d = r.drawer(7);
+        let mut counts = [0u64; 4];
+        for _ in 0..n {
+            counts[d.next_request() as usize] += 1;
+        }
+        let total: u32 = weights.iter().sum();
+        for (i, &w) in weights.iter().enumerate() {
+            let p = f64::from(w) / f64::from(total);
+            let (mean, sd) = (n as f64 * p, (n as f64 * p * (1.0 - p)).sqrt());
+            // Within 4.5 standard deviations of the binomial mean (each ~1 in 150,000 by chance).
+            assert!((counts[i] as f64 - mean).abs() < 4.5 * sd, "request {i}: {} of {n}, want {mean:.0} ± {sd:.0}", counts[i]);
+        }
+        let seq = |seed| {
+            let mut d = r.drawer(seed);
+            (0..64).map(|_| d.next_request()).collect::<Vec<_>>()
+        };
+        assert_eq!(seq(7), seq(7));
+        assert_ne!(seq(7), seq(8));
+        // A weight-1 set drawn by weight: every request still drawn.
+        let even = Requests::new("h", vec![(HttpRequest::get("/"), 1); 3], Draw::Weight).unwrap();
+        let mut d = even.drawer(1);
+        let mut seen = [false; 3];
+        (0..100).for_each(|_| seen[d.next_request() as usize] = true);
+        assert_eq!(seen, [true; 3]);
+    }
+
+    /// A header field as a test writes it: a token name and a value of any characters.
+    fn field() -> impl Strategy<Value = (String, String)> {
+        ("[A-Za-z0-9!#$%&'*+.^_`|~-]{1,12}", "\\PC{0,20}|[ -~\t]{0,20}")
+    }
+
+    proptest! {
+        /// What `Requests::new` lets through reads back, through httparse, as the request given:
+        /// no field is added, lost or split, and the body follows the head, as long as it says.
+        #[test]
+        fn what_the_checks_let_through_is_the_request_given(
+            method in "[A-Za-z]{1,8}|\\PC{0,8}",
+            path in "/[A-Za-z0-9/?=&%._~-]{0,30}",
+            headers in proptest::collection::vec(field(), 0..5),
+            raw in proptest::collection::vec(any::<u8>(), 0..12),
+            body in proptest::collection::vec(any::<u8>(), 0..64),
+        ) {
+            let mut headers = headers;
+            headers.push(("X-Raw".into(), String::from_utf8_lossy(&raw).into_owned()));
+            let r = HttpRequest { method, path, headers, body };
+            let Ok(set) = Requests::new("h", vec![(r.clone(), 1)], Draw::Turn) else { return Ok(()) };
+            let bytes = set.wire(0);
+            let mut fields = [httparse::EMPTY_HEADER; 16];
+            let mut parsed = httparse::Request::new(&mut fields);
+            let head = match parsed.parse(bytes) {
+                Ok(httparse::Status::Complete(n)) => n,
+                other => return Err(TestCaseError::fail(format!("{other:?}: {}", wire::show(bytes)))),
+            };
+            prop_assert_eq!(parsed.method, Some(r.method.as_str()));
+            prop_assert_eq!(parsed.path, Some(r.path.as_str()));
+            let got: Vec<(String, Vec<u8>)> = parsed.headers.iter().map(|h| (h.name.to_string(), h.value.to_vec())).collect();
+            let mut want: Vec<(String, Vec<u8>)> = vec![("Host".into(), b"h".to_vec())];
+            want.extend(r.headers.iter().map(|(n, v)| (n.clone(), v.as_bytes().to_vec())));
+            if !r.body.is_empty() || r.expects_content() {
+                want.push(("Content-Length".into(), r.body.len().to_string().into_bytes()));
+            }
+            prop_assert_eq!(got, want);
+            prop_assert_eq!(&bytes[head..], &r.body[..]);
+        }
     }
 
     #[test]
@@ -485,7 +1042,7 @@ mod tests {
                 if check_host(h).is_ok() && check_path(&p).is_ok() {
                     let mut c = Client::new(h, &p);
                     let mut out = Vec::new();
-                    c.encode(&Request { id: 0, kind: OpKind::Get, key: b"", value: b"" }, &mut out);
+                    c.encode(&Request { id: 0, kind: OpKind::Get, key: b"", value: b"", request: 0 }, &mut out);
                     // The request's own three CR LFs, and no other byte below 0x21 but its two spaces.
                     prop_assert_eq!(out.iter().filter(|&&b| b == b'\r' || b == b'\n').count(), 6);
                     prop_assert_eq!(out.iter().filter(|&&b| b < 0x20 || b == 0x7f).count(), 6);
@@ -533,7 +1090,7 @@ mod tests {
     fn request_bytes_are_exact() {
         let mut out = Vec::new();
         let mut c = Client::new("example.org:8080", "/index.html?q=1");
-        let req = Request { id: 1, kind: OpKind::Get, key: b"ignored", value: b"" };
+        let req = Request { id: 1, kind: OpKind::Get, key: b"ignored", value: b"", request: 0 };
         c.encode(&req, &mut out);
         c.encode(&req, &mut out);
         let one = b"GET /index.html?q=1 HTTP/1.1\r\nHost: example.org:8080\r\n\r\n";

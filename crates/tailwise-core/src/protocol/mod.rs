@@ -7,7 +7,7 @@
 //! | [`memcached::binary`] | `memcached+binary://` | TCP; binary protocol GETK/SET |
 //! | [`memcached::udp`] | `memcached+udp://` | UDP; text protocol behind the 8-byte UDP frame header |
 //! | [`redis`] | `redis://` | TCP; RESP `GET`/`SET` |
-//! | [`http`] | `http://host:port/path` | TCP; HTTP/1.1 keep-alive `GET` |
+//! | [`http`] | `http://host:port/path` | TCP; HTTP/1.1 keep-alive requests (`GET path`, or the user's) |
 //! | [`echo`] | `udp://` | UDP; N-byte datagrams echoed back |
 //! | [`flow`] | `udp+flow://` | UDP; packet mode: flows of sequenced datagrams, sent and read by packet/ |
 //!
@@ -30,4 +30,4 @@ mod testutil;
 mod wire;
 
 pub use codec::{Codec, Malformed, OpKind, Outcome, Parsed, Request, MAX_REPLY};
-pub use scheme::{Protocol, ProtocolSpec, UnknownScheme, UDP_SIZE};
+pub use scheme::{Body, Protocol, ProtocolSpec, RequestSpec, UnknownScheme, UDP_SIZE};

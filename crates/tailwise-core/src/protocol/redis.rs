@@ -209,13 +209,13 @@ mod tests {
     fn request_bytes_are_exact() {
         let mut out = Vec::new();
         let mut c = Client::new();
-        c.encode(&Request { id: 1, kind: OpKind::Get, key: b"key:12", value: b"" }, &mut out);
+        c.encode(&Request { id: 1, kind: OpKind::Get, key: b"key:12", value: b"", request: 0 }, &mut out);
         assert_eq!(out, b"*2\r\n$3\r\nGET\r\n$6\r\nkey:12\r\n");
         out.clear();
-        c.encode(&Request { id: 2, kind: OpKind::Set, key: b"k", value: b"a\r\nb" }, &mut out);
+        c.encode(&Request { id: 2, kind: OpKind::Set, key: b"k", value: b"a\r\nb", request: 0 }, &mut out);
         assert_eq!(out, b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$4\r\na\r\nb\r\n");
         out.clear();
-        c.encode(&Request { id: 2, kind: OpKind::Set, key: b"", value: b"" }, &mut out);
+        c.encode(&Request { id: 2, kind: OpKind::Set, key: b"", value: b"", request: 0 }, &mut out);
         assert_eq!(out, b"*3\r\n$3\r\nSET\r\n$0\r\n\r\n$0\r\n\r\n");
     }
 
@@ -335,7 +335,7 @@ mod tests {
         #[test]
         fn round_trip(key in key(), v in value(), (other, outcome) in resp_value(), cut in any::<usize>()) {
             let mut req = Vec::new();
-            encode_request(&Request { id: 0, kind: OpKind::Set, key: &key, value: &v }, &mut req);
+            encode_request(&Request { id: 0, kind: OpKind::Set, key: &key, value: &v, request: 0 }, &mut req);
             prop_assert!(req.ends_with(&[&v[..], b"\r\n"].concat()));
             let mut s = Vec::new();
             bulk(&v, &mut s);

@@ -16,8 +16,9 @@ pub enum Protocol {
     MemcachedBinary,
     MemcachedUdp,
     Redis,
-    /// `host` goes into the Host header; `path` is requested on every GET.
-    Http { host: String, path: String },
+    /// `http://host/path`: `GET path` with `host` in the Host field, or the requests given
+    /// (`requests` in its [`ProtocolSpec`]), each checked and encoded once.
+    Http(http::Requests),
     /// UDP datagrams of `size` bytes (at least 8: the id), echoed back.
     UdpEcho { size: usize },
     /// Packet mode (packet/): `flows` UDP flows of `size`-byte Ethernet frames, each datagram
@@ -44,6 +45,93 @@ pub struct ProtocolSpec {
     pub size: Option<usize>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub flows: Option<usize>,
+    /// http: the requests, instead of `GET path` (not with `path`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requests: Option<Vec<RequestSpec>>,
+    /// http: how each request is chosen of `requests` (default: in turn).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub draw: Option<http::Draw>,
+}
+
+/// One of an http target's `requests`, as a configuration writes it:
+/// `{"method": "POST", "path": "/api", "headers": [["Content-Type", "application/json"]],
+/// "body": "{}", "weight": 3}`. Only `path` is required (method `GET`, no field, no body,
+/// weight 1). A body is a string when it is UTF-8, else an array of its bytes.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RequestSpec {
+    #[serde(default = "get")]
+    pub method: String,
+    pub path: String,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub headers: Vec<(String, String)>,
+    #[serde(default, skip_serializing_if = "Body::is_empty")]
+    pub body: Body,
+    #[serde(default = "one", skip_serializing_if = "is_one")]
+    pub weight: u32,
+}
+
+fn get() -> String {
+    "GET".into()
+}
+
+fn one() -> u32 {
+    1
+}
+
+fn is_one(w: &u32) -> bool {
+    *w == 1
+}
+
+/// A request body in JSON: text when it is UTF-8 (most are), else its bytes as numbers.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(untagged)]
+pub enum Body {
+    Text(String),
+    Bytes(Vec<u8>),
+}
+
+impl Default for Body {
+    fn default() -> Body {
+        Body::Text(String::new())
+    }
+}
+
+impl Body {
+    fn is_empty(&self) -> bool {
+        match self {
+            Body::Text(t) => t.is_empty(),
+            Body::Bytes(b) => b.is_empty(),
+        }
+    }
+}
+
+impl From<Vec<u8>> for Body {
+    fn from(bytes: Vec<u8>) -> Body {
+        String::from_utf8(bytes).map_or_else(|e| Body::Bytes(e.into_bytes()), Body::Text)
+    }
+}
+
+impl From<Body> for Vec<u8> {
+    fn from(b: Body) -> Vec<u8> {
+        match b {
+            Body::Text(t) => t.into_bytes(),
+            Body::Bytes(b) => b,
+        }
+    }
+}
+
+impl From<RequestSpec> for (http::HttpRequest, u32) {
+    fn from(r: RequestSpec) -> (http::HttpRequest, u32) {
+        (http::HttpRequest { method: r.method, path: r.path, headers: r.headers, body: r.body.into() }, r.weight)
+    }
+}
+
+impl From<&(http::HttpRequest, u32)> for RequestSpec {
+    fn from((r, weight): &(http::HttpRequest, u32)) -> RequestSpec {
+        let (method, path, headers) = (r.method.clone(), r.path.clone(), r.headers.clone());
+        RequestSpec { method, path, headers, body: r.body.clone().into(), weight: *weight }
+    }
 }
 
 impl From<Protocol> for ProtocolSpec {
@@ -53,7 +141,19 @@ impl From<Protocol> for ProtocolSpec {
             Protocol::Synthetic { service_ns, reply_pad } => {
                 ProtocolSpec { scheme, service_ns, reply_pad: Some(reply_pad), ..Default::default() }
             }
-            Protocol::Http { host, path } => ProtocolSpec { scheme, host: Some(host), path: Some(path), ..Default::default() },
+            Protocol::Http(r) => {
+                let host = Some(r.host().to_string());
+                match r.plain_get() {
+                    Some(path) => ProtocolSpec { scheme, host, path: Some(path.into()), ..Default::default() },
+                    None => ProtocolSpec {
+                        scheme,
+                        host,
+                        requests: Some(r.list().iter().map(RequestSpec::from).collect()),
+                        draw: (r.draw() != http::Draw::default()).then_some(r.draw()),
+                        ..Default::default()
+                    },
+                }
+            }
             Protocol::UdpEcho { size } => ProtocolSpec { scheme, size: Some(size), ..Default::default() },
             Protocol::UdpFlow { size, flows } => {
                 ProtocolSpec { scheme, size: Some(size), flows: Some(flows), ..Default::default() }
@@ -71,19 +171,14 @@ impl TryFrom<ProtocolSpec> for Protocol {
             Protocol::Synthetic { .. } => {
                 Protocol::Synthetic { service_ns: s.service_ns, reply_pad: s.reply_pad.unwrap_or(0) }
             }
-            Protocol::Http { .. } => {
-                let (host, path) = (s.host.clone().unwrap_or_else(|| "localhost".into()), s.path.clone().unwrap_or_else(|| "/".into()));
-                let refuse = |field, what| UnknownScheme::Text { scheme: s.scheme.clone(), field, what };
-                http::check_host(&host).map_err(|w| refuse("host", w))?;
-                http::check_path(&path).map_err(|w| refuse("path", w))?;
-                Protocol::Http { host, path }
-            }
+            Protocol::Http(_) => http_protocol(&s)?,
             Protocol::UdpEcho { .. } => Protocol::UdpEcho { size: s.size.unwrap_or(UDP_SIZE) },
             Protocol::UdpFlow { .. } => flow_protocol(&s)?,
             other => other,
         };
         // A parameter its protocol does not have: refused, not ignored.
         let (given, kept) = (s, ProtocolSpec::from(p.clone()));
+        let http = matches!(p, Protocol::Http(_));
         let extra = [
             ("service_ns", given.service_ns.is_some() && kept.service_ns.is_none()),
             ("reply_pad", given.reply_pad.is_some() && kept.reply_pad.is_none()),
@@ -91,12 +186,34 @@ impl TryFrom<ProtocolSpec> for Protocol {
             ("path", given.path.is_some() && kept.path.is_none()),
             ("size", given.size.is_some() && kept.size.is_none()),
             ("flows", given.flows.is_some() && kept.flows.is_none()),
+            ("requests", given.requests.is_some() && !http),
+            ("draw", given.draw.is_some() && !http),
         ];
         match extra.iter().find(|(_, bad)| *bad) {
             Some((field, _)) => Err(UnknownScheme::Parameter { scheme: given.scheme, field }),
             None => Ok(p),
         }
     }
+}
+
+/// `http`'s parameters: `GET path` (as today's configurations say, and refused as they were), or
+/// the requests given, checked by `http::Requests::new`.
+fn http_protocol(s: &ProtocolSpec) -> Result<Protocol, UnknownScheme> {
+    let host = s.host.clone().unwrap_or_else(|| "localhost".into());
+    let refuse = |field, what| UnknownScheme::Text { scheme: s.scheme.clone(), field, what };
+    http::check_host(&host).map_err(|w| refuse("host", w))?;
+    let draw = s.draw.unwrap_or_default();
+    let requests = match (&s.path, &s.requests) {
+        (Some(_), Some(_)) => return Err(UnknownScheme::PathAndRequests { scheme: s.scheme.clone() }),
+        (_, Some(list)) => http::Requests::new(&host, list.iter().cloned().map(Into::into).collect(), draw),
+        (path, None) => {
+            let path = path.as_deref().unwrap_or("/");
+            http::check_path(path).map_err(|w| refuse("path", w))?;
+            http::Requests::new(&host, vec![(http::HttpRequest::get(path), 1)], draw)
+        }
+    };
+    let request = |what| UnknownScheme::Request { scheme: s.scheme.clone(), what };
+    Ok(Protocol::Http(requests.map_err(request)?))
 }
 
 /// A datagram's bytes when a `udp://` URL gives no `?size=`.
@@ -129,6 +246,11 @@ pub enum UnknownScheme {
     /// long: it would go into every request as written (a CR LF would add headers or requests).
     #[error("protocol '{scheme}': {field} {what}")]
     Text { scheme: String, field: &'static str, what: http::BadText },
+    /// An HTTP target's requests that cannot be sent as written (http.rs: `Requests::new`).
+    #[error("protocol '{scheme}': {what}")]
+    Request { scheme: String, what: http::BadRequest },
+    #[error("protocol '{scheme}': both path and requests")]
+    PathAndRequests { scheme: String },
 }
 
 impl crate::error::Problem for UnknownScheme {
@@ -143,15 +265,14 @@ impl crate::error::Problem for UnknownScheme {
                 format!("use one of {}", names.join(", "))
             }
             UnknownScheme::Parameter { .. } => {
-                "service_ns and reply_pad are synthetic's, host and path http's, size udp's and udp+flow's, flows udp+flow's"
+                "service_ns and reply_pad are synthetic's, host, path, requests and draw http's, size udp's and \
+                 udp+flow's, flows udp+flow's"
                     .into()
             }
             UnknownScheme::Range { field, min, max, .. } => format!("give {field} from {min} to {max}"),
-            UnknownScheme::Text { field, .. } => format!(
-                "give a {field} of at most {} bytes without control characters, spaces or characters RFC 3986 does \
-                 not allow there; percent-encode what the server should receive (%20, %0D)",
-                if *field == "host" { http::MAX_HOST } else { http::MAX_PATH }
-            ),
+            UnknownScheme::Text { field, .. } => http::text_remedy(field),
+            UnknownScheme::Request { what, .. } => what.remedy(),
+            UnknownScheme::PathAndRequests { .. } => "give each request its path, and no path beside them".into(),
         }
     }
 }
@@ -166,7 +287,7 @@ impl Protocol {
             Protocol::MemcachedBinary => Box::new(memcached::binary::Client::new()),
             Protocol::MemcachedUdp => Box::new(memcached::udp::Client::new()),
             Protocol::Redis => Box::new(redis::Client::new()),
-            Protocol::Http { host, path } => Box::new(http::Client::new(host, path)),
+            Protocol::Http(r) => Box::new(http::Client::sending(r.clone())),
             Protocol::UdpEcho { size } => Box::new(echo::Client::new(*size)),
             Protocol::UdpFlow { size, .. } => Box::new(flow::Client::new(*size)),
         }
@@ -182,7 +303,7 @@ impl Protocol {
             Protocol::MemcachedBinary,
             Protocol::MemcachedUdp,
             Protocol::Redis,
-            Protocol::Http { host: "localhost".into(), path: "/".into() },
+            Protocol::Http(http::Requests::get("localhost", "/").expect("a valid host and path")),
             Protocol::UdpEcho { size: UDP_SIZE },
             Protocol::UdpFlow { size: flow::FRAME_DEFAULT, flows: flow::DEFAULT_FLOWS },
         ]
@@ -201,9 +322,17 @@ impl Protocol {
             Protocol::MemcachedBinary => "memcached+binary",
             Protocol::MemcachedUdp => "memcached+udp",
             Protocol::Redis => "redis",
-            Protocol::Http { .. } => "http",
+            Protocol::Http(_) => "http",
             Protocol::UdpEcho { .. } => "udp",
             Protocol::UdpFlow { .. } => "udp+flow",
+        }
+    }
+
+    /// A thread's drawer of which request each one is (http's several; the others have one).
+    pub fn drawer(&self, seed: u64) -> http::Drawer {
+        match self {
+            Protocol::Http(r) => r.drawer(seed),
+            _ => http::Drawer::single(),
         }
     }
 
@@ -237,7 +366,7 @@ mod tests {
             Protocol::MemcachedBinary => 2,
             Protocol::MemcachedUdp => 3,
             Protocol::Redis => 4,
-            Protocol::Http { .. } => 5,
+            Protocol::Http(_) => 5,
             Protocol::UdpEcho { .. } => 6,
             Protocol::UdpFlow { .. } => 7,
         };
@@ -275,5 +404,51 @@ mod tests {
         let e = Protocol::try_from(spec("h", "/x\r\nX: 1")).unwrap_err();
         assert_eq!(e.to_string(), "protocol 'http': path has a control character (0x0d) at position 2");
         assert!(Protocol::try_from(spec("h:80", "/ok")).is_ok());
+    }
+
+    /// An http target's requests as a configuration gives them: kept through JSON (a body that
+    /// is not UTF-8 as its bytes), today's `path` alone written as it was, and what
+    /// `Requests::new` refuses refused with its words.
+    #[test]
+    fn http_requests_round_trip_and_are_refused_as_requests_new_refuses_them() {
+        use super::ProtocolSpec;
+        use crate::protocol::http::{Draw, HttpRequest};
+        let text = r#"{"scheme": "http", "host": "h:8080", "draw": "weight", "requests": [
+            {"path": "/a"},
+            {"method": "POST", "path": "/b", "headers": [["Content-Type", "text/plain"], ["X-A", "1"]], "body": "hi", "weight": 3},
+            {"method": "PUT", "path": "/c", "body": [0, 255, 13, 10]}]}"#;
+        let p: Protocol = serde_json::from_str(text).unwrap();
+        let Protocol::Http(r) = &p else { panic!("{p:?}") };
+        assert_eq!((r.host(), r.draw()), ("h:8080", Draw::Weight));
+        let headers = vec![("Content-Type".to_string(), "text/plain".to_string()), ("X-A".into(), "1".into())];
+        let post = HttpRequest { method: "POST".into(), path: "/b".into(), headers, body: b"hi".to_vec() };
+        let put = HttpRequest { method: "PUT".into(), path: "/c".into(), headers: vec![], body: vec![0, 255, 13, 10] };
+        assert_eq!(r.list(), &[(HttpRequest::get("/a"), 1), (post, 3), (put, 1)][..]);
+        assert_eq!(r.wire(2), b"PUT /c HTTP/1.1\r\nHost: h:8080\r\nContent-Length: 4\r\n\r\n\x00\xff\r\n");
+        let json = serde_json::to_string(&p).unwrap();
+        assert!(json.contains(r#""body":[0,255,13,10]"#) && json.contains(r#""body":"hi""#), "{json}");
+        assert_eq!(serde_json::from_str::<Protocol>(&json).unwrap(), p);
+        // Without requests: GET path, written as before.
+        let get: Protocol = serde_json::from_str(r#"{"scheme": "http", "host": "x", "path": "/p"}"#).unwrap();
+        assert_eq!(serde_json::to_string(&get).unwrap(), r#"{"scheme":"http","host":"x","path":"/p"}"#);
+        let one = r#"{"scheme": "http", "host": "x", "requests": [{"path": "/p"}]}"#;
+        assert_eq!(serde_json::from_str::<Protocol>(one).unwrap(), get);
+        // Refused: by Requests::new, with both path and requests, on another protocol.
+        let spec = |json: &str| serde_json::from_str::<ProtocolSpec>(json).unwrap();
+        let bad = spec(r#"{"scheme": "http", "requests": [{"path": "/", "headers": [["X", "a\r\nY: b"]]}]}"#);
+        let e = Protocol::try_from(bad).unwrap_err();
+        assert_eq!(e.to_string(), "protocol 'http': requests[0].headers[0] (X): value has CR (0x0d) at position 1");
+        assert!(crate::error::Problem::remedy(&e).contains("RFC 9110 §5.5"));
+        let e = Protocol::try_from(spec(r#"{"scheme": "http", "requests": [{"path": "/", "weight": 2}]}"#)).unwrap_err();
+        assert!(crate::error::Problem::remedy(&e).contains("draw 'weight'"), "{e}");
+        let both = spec(r#"{"scheme": "http", "path": "/", "requests": [{"path": "/"}]}"#);
+        assert_eq!(Protocol::try_from(both).unwrap_err().to_string(), "protocol 'http': both path and requests");
+        let memcached = spec(r#"{"scheme": "memcached", "requests": [{"path": "/"}]}"#);
+        assert_eq!(Protocol::try_from(memcached).unwrap_err().to_string(), "protocol 'memcached' has no parameter 'requests'");
+        let redis = spec(r#"{"scheme": "redis", "draw": "turn"}"#);
+        assert_eq!(Protocol::try_from(redis).unwrap_err().to_string(), "protocol 'redis' has no parameter 'draw'");
+        for unknown in [r#"{"scheme": "http", "requests": [{"path": "/", "hdrs": []}]}"#, r#"{"scheme": "http", "draw": "random"}"#] {
+            assert!(serde_json::from_str::<ProtocolSpec>(unknown).is_err(), "{unknown}");
+        }
     }
 }

@@ -69,6 +69,11 @@ class Spec(Doc):
     size: Int | None = F(None, description="--size (udp+flow://); null: the default.")
     flows: Int | None = F(None, description="--flows (udp+flow://); null: the default.")
     max_loss: Num = F(None, description="--max-loss (udp+flow://).")
+    method: str | None = F(None, description="--method (http://); null: GET. Added by issue 36.")
+    header: list[str] | None = F(None, description="--header, each 'Name: value' (http://). Added by issue 36.")
+    body: str | None = F(None, description="--body (http://). Added by issue 36.")
+    body_file: str | None = F(None, description="--body-file (http://). Added by issue 36.")
+    requests_file: str | None = F(None, description="--requests-file: a requests file in vegeta's targets format (http://). Added by issue 36.")
 
 
 class PacketSettings(Doc):

@@ -355,13 +355,13 @@ mod client_tests {
 
     fn get(key: &[u8]) -> Vec<u8> {
         let mut out = Vec::new();
-        Client::new().encode(&Request { id: 7, kind: OpKind::Get, key, value: b"" }, &mut out);
+        Client::new().encode(&Request { id: 7, kind: OpKind::Get, key, value: b"", request: 0 }, &mut out);
         out
     }
 
     fn set(key: &[u8], value: &[u8]) -> Vec<u8> {
         let mut out = Vec::new();
-        Client::new().encode(&Request { id: 7, kind: OpKind::Set, key, value }, &mut out);
+        Client::new().encode(&Request { id: 7, kind: OpKind::Set, key, value, request: 0 }, &mut out);
         out
     }
 
@@ -401,7 +401,7 @@ mod client_tests {
         assert_eq!(set(b"k", b""), b"set k 0 0 0\r\n\r\n");
         let mut out = b"get a\r\n".to_vec();
         let v = vec![b'x'; 1234];
-        Client::new().encode(&Request { id: 0, kind: OpKind::Set, key: b"b", value: &v }, &mut out);
+        Client::new().encode(&Request { id: 0, kind: OpKind::Set, key: b"b", value: &v, request: 0 }, &mut out);
         assert!(out.starts_with(b"get a\r\nset b 0 0 1234\r\nxxx"));
         assert_eq!(out.len(), 7 + 16 + 1234 + 2);
     }

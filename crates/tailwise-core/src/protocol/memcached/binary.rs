@@ -185,7 +185,7 @@ mod tests {
     fn request_bytes_are_exact() {
         let mut out = Vec::new();
         let mut c = Client::new();
-        c.encode(&Request { id: 0x1_0203_0405, kind: OpKind::Get, key: b"foo", value: b"" }, &mut out);
+        c.encode(&Request { id: 0x1_0203_0405, kind: OpKind::Get, key: b"foo", value: b"", request: 0 }, &mut out);
         #[rustfmt::skip]
         assert_eq!(out, [
             0x80, 0x0c, 0x00, 0x03, 0x00, 0x00, 0x00, 0x00,
@@ -194,7 +194,7 @@ mod tests {
             b'f', b'o', b'o',
         ]);
         out.clear();
-        c.encode(&Request { id: 9, kind: OpKind::Set, key: b"k", value: b"vv" }, &mut out);
+        c.encode(&Request { id: 9, kind: OpKind::Set, key: b"k", value: b"vv", request: 0 }, &mut out);
         #[rustfmt::skip]
         assert_eq!(out, [
             0x80, 0x01, 0x00, 0x01, 0x08, 0x00, 0x00, 0x00,
@@ -291,7 +291,7 @@ mod tests {
         #[test]
         fn round_trip(key in key(), v in value(), id in any::<u64>(), status in 0u16..0x90, cut in any::<usize>()) {
             let mut req = Vec::new();
-            encode_request(&Request { id, kind: OpKind::Get, key: &key, value: b"" }, &mut req);
+            encode_request(&Request { id, kind: OpKind::Get, key: &key, value: b"", request: 0 }, &mut req);
             let opaque = u32::from_be_bytes(req[12..16].try_into().unwrap());
             prop_assert_eq!(opaque as u64, id & Client::new().id_mask());
             let s = reply(OP_GETK, status, opaque, &key, &v);

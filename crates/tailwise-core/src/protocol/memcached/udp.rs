@@ -177,10 +177,10 @@ mod tests {
     fn request_bytes_are_exact() {
         let mut out = Vec::new();
         let mut c = Client::new();
-        c.encode(&Request { id: 0x12_3456, kind: OpKind::Get, key: b"k1", value: b"" }, &mut out);
+        c.encode(&Request { id: 0x12_3456, kind: OpKind::Get, key: b"k1", value: b"", request: 0 }, &mut out);
         assert_eq!(out, b"\x34\x56\x00\x00\x00\x01\x00\x00get k1\r\n");
         out.clear();
-        c.encode(&Request { id: 1, kind: OpKind::Set, key: b"k", value: b"ab" }, &mut out);
+        c.encode(&Request { id: 1, kind: OpKind::Set, key: b"k", value: b"ab", request: 0 }, &mut out);
         assert_eq!(out, b"\x00\x01\x00\x00\x00\x01\x00\x00set k 0 0 2\r\nab\r\n");
         assert_eq!(c.id_mask(), 0xFFFF);
     }
