@@ -4,8 +4,9 @@
 /// One kept request: 64 bytes. Times are ns since the engine's start.
 ///
 /// Layout change (issue 36): bytes 48–51 were `flags: u32`; they are now `flags: u16` and
-/// `request: u16` (the flags never used the upper half). `thread` stays 32 bits: a coordinator
-/// numbers its agents' threads apart above 65,535 (python/tailwise/agents/merge.py).
+/// `request: u16` (the flags never used the upper half: an older row reads as request 0, its
+/// flags the same). `thread` stays 32 bits: a coordinator numbers its agents' threads apart
+/// above 65,535 (python/tailwise/agents/merge.py).
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 #[repr(C)]
 pub struct Sample {
