@@ -37,6 +37,9 @@ def build_summary(*, target: str, config: dict, host: dict, result: AgentResult,
         interrupted=result.interrupted,
         rate=_rate(config, result, d),
         latency=_latency(config, result, analysis, methodology, d),
+        # Each kind of request (gets and sets, several http:// requests) by the whole run's rules on
+        # its own samples: information, outside the verdict (methodology/kinds.py).
+        by_request=None if analysis.by_request is None else [k.as_json() for k in analysis.by_request],
         warmup=d["warmup"],
         # Nothing leaves the statistics but the warm-up (kept for the fields' sake: 0 left out).
         exclusions=d["exclusions"],

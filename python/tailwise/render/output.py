@@ -283,15 +283,40 @@ def _percentile_table(s: Summary, unit: TimeUnit) -> Table:
         t.add_column(col, justify="right", overflow="fold")
     window = {p.p: p.value_ns for p in s.latency.window.percentiles or ()}
     for p in s.latency.percentiles:
-        if p.value_ns is not None and p.low_ns is None and p.high_ns is None and not p.samples_needed:
-            # A value without any interval is not a figure to report (independence could not be judged).
-            row = ("no interval: samples correlated", "—", "—")
-        elif p.value_ns is None and p.lower_bound_ns is not None:
-            # Unsupported, but the samples show how low it cannot be: "≥ x", one-sided.
-            row = (percentile_text(p, unit), "≥ " + unit.fmt(p.lower_bound_ns), "—")
-        else:
-            row = (percentile_text(p, unit), unit.fmt(p.low_ns), unit.fmt(p.high_ns))
-        t.add_row(f"p{p.p:g}", *row, unit.fmt(window.get(p.p)))
+        t.add_row(f"p{p.p:g}", *_interval_cells(p, unit), unit.fmt(window.get(p.p)))
+    return t
+
+
+def _interval_cells(p: Percentile, unit: TimeUnit) -> tuple[str, str, str]:
+    """A percentile's value, CI low and CI high as the tables show them."""
+    if p.value_ns is not None and p.low_ns is None and p.high_ns is None and not p.samples_needed:
+        # A value without any interval is not a figure to report (independence could not be judged).
+        return ("no interval: samples correlated", "—", "—")
+    if p.value_ns is None and p.lower_bound_ns is not None:
+        # Unsupported, but the samples show how low it cannot be: "≥ x", one-sided.
+        return (percentile_text(p, unit), "≥ " + unit.fmt(p.lower_bound_ns), "—")
+    return (percentile_text(p, unit), unit.fmt(p.low_ns), unit.fmt(p.high_ns))
+
+
+#: The percentiles each kind of request shows on the first screen (those of them reported).
+KIND_PERCENTILES = (50.0, 99.0, 99.9)
+
+
+def _kind_table(s: Summary, unit: TimeUnit) -> Table | None:
+    """Per kind of request (``by_request``: gets and sets, several http:// requests), its share and
+    p50, p99, p99.9 with their intervals, under the whole run's table; None with one kind."""
+    if not s.by_request:
+        return None
+    t = Table(box=None, pad_edge=False, show_edge=False, padding=(0, 1))
+    for col, justify in (("request", "left"), ("share", "right"), ("percentile", "right"), ("value", "right"),
+                         ("CI low", "right"), ("CI high", "right")):
+        t.add_column(col, justify=justify, overflow="fold")
+    for k in s.by_request:
+        shown = [p for p in k.percentiles if p.p in KIND_PERCENTILES] or k.percentiles[:1]
+        for i, p in enumerate(shown):
+            first = i == 0
+            t.add_row(_escape(k.name) if first else "", f"{k.share:.1%}" if first else "", f"p{p.p:g}",
+                      *_interval_cells(p, unit))
     return t
 
 
@@ -399,6 +424,9 @@ def print_summary(s: Summary, console: Console | None = None, *, verbose: bool =
     say(f"latency from intended send time · {lat.source} timestamps · {lat.samples:,} samples · "
         f"{lat.confidence:.0%} CI{whose}")
     print_table(console, _percentile_table(s, unit))
+    if (kinds := _kind_table(s, unit)) is not None:
+        say("per kind of request (information: the verdict is the whole run's):")
+        print_table(console, kinds)
     c = s.counters
     lag = {p.p: p.value_ns for p in s.send_lag.percentiles}
     extra = "".join(f", {n:,} {name.replace('_', ' ')}" for name, n in (

@@ -15,8 +15,8 @@ from tailwise.results.documents.base import Count, Doc, F, Int, Num, UtcTime
 from tailwise.results.documents.config import Config, Host
 from tailwise.results.documents.counts import (BuiltinServerStats, Counters, Engine, ErrorReason, Packets, Probe,
                                                ServerStats, ServerStatsCombined)
-from tailwise.results.documents.latency import (Delayed, Exclusions, HostPauses, Latency, PrecisionReport, Rate,
-                                                SendLag, Warmup)
+from tailwise.results.documents.latency import (Delayed, Exclusions, HostPauses, KindLatency, Latency, PrecisionReport,
+                                                Rate, SendLag, Warmup)
 from tailwise.results.documents.methodology import Check, Methodology
 from tailwise.results.files import RUN_SCHEMA
 
@@ -91,6 +91,7 @@ class Summary(Doc):
     interrupted: bool = F(description="The run was interrupted (SIGINT) before its end; the figures cover what was measured.")
     rate: Rate = F(description="The offered load and what was sent and answered.")
     latency: Latency = F(description="Latency, counted from each request's intended send time (no coordinated omission).")
+    by_request: list[KindLatency] | None = F(None, description="Latency per kind of request, when a run has several: gets and sets (memcached, Redis with --mix), or each request of an http:// requests file, in their order (the samples' request column is the index). Each kind's percentiles are computed as the whole run's, on its samples alone; information: the verdict stays on the whole run. null with one kind; absent in summaries written before it existed. Added by issue 36.")
     warmup: Warmup = F(description="The warm-up left out of the statistics: whole 100 ms intervals, at most --warmup and at most max_share of the run.")
     exclusions: Exclusions = F(description="Samples left out of the statistics: none since issue 18 (see delayed).")
     delayed: Delayed = F(None, description="The requests tailwise itself delayed, in the statistics as intervals (issue 18).")
