@@ -27,6 +27,7 @@ from tailwise.methodology.checks import Setting
 from tailwise.measure.server import builtin_server, server_stats
 from tailwise.spec.fleet import Fleet
 from tailwise.spec.load import TestStall
+from tailwise.spec.tls import source_note as tls_source_note
 from tailwise.spec.runspec import RunSpec, timestamp_source
 from tailwise.spec.target import DATAGRAM
 from tailwise.spec.units import fmt_ns, parse_dist, parse_time_ns
@@ -223,7 +224,6 @@ def measure(rs: RunSpec, setup: Setup, command: str, display: Display | None = N
     agents, what the coordinator collects is also written to ``collected`` as it arrives
     (results/journal.py), so that it outlives a coordinator that dies."""
     from tailwise.measure import serverstats
-    from tailwise.spec.tls import source_note as tls_source_note
     from tailwise.methodology import Controller
     from tailwise.methodology.controller import fixed_methodology
     from tailwise.results.files import release_freed_memory

@@ -89,13 +89,13 @@ DEFAULTS: dict[str, Any] = {
     "requests_file": None,
     # TLS to the target (https://, …+tls://; spec/tls.py): the CA to trust (None: the system's),
     # no verification, a client certificate and key, the SNI name (None: the target's host name),
-    # no session resumption.
+    # no session resumption (None: not given, i.e. off).
     "tls_ca": None,
-    "tls_insecure": False,
+    "tls_insecure": None,
     "tls_cert": None,
     "tls_key": None,
     "tls_sni": None,
-    "tls_no_resume": False,
+    "tls_no_resume": None,
 }
 
 #: The settings of the commands around a measurement (what to judge, where to write, which loads

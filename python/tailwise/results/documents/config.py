@@ -75,11 +75,11 @@ class Spec(Doc):
     body_file: str | None = F(None, description="--body-file (http://). Added by issue 36.")
     requests_file: str | None = F(None, description="--requests-file: a requests file in vegeta's targets format (http://). Added by issue 36.")
     tls_ca: str | None = F(None, description="--tls-ca: the CA certificates (PEM) trusted for the target, as a path; null: the system's roots. Added by issue 36.")
-    tls_insecure: bool = F(None, description="--tls-insecure: the target's certificate not verified. Added by issue 36.")
+    tls_insecure: bool | None = F(None, description="--tls-insecure: the target's certificate not verified (null: not given, off). Added by issue 36.")
     tls_cert: str | None = F(None, description="--tls-cert: the client certificate's path (PEM). Added by issue 36.")
     tls_key: str | None = F(None, description="--tls-key: the client key's path — its name only, never its contents. Added by issue 36.")
     tls_sni: str | None = F(None, description="--tls-sni: the server name sent; null: the target's host name. Added by issue 36.")
-    tls_no_resume: bool = F(None, description="--tls-no-resume: no session resumption on reconnects. Added by issue 36.")
+    tls_no_resume: bool | None = F(None, description="--tls-no-resume: no session resumption on reconnects (null: not given, off). Added by issue 36.")
 
 
 class PacketSettings(Doc):
