@@ -210,7 +210,8 @@ def model_summary(
 @final
 class Server:
     def __new__(
-        cls, listen: str, workers: int = 1, service: str = "fixed:10us", seed: int = 1, pin: bool = True, busy_poll: bool = False
+        cls, listen: str, workers: int = 1, service: str = "fixed:10us", seed: int = 1, pin: bool = True, busy_poll: bool = False,
+        tls_cert: str | None = None, tls_key: str | None = None,
     ) -> Server: ...
     @property
     def addr(self) -> str: ...

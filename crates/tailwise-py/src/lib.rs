@@ -230,8 +230,24 @@ struct PyServer {
 #[pymethods]
 impl PyServer {
     #[new]
-    #[pyo3(signature = (listen, workers=1, service="fixed:10us", seed=1, pin=true, busy_poll=false))]
-    fn new(py: Python<'_>, listen: &str, workers: usize, service: &str, seed: u64, pin: bool, busy_poll: bool) -> PyResult<Self> {
+    #[pyo3(signature = (listen, workers=1, service="fixed:10us", seed=1, pin=true, busy_poll=false, tls_cert=None, tls_key=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        py: Python<'_>,
+        listen: &str,
+        workers: usize,
+        service: &str,
+        seed: u64,
+        pin: bool,
+        busy_poll: bool,
+        tls_cert: Option<std::path::PathBuf>,
+        tls_key: Option<std::path::PathBuf>,
+    ) -> PyResult<Self> {
+        // TLS on every connection with both files (the CLI refuses one without the other).
+        let tls = match (tls_cert, tls_key) {
+            (Some(cert), Some(key)) => Some(tailwise_core::server::tls::server_config(&cert, &key).map_err(raise)?),
+            _ => None,
+        };
         let cfg = ServerConfig {
             listen: resolve(listen)?,
             workers,
@@ -241,7 +257,7 @@ impl PyServer {
             busy_poll,
         };
         let s = py
-            .detach(|| Server::start(cfg))
+            .detach(|| Server::start_tls(cfg, tls))
             .map_err(|err| raise(AddrError::Listen { addr: listen.into(), err }))?;
         let addr = s.addr().to_string();
         Ok(PyServer { inner: Mutex::new(Some(s)), addr })

@@ -12,6 +12,7 @@ from tailwise.cli.options import (Agents, Arrival, Bounds, Ci, Confidence, Conns
                                   Late, MaxTime, Mix, Outstanding, Percentile, Percentiles, Pin, PollOption,
                                   Popularity, Probe, ProbeConns, ProbeRate, Quiet, Rate, RunOut, SampleEvery,
                                   Size, Flows, MaxLoss, Method, Header, Body, BodyFile, RequestsFile,
+                                  TlsCa, TlsInsecure, TlsCert, TlsKey, TlsSni, TlsNoResume, TLS_SETTINGS,
                                   ProbeAgent, SamplesFormat, Seed, Service, Targets, Threads, Thresholds, Timeout,
                                   Timestamps, AgentTlsCa, AgentTlsCert, AgentTlsKey, InsecurePlaintext, TokenFile,
                                   ValueSize, Verbose, Warmup, Workers, Workload)
@@ -28,7 +29,8 @@ if TYPE_CHECKING:
 RUN_SETTINGS = ("targets", "rate", "percentile", "percentiles", "ci", "confidence", "max_time", "duration", "threads",
                 "conns", "outstanding", "arrival", "keys", "key_size", "popularity", "mix", "service", "workers",
                 "sample_every", "timeout", "late", "warmup", "seed", "timestamps", "probe", "probe_conns", "probe_rate",
-                "value_size", "size", "flows", "max_loss", "bounds", "method", "header", "body", "body_file", "requests_file")
+                "value_size", "size", "flows", "max_loss", "bounds", "method", "header", "body", "body_file", "requests_file",
+                *TLS_SETTINGS)
 
 
 def run(
@@ -46,7 +48,9 @@ def run(
     agent_tls_cert: AgentTlsCert = None, agent_tls_key: AgentTlsKey = None, insecure_plaintext: InsecurePlaintext = None,
     size: Size = None,
     flows: Flows = None, max_loss: MaxLoss = None, bounds: Bounds = None, method: Method = None, header: Header = None,
-    body: Body = None, body_file: BodyFile = None, requests_file: RequestsFile = None,
+    body: Body = None, body_file: BodyFile = None, requests_file: RequestsFile = None, tls_ca: TlsCa = None,
+    tls_insecure: TlsInsecure = None, tls_cert: TlsCert = None, tls_key: TlsKey = None, tls_sni: TlsSni = None,
+    tls_no_resume: TlsNoResume = None,
 ) -> int:
     """Measure latency at an offered open-loop load, until the percentile's CI is as narrow as asked.
 

@@ -20,7 +20,7 @@ from rich.text import Text
 from tailwise.spec.units import fmt_ns  # noqa: F401  (the printers format times with it)
 
 if TYPE_CHECKING:  # the models are read by attribute here; importing them is the caller's cost
-    from tailwise.results.documents.counts import Packets, ServerStats, ServerStatsCombined
+    from tailwise.results.documents.counts import Packets, ServerStats, ServerStatsCombined, Tls
     from tailwise.results.documents.latency import Percentile
     from tailwise.results.documents.run import AgentReport, Barrier, Summary
 
@@ -385,6 +385,20 @@ def packets_line(p: Packets) -> str:
             f"{p.reorder_max:,}), {p.duplicates:,} duplicates · {flows}")
 
 
+def tls_line(t: Tls, unit: TimeUnit) -> str:
+    """TLS to the target (the summary's ``tls``) in one line: the handshakes' time (apart from the
+    requests' latency), how many were full, resumed and failed, and how the server was verified."""
+    h = t.handshake
+    times = f"p50 {unit.fmt(h.p50_ns)}, p99 {unit.fmt(h.p99_ns)}" if h.count else "none completed"
+    failed = f", {t.failed:,} failed" if t.failed else ""
+    trust = ("[yellow]certificate not verified[/] (--tls-insecure)" if t.insecure
+             else f"verified against {_escape(t.ca or 'system')}{' roots' if t.ca == 'system' else ''}")
+    sni = f" · SNI {_escape(t.sni)}" if t.sni else ""
+    resume = "" if t.resume else " (--tls-no-resume)"
+    return (f"tls: {h.count:,} handshakes ({t.full:,} full, {t.resumed:,} resumed{resume}{failed}), {times}, "
+            f"not in the latency · {trust}{sni}")
+
+
 #: How each verdict is shown: imprecise in amber, never red — it is an answer, not a failure.
 VERDICT_COLOUR = {"ok": "green", "imprecise": "yellow", "not-measurable": "red"}
 
@@ -436,6 +450,8 @@ def print_summary(s: Summary, console: Console | None = None, *, verbose: bool =
         f"{c.timeouts:,} timeouts{extra} · send lag p99 {unit.fmt(lag.get(99.0))}")
     if s.packets:
         say(packets_line(s.packets), markup=False)
+    if s.tls:
+        say(tls_line(s.tls, unit))
     if s.config.workload is not None:
         ratio = s.hit_ratio
         say(f"keys: {c.gets:,} gets ({c.hits:,} hits, {c.misses:,} misses"

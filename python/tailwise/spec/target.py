@@ -10,6 +10,8 @@
 | ``http://host:port/path`` | HTTP/1.1 keep-alive GET of the path |
 | ``udp://host:port?size=N`` | UDP datagrams of N bytes (default 64), echoed back |
 | ``udp+flow://host:port`` | packet mode: --flows UDP flows of --size-byte frames through a reflector or forwarder |
+| ``https://host[:port]/path`` | HTTP/1.1 over TLS (port 443 by default) |
+| ``memcached+tls://``, ``redis+tls://``, ``synthetic+tls://`` | the protocol over TLS (any TCP one takes ``+tls``: spec/tls.py) |
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from urllib.parse import urlsplit
 
 from tailwise import _core
 from tailwise.errors import InputError
+from tailwise.spec.tls import DEFAULT_PORTS, tls_scheme, url_scheme
 
 #: Schemes the engine speaks (its own list: protocol/mod.rs, ``Protocol::each``).
 SCHEMES: tuple[str, ...] = tuple(_core.PROTOCOLS)
@@ -41,11 +44,13 @@ class Target:
     port: int
     path: str = ""
     udp_size: int = UDP_SIZE
+    #: Over TLS (``https://``, ``…+tls://``): ``scheme`` is still the protocol's.
+    tls: bool = False
 
     @property
     def url(self) -> str:
         query = f"?size={self.udp_size}" if self.scheme == "udp" and self.udp_size != UDP_SIZE else ""
-        return f"{self.scheme}://{self.netloc}{self.path}{query}"
+        return f"{url_scheme(self.scheme, self.tls)}://{self.netloc}{self.path}{query}"
 
     @property
     def netloc(self) -> str:
@@ -129,11 +134,16 @@ def parse_target(text: str) -> Target:
         port = u.port
     except ValueError as e:
         raise InputError(f"target '{text}' is malformed ({e})", f"write it as a URL, e.g. {example}") from None
-    scheme = u.scheme.lower()
-    if scheme not in SCHEMES:
-        raise InputError(f"unknown protocol '{u.scheme}' in '{text}'", f"use one of: {', '.join(s + '://' for s in SCHEMES)}")
+    named = tls_scheme(u.scheme.lower(), SCHEMES, DATAGRAM)
+    if named is None:
+        tls = [url_scheme(s, True) for s in SCHEMES if s not in DATAGRAM]
+        raise InputError(f"unknown protocol '{u.scheme}' in '{text}'",
+                         f"use one of: {', '.join(s + '://' for s in (*SCHEMES, *tls))}")
+    scheme, tls = named
     if not u.hostname:
         raise InputError(f"target '{text}' names no host", f"write e.g. {example}")
+    if port is None:
+        port = DEFAULT_PORTS.get(url_scheme(scheme, tls))
     if port is None:
         raise InputError(f"target '{text}' names no port", f"write e.g. {example}")
     if port == 0:
@@ -142,7 +152,7 @@ def parse_target(text: str) -> Target:
     if scheme == "http":
         path = (u.path or "/") + (f"?{u.query}" if u.query else "")
     elif path not in ("", "/"):
-        raise InputError(f"target '{text}' has a path, which {scheme}:// does not use", f"write {scheme}://{u.netloc}")
+        raise InputError(f"target '{text}' has a path, which {u.scheme}:// does not use", f"write {u.scheme}://{u.netloc}")
     else:
         path = ""
     udp_size = UDP_SIZE
@@ -154,8 +164,8 @@ def parse_target(text: str) -> Target:
                              f"write udp://HOST:PORT?size=N with N from {low} to {high} bytes")
         udp_size = int(value)
     elif u.query and scheme != "http":
-        raise InputError(f"target '{text}' has a query '{u.query}' that {scheme}:// does not use", f"write {scheme}://{u.netloc}")
-    target = Target(scheme, u.hostname, port, path, udp_size)
+        raise InputError(f"target '{text}' has a query '{u.query}' that {u.scheme}:// does not use", f"write {u.scheme}://{u.netloc}")
+    target = Target(scheme, u.hostname, port, path, udp_size, tls)
     if scheme == "http":
         check_http(text, target.netloc, path)
     return target

@@ -87,6 +87,15 @@ DEFAULTS: dict[str, Any] = {
     "body": None,
     "body_file": None,
     "requests_file": None,
+    # TLS to the target (https://, …+tls://; spec/tls.py): the CA to trust (None: the system's),
+    # no verification, a client certificate and key, the SNI name (None: the target's host name),
+    # no session resumption (None: not given, i.e. off).
+    "tls_ca": None,
+    "tls_insecure": None,
+    "tls_cert": None,
+    "tls_key": None,
+    "tls_sni": None,
+    "tls_no_resume": None,
 }
 
 #: The settings of the commands around a measurement (what to judge, where to write, which loads
@@ -114,7 +123,7 @@ COMMAND_DEFAULTS: dict[str, Any] = {
 LOAD_OUTSTANDING = 64
 
 #: Other flag names of the same setting (``--value`` is ``--value-size``).
-ALIASES = {"value": "value_size", "tls_ca": "agent_tls_ca"}
+ALIASES = {"value": "value_size"}
 
 _TYPES: dict[str, tuple[type, ...]] = {
     "targets": (list, str),
@@ -136,6 +145,8 @@ _TYPES: dict[str, tuple[type, ...]] = {
     "pin": (bool,),
     "keep_stalls": (bool,),
     "insecure_plaintext": (bool,),
+    "tls_insecure": (bool,),
+    "tls_no_resume": (bool,),
     "bounds": (str,),
     "size": (int,),
     "flows": (int,),
@@ -177,7 +188,7 @@ def load_file(path: str | None) -> dict[str, Any]:
     for name, value in data.items():
         kinds = _TYPES.get(name, (str,))
         if not isinstance(value, kinds) or isinstance(value, bool) and bool not in kinds:
-            want = " or ".join({"int": "an integer", "str": "a string", "float": "a number", "list": "a list"}[k.__name__] for k in kinds)
+            want = " or ".join({"int": "an integer", "str": "a string", "float": "a number", "list": "a list", "bool": "true or false"}[k.__name__] for k in kinds)
             example = {**DEFAULTS, **COMMAND_DEFAULTS, **EXAMPLES}[name]
             raise InputError(f"workload file {path}: {name} = {value!r} is not {want}", f"write e.g. {name} = {example!r}")
     for name in ("targets", "threshold", "header"):
@@ -199,7 +210,8 @@ EXAMPLES = {"percentiles": "50,95,99,99.9", "threshold": ["p99<200us"], "out": "
             "token_file": "/etc/tailwise/token", "agent_tls_ca": "ca.pem", "agent_tls_cert": "coordinator.pem",
             "agent_tls_key": "coordinator.key", "insecure_plaintext": False, "method": "POST",
             "header": ["Content-Type: application/json"], "body": '{"k": 1}', "body_file": "body.json",
-            "requests_file": "targets.txt"}
+            "requests_file": "targets.txt", "tls_ca": "ca.pem", "tls_cert": "client.pem", "tls_key": "client.key",
+            "tls_sni": "www.example.com"}
 
 
 def command_setting(name: str, flag: Any, file: dict[str, Any]) -> Any:

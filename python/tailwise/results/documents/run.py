@@ -14,7 +14,7 @@ from typing import Literal
 from tailwise.results.documents.base import Count, Doc, F, Int, Num, UtcTime
 from tailwise.results.documents.config import Config, Host
 from tailwise.results.documents.counts import (BuiltinServerStats, Counters, Engine, ErrorReason, Packets, Probe,
-                                               ServerStats, ServerStatsCombined)
+                                               ServerStats, ServerStatsCombined, Tls)
 from tailwise.results.documents.latency import (Delayed, Exclusions, HostPauses, KindLatency, Latency, PrecisionReport,
                                                 Rate, SendLag, Warmup)
 from tailwise.results.documents.methodology import Check, Methodology
@@ -101,6 +101,7 @@ class Summary(Doc):
     counters: Counters = F(description="The engine's counts for the whole run (every request, not only the sampled).")
     packets: Packets | None = F(None, description="Packet mode (udp+flow://): packets sent, answered, lost, reordered and duplicated, the packet and bit rates, the histogram's resolution; null for other protocols; absent in summaries written before it existed.")
     probe: Probe | None = F(description="The latency probe (--probe): its settings and its own counters; null without --probe. With a probe only its requests are timed.")
+    tls: Tls | None = F(None, description="TLS to the target (https://, …+tls://): the handshakes — full, resumed, failed and their p50/p99, timed apart from the requests — and how the server was verified; null in the clear; absent in summaries written before issue 36.")
     hit_ratio: Num | None = F(description="Gets answered with a value / gets answered (memcached, redis); null without gets.", minimum=0, maximum=1)
     error_reasons: list[ErrorReason] = F(description="Failed requests by reason.")
     checks: list[Check] = F(description="Every methodology check, in the methodology's order (load: rate, agents (only for a run on agents, --agents: each agent's own send rate against its share and its own arrivals, naming an overloaded client machine), errors, stalls — the requests tailwise delayed and the widening they cause, failing only when that alone misses --ci — and exclusions — what is left out: the warm-up, information; then arrivals, stationarity, independence, confidence, consistency). The verdict is ok only when all pass; imprecise when only confidence or stalls (precision) failed. Later versions may add checks; these names stay.",
