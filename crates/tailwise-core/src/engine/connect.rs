@@ -4,11 +4,10 @@
 
 use super::config::EngineConfig;
 use super::problem::EngineError;
-use super::tls::{self, Client};
+use super::tls::Client;
 use crate::io::{route, socket};
 use crate::stamp;
 use crate::stamp::nic::NicStamping;
-use crate::time::clock::now_ns;
 use rustls::ClientConnection;
 use std::net::{SocketAddr, TcpStream, UdpSocket};
 use std::os::fd::{AsRawFd, RawFd};
@@ -102,13 +101,9 @@ fn open(cfg: &EngineConfig, addr: &SocketAddr, tls: Option<&Client>) -> Result<S
 
 /// The TLS handshake of a connection just made, waiting up to the connect timeout; timed.
 fn handshake(cfg: &EngineConfig, addr: &SocketAddr, stream: TcpStream, client: &Client) -> Result<Sock, EngineError> {
-    let failed = |err| EngineError::Handshake { addr: *addr, err };
-    let mut session = client.session(addr).map_err(|e| failed(tls::HandshakeError::Tls(e)))?;
-    let since = now_ns();
-    let mut wrote = 0;
-    tls::handshake_blocking(&mut session, stream.as_raw_fd(), since + cfg.connect_timeout_ns, cfg.connect_timeout_ns, &mut wrote)
-        .map_err(failed)?;
-    client.done(session.handshake_kind(), now_ns() - since);
+    let (session, wrote) = client
+        .connect(addr, stream.as_raw_fd(), cfg.connect_timeout_ns)
+        .map_err(|err| EngineError::Handshake { addr: *addr, err })?;
     Ok(Sock::Tls { stream, session, wrote })
 }
 

@@ -10,17 +10,18 @@
 use crate::error::{Kind, Problem};
 use crate::io::socket;
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
-use rustls::client::Resumption;
+use rustls::client::{ResolvesClientCert, Resumption};
 use rustls::crypto::{verify_tls12_signature, verify_tls13_signature, CryptoProvider, WebPkiSupportedAlgorithms};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
 use rustls::{AlertDescription, CertificateError, ClientConfig, ClientConnection, DigitallySignedStruct, HandshakeKind};
-use rustls::{RootCertStore, SignatureScheme};
+use rustls::{ProtocolVersion, RootCertStore, SignatureScheme};
 use serde::{Deserialize, Serialize};
 use std::io::{self, BufRead, Read, Write};
 use std::net::SocketAddr;
 use std::os::fd::RawFd;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 
 /// What a run asks of TLS (`EngineConfig::tls`; absent or null: plaintext).
@@ -162,8 +163,8 @@ impl HandshakeError {
             HandshakeError::Tls(E::InvalidMessage(_) | E::InappropriateMessage { .. } | E::General(_)) => {
                 "the target does not speak TLS there: check the port, or use the plaintext scheme"
             }
-            HandshakeError::Closed | HandshakeError::TimedOut(_) => {
-                "check that the server speaks TLS on that port (and its log)"
+            HandshakeError::Closed | HandshakeError::TimedOut(_) | HandshakeError::Io(_) => {
+                "check that the server speaks TLS on that port (and its log: it may want a client certificate)"
             }
             _ => "",
         }
@@ -191,6 +192,8 @@ pub struct Client {
     config: Arc<ClientConfig>,
     sni: Option<ServerName<'static>>,
     stats: Mutex<TlsStats>,
+    /// The server asked for a client certificate (since the flag was last cleared).
+    asked: Arc<AtomicBool>,
 }
 
 impl Client {
@@ -216,12 +219,39 @@ impl Client {
             }
             _ => builder.with_no_client_auth(),
         };
+        let asked = Arc::new(AtomicBool::new(false));
+        let inner = config.client_auth_cert_resolver.clone();
+        config.client_auth_cert_resolver = Arc::new(AskedFor { inner, asked: asked.clone() });
         config.alpn_protocols = spec.alpn.iter().map(|p| p.as_bytes().to_vec()).collect();
         // rustls' in-memory store (256 servers, a few TLS 1.3 tickets each), shared by every
         // connection of the engine through the one `Arc<ClientConfig>`.
         config.resumption = if spec.resume { Resumption::default() } else { Resumption::disabled() };
         let sni = spec.sni.as_ref().map(|n| ServerName::try_from(n.clone()).map_err(|_| TlsError::Sni(n.clone()))).transpose()?;
-        Ok(Client { config: Arc::new(config), sni, stats: Mutex::new(TlsStats::default()) })
+        Ok(Client { config: Arc::new(config), sni, stats: Mutex::new(TlsStats::default()), asked })
+    }
+
+    /// The handshake of a connection an engine starts with (connected to `addr` on `fd`),
+    /// waiting up to `timeout_ns`; timed and counted. Returns the session and the bytes it wrote.
+    ///
+    /// In TLS 1.3 the client's part of the handshake ends before the server has checked its
+    /// certificate (RFC 8446 §4.4.2): a server that asked for one and refuses what it got (or
+    /// that none came) says so by an alert after it. So when asked, wait for the server's next
+    /// word — its session tickets (RFC 8446 §4.6.1) or that alert — twice the handshake's time
+    /// and 20 ms more at most (a server that sends no tickets and lets the certificate be
+    /// optional costs that wait), so that the refusal stops `Engine::start` in one line.
+    pub fn connect(&self, addr: &SocketAddr, fd: RawFd, timeout_ns: u64) -> Result<(Box<ClientConnection>, u64), HandshakeError> {
+        let mut session = self.session(addr).map_err(HandshakeError::Tls)?;
+        self.asked.store(false, Relaxed);
+        let since = crate::time::clock::now_ns();
+        let deadline = since + timeout_ns;
+        let mut wrote = 0;
+        handshake_blocking(&mut session, fd, deadline, timeout_ns, &mut wrote)?;
+        let ns = crate::time::clock::now_ns() - since;
+        if self.asked.load(Relaxed) && session.protocol_version() == Some(ProtocolVersion::TLSv1_3) {
+            await_verdict(&mut session, fd, (since + 3 * ns + 20_000_000).min(deadline))?;
+        }
+        self.done(session.handshake_kind(), ns);
+        Ok((session, wrote))
     }
 
     /// A new client session to `addr`: the configured name, else the target's IP (no SNI).
@@ -279,6 +309,49 @@ fn certificates(what: &'static str, path: &PathBuf) -> Result<Vec<CertificateDer
         return Err(TlsError::NoCertificate { what, path: path.clone() });
     }
     Ok(certs)
+}
+
+/// The configured client certificate resolver, noting that the server asked for a certificate.
+#[derive(Debug)]
+struct AskedFor {
+    inner: Arc<dyn ResolvesClientCert>,
+    asked: Arc<AtomicBool>,
+}
+
+impl ResolvesClientCert for AskedFor {
+    fn resolve(&self, hints: &[&[u8]], schemes: &[SignatureScheme]) -> Option<Arc<rustls::sign::CertifiedKey>> {
+        self.asked.store(true, Relaxed);
+        self.inner.resolve(hints, schemes)
+    }
+
+    fn has_certs(&self) -> bool {
+        self.inner.has_certs()
+    }
+}
+
+/// After a TLS 1.3 handshake the server asked a certificate in: its first records until
+/// `until_ns` (an alert is its refusal); nothing by then is taken as acceptance.
+fn await_verdict(tls: &mut ClientConnection, fd: RawFd, until_ns: u64) -> Result<(), HandshakeError> {
+    loop {
+        let now = crate::time::clock::now_ns();
+        if now >= until_ns {
+            return Ok(());
+        }
+        let ms = (until_ns - now).div_ceil(1_000_000).min(i32::MAX as u64) as i32;
+        let mut p = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
+        // SAFETY: one valid pollfd.
+        if unsafe { libc::poll(&mut p, 1, ms) } <= 0 {
+            continue;
+        }
+        match tls.read_tls(&mut Fd(fd)) {
+            Ok(0) => return Err(HandshakeError::Closed),
+            Ok(_) => {}
+            Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted) => continue,
+            Err(e) => return Err(HandshakeError::Io(e)),
+        }
+        // A ticket (or the first reply bytes, kept for the reader) means the server went on.
+        return tls.process_new_packets().map(|_| ()).map_err(HandshakeError::Tls);
+    }
 }
 
 /// `--tls-insecure`: any certificate chain for any name is accepted; the server must still sign
@@ -359,7 +432,7 @@ pub fn handshake(tls: &mut ClientConnection, fd: RawFd, wrote: &mut u64) -> Resu
                 Ok(n) => *wrote += n as u64,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(Step::Write),
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(HandshakeError::Io(e)),
+                Err(e) => return Err(heard_out(tls, fd, e)),
             }
         }
         if !tls.is_handshaking() {
@@ -370,7 +443,7 @@ pub fn handshake(tls: &mut ClientConnection, fd: RawFd, wrote: &mut u64) -> Resu
             Ok(_) => {}
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(Step::Read),
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(HandshakeError::Io(e)),
+            Err(e) => return Err(heard_out(tls, fd, e)),
         }
         if let Err(e) = tls.process_new_packets() {
             // The alert rustls queued tells the server why (best effort).
@@ -378,6 +451,18 @@ pub fn handshake(tls: &mut ClientConnection, fd: RawFd, wrote: &mut u64) -> Resu
             return Err(HandshakeError::Tls(e));
         }
     }
+}
+
+/// A socket error in a handshake: the server may have said why before it closed (an alert
+/// still in the receive queue, e.g. a TLS 1.2 server that wants a client certificate): that
+/// is the error to report.
+fn heard_out(tls: &mut ClientConnection, fd: RawFd, err: io::Error) -> HandshakeError {
+    if let Ok(1..) = tls.read_tls(&mut Fd(fd)) {
+        if let Err(e) = tls.process_new_packets() {
+            return HandshakeError::Tls(e);
+        }
+    }
+    HandshakeError::Io(err)
 }
 
 /// A handshake to its end, waiting in poll(2) until `deadline_ns` (CLOCK_MONOTONIC) at most.
