@@ -333,7 +333,11 @@ impl Worker<Requests> {
                         Some(session) => match tls::decrypt(session, &c.tls_cipher[..n], &mut c.rbuf) {
                             // What rustls answers by itself (a KeyUpdate) goes out with the stream.
                             Ok(closed) => (closed, tls::pending(session, &mut c.wbuf)),
-                            Err(e) => return self.lost_conn(i, Lost::Tls(e)),
+                            Err(e) => {
+                                let why = Lost::Tls(e);
+                                self.fin.note(why.to_string());
+                                return self.lost_conn(i, why);
+                            }
                         },
                     };
                     self.parse_replies(i, t_rx, t_user, stamp.is_some());

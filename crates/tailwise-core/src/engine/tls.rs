@@ -80,6 +80,8 @@ pub enum TlsError {
     Read { what: &'static str, path: PathBuf, err: String },
     #[error("the {what} {} holds no PEM certificate", .path.display())]
     NoCertificate { what: &'static str, path: PathBuf },
+    #[error("the client key file {} holds no PEM private key", .0.display())]
+    NoKey(PathBuf),
     #[error("the CA file {}: {err}", .path.display())]
     BadCa { path: PathBuf, err: rustls::Error },
     #[error("no system root certificates found ({0})")]
@@ -108,7 +110,7 @@ impl Problem for TlsError {
                 "give a PEM file with -----BEGIN CERTIFICATE----- blocks".into()
             }
             TlsError::NoRoots(_) => "install the system's CA certificates (ca-certificates), or give --tls-ca FILE".into(),
-            TlsError::ClientCert(_) => {
+            TlsError::ClientCert(_) | TlsError::NoKey(_) => {
                 "give --tls-key the PEM private key (PKCS#8, PKCS#1 or SEC1) of the --tls-cert certificate".into()
             }
             TlsError::Config(_) => String::new(),
@@ -213,8 +215,10 @@ impl Client {
         let mut config = match (&spec.cert_file, &spec.key_file) {
             (Some(cert), Some(key)) => {
                 let chain = certificates("client certificate file", cert)?;
-                let key = PrivateKeyDer::from_pem_file(key)
-                    .map_err(|e| TlsError::Read { what: "client key file", path: key.clone(), err: e.to_string() })?;
+                let key = PrivateKeyDer::from_pem_file(key).map_err(|e| match e {
+                    rustls::pki_types::pem::Error::NoItemsFound => TlsError::NoKey(key.clone()),
+                    e => TlsError::Read { what: "client key file", path: key.clone(), err: e.to_string() },
+                })?;
                 builder.with_client_auth_cert(chain, key).map_err(TlsError::ClientCert)?
             }
             _ => builder.with_no_client_auth(),

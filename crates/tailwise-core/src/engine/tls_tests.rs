@@ -105,6 +105,10 @@ struct Behaviour {
     client_auth: bool,
     /// TLS 1.2 only.
     tls12: bool,
+    /// With `close_every`: the last write's ciphertext corrupted (one bit) instead of a clean close.
+    corrupt: bool,
+    /// Connections after this many are closed at once, before any handshake; 0: never.
+    refuse_after: u64,
 }
 
 /// A TLS server answering the synthetic protocol, one thread per connection; stopped on drop.
@@ -133,7 +137,10 @@ impl TlsServer {
             while !st.load(Relaxed) {
                 match l.accept() {
                     Ok((s, _)) => {
-                        ac.fetch_add(1, Relaxed);
+                        if ac.fetch_add(1, Relaxed) >= how.refuse_after && how.refuse_after > 0 {
+                            drop(s);
+                            continue;
+                        }
                         let (cfg, sv, st) = (cfg.clone(), sv.clone(), st.clone());
                         conns.push(std::thread::spawn(move || serve(s, cfg, how, &sv, &st)));
                     }
@@ -200,6 +207,10 @@ fn serve(mut tcp: TcpStream, cfg: Arc<ServerConfig>, how: Behaviour, served: &At
         wire.clear();
         while tls.wants_write() {
             tls.write_tls(&mut wire).unwrap();
+        }
+        if close && how.corrupt {
+            let last = wire.len() - 1;
+            wire[last] ^= 1;
         }
         let step = if how.dribble { 7 } else { wire.len().max(1) };
         for piece in wire.chunks(step) {
@@ -381,6 +392,33 @@ fn reconnects_resume_the_session_and_lose_nothing() {
 }
 
 #[test]
+fn a_corrupt_record_loses_the_connection_with_the_reason_and_nothing_else() {
+    let pki = Pki::new("tailwise test CA");
+    let ca = pki.ca_file();
+    let s = TlsServer::start(&pki, Behaviour { close_every: 25, corrupt: true, ..Behaviour::default() });
+    let r = Engine::start(config(s.addr, trusting(&ca), 2_000.0, 300)).unwrap().join();
+    all_answered(&r);
+    assert!(r.counters.reconnects >= 5, "{:?}", r.counters);
+    let (why, n) = &r.error_reasons[0];
+    assert!(why.starts_with("TLS: ") && *n >= 5, "{:?}", r.error_reasons);
+}
+
+#[test]
+fn failed_reconnect_handshakes_are_counted_and_end_the_run_with_their_reason() {
+    let pki = Pki::new("tailwise test CA");
+    let ca = pki.ca_file();
+    let s = TlsServer::start(&pki, Behaviour { close_every: 10, refuse_after: 2, ..Behaviour::default() });
+    let cfg = EngineConfig { unreachable_ns: 300_000_000, ..config(s.addr, trusting(&ca), 1_000.0, 2_000) };
+    let r = Engine::start(cfg).unwrap().join();
+    let t = r.tls.unwrap();
+    assert_eq!((t.full + t.resumed, r.counters.reconnects), (2, 0), "{t:?}");
+    assert!(t.failed >= 2, "{t:?}");
+    let e = r.error.expect("unreachable");
+    let text = line(&e);
+    assert!(text.contains("TLS handshake with") && text.contains("speaks TLS on that port"), "{text}");
+}
+
+#[test]
 fn replies_split_across_records_and_reads_are_answered() {
     let pki = Pki::new("tailwise test CA");
     let ca = pki.ca_file();
@@ -410,6 +448,8 @@ fn tls_settings_are_refused_before_any_connect() {
     let key = TempFile::new("key.pem", b"-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n");
     let e = start(TlsConfig { cert_file: Some(cert.0.clone()), key_file: Some(key.0.clone()), ..TlsConfig::default() }, synthetic.clone());
     assert!(!line(&e).contains('\n') && line(&e).contains("--tls-key"), "{}", line(&e));
+    let e = start(TlsConfig { cert_file: Some(cert.0.clone()), key_file: Some(empty.0.clone()), ..TlsConfig::default() }, synthetic.clone());
+    assert!(line(&e).contains("holds no PEM private key") && line(&e).contains("--tls-key"), "{}", line(&e));
     let e = start(TlsConfig { sni: Some("bad name!".into()), ..TlsConfig::default() }, synthetic);
     assert!(line(&e).contains("--tls-sni"), "{}", line(&e));
     // The JSON names.
