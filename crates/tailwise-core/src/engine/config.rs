@@ -70,7 +70,9 @@ pub struct EngineConfig {
     /// start together; `None`: 5 ms after the connections are up. A time nearer than that (or
     /// past) is moved to it: `Engine::start_mono_ns` says when the schedule really began.
     pub start_at_ns: Option<u64>,
-    /// TLS on every connection (TCP protocols only); None: plaintext (tls.rs).
+    /// TLS on every connection (TCP protocols only); None: plaintext (tls.rs). Written only when
+    /// set, so that a plaintext configuration reads as before TLS (absent and null alike mean none).
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub tls: Option<TlsConfig>,
 }
 

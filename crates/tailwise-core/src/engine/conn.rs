@@ -202,6 +202,16 @@ impl Conn {
     }
 }
 
+impl Drop for Conn {
+    /// A TLS connection up at the run's end closes its session, unless requests are half
+    /// written (the alert would land inside them).
+    fn drop(&mut self) {
+        if let (Some(session), State::Up, true) = (self.tls.as_deref_mut(), self.state, self.wpos == self.wbuf.len()) {
+            super::tls::close(session, self.fd);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

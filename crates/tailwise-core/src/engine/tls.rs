@@ -521,6 +521,12 @@ pub fn pending(tls: &mut ClientConnection, wire: &mut Vec<u8>) -> bool {
     any
 }
 
+/// Say the session's end to the server (close_notify, RFC 8446 §6.1), best effort, not waiting.
+pub fn close(tls: &mut ClientConnection, fd: RawFd) {
+    tls.send_close_notify();
+    let _ = tls.write_tls(&mut Fd(fd));
+}
+
 /// One read's ciphertext in, its plaintext appended to `plain` (a reply may end in a later read,
 /// a record may span reads: rustls keeps the partial record). Ok(true): the server ended the
 /// session (close_notify), after what `plain` got.

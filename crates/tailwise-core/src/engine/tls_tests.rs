@@ -461,6 +461,8 @@ fn tls_settings_are_refused_before_any_connect() {
     assert_eq!(EngineConfig::from_json(r#"{"tls": {}}"#).unwrap().tls, Some(TlsConfig::default()));
     assert!(TlsConfig::default().resume);
     assert_eq!(EngineConfig::from_json(r#"{"tls": null}"#).unwrap().tls, None);
+    assert!(!EngineConfig::default().to_json().contains("tls"), "a plaintext configuration is written as before");
+    assert_eq!(EngineConfig::from_json(&c.to_json()).unwrap(), c);
     assert!(EngineConfig::from_json(r#"{"tls": {"verify": false}}"#).is_err());
 }
 
