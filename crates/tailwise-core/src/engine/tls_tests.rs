@@ -51,7 +51,7 @@ impl Pki {
     }
 
     fn server_config(&self) -> ServerConfig {
-        self.server_config_for(false, &rustls::DEFAULT_VERSIONS[..])
+        self.server_config_for(false, rustls::DEFAULT_VERSIONS)
     }
 
     /// With `client_auth`, a client certificate the CA signed is required.
@@ -123,7 +123,7 @@ struct TlsServer {
 impl TlsServer {
     fn start(pki: &Pki, how: Behaviour) -> TlsServer {
         let versions: &[&'static rustls::SupportedProtocolVersion] =
-            if how.tls12 { &[&rustls::version::TLS12] } else { &rustls::DEFAULT_VERSIONS[..] };
+            if how.tls12 { &[&rustls::version::TLS12] } else { rustls::DEFAULT_VERSIONS };
         let mut cfg = pki.server_config_for(how.client_auth, versions);
         cfg.max_fragment_size = how.fragment;
         let cfg = Arc::new(cfg);
