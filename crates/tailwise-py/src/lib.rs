@@ -10,7 +10,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::sync::{Arc, Mutex};
-use tailwise_core::engine::{Counters, Engine, EngineConfig, Snapshot};
+use tailwise_core::engine::{Counters, Engine, EngineConfig, Snapshot, TlsStats};
 use tailwise_core::error::{Kind, Problem};
 use tailwise_core::load::dist::Dist;
 use tailwise_core::load::schedule::Arrival;
@@ -467,6 +467,18 @@ fn counters_dict<'py>(py: Python<'py>, c: &Counters) -> PyResult<Bound<'py, PyDi
     Ok(d)
 }
 
+/// With TLS, the engine's handshakes since its start — {full, resumed, failed, handshake_ns: every
+/// handshake's duration, initial and reconnects, the first 65,536} —; None for plaintext.
+fn tls_dict<'py>(py: Python<'py>, t: Option<&TlsStats>) -> PyResult<Bound<'py, PyAny>> {
+    let Some(t) = t else { return Ok(py.None().into_bound(py)) };
+    let d = PyDict::new(py);
+    d.set_item("full", t.full)?;
+    d.set_item("resumed", t.resumed)?;
+    d.set_item("failed", t.failed)?;
+    d.set_item("handshake_ns", &t.handshake_ns)?;
+    Ok(d.into_any())
+}
+
 #[pyclass(name = "Engine", module = "tailwise._core")]
 struct PyEngine {
     inner: Mutex<Option<Engine>>,
@@ -524,6 +536,7 @@ impl PyEngine {
         d.set_item("snap_ns", t.snap_ns)?;
         d.set_item("complete", t.complete)?;
         d.set_item("counters", snapshot_dict(py, &t.counters)?)?;
+        d.set_item("tls", tls_dict(py, t.tls.as_ref())?)?;
         Ok(d)
     }
 
@@ -642,6 +655,7 @@ impl PyEngine {
         d.set_item("cpu_ns", r.cpu_ns)?;
         d.set_item("preemptions", r.preemptions)?;
         d.set_item("sample_bytes", r.sample_bytes)?;
+        d.set_item("tls", tls_dict(py, r.tls.as_ref())?)?;
         Ok(d)
     }
 }

@@ -28,6 +28,7 @@
 //! | `shared` | what the threads and the caller share: flags, progress, harvest, counters |
 //! | `thread` | the one timing loop, generic over its `Path`: the request path or the packet path |
 //! | `requests`, `io`, `recover` | the request path: backlog, connections, writes, replies, reconnects |
+//! | `tls` | TLS on the request path's connections: configuration, handshakes, records |
 //! | `busy`, `finish`, `handover`, `reach`, `req`, `rx_clock`, `stalls`, `tx_stamps`, `conn` | the loop's parts |
 
 pub(crate) mod busy;
@@ -49,10 +50,12 @@ pub(crate) mod stalls;
 #[cfg(any(test, feature = "test-hooks"))]
 mod test_hook;
 pub(crate) mod thread;
+pub mod tls;
 mod tx_stamps;
 
 pub use config::{ConfigError, EngineConfig, Probe, TestStall, Timestamps};
 pub use control::{Engine, EngineResult, Taken};
+pub use tls::{TlsConfig, TlsStats};
 pub(crate) use connect::Sock;
 pub use problem::{Abort, EngineError, Failure, IoErr, Killed, Lost, NoReply};
 pub(crate) use shared::{Role, Shared};
@@ -64,3 +67,5 @@ pub use stalls::STALL_NS;
 mod tests;
 #[cfg(test)]
 mod stamp_tests;
+#[cfg(test)]
+mod tls_tests;

@@ -69,6 +69,7 @@ fn counts_add_up_and_latency_exceeds_service_time() {
         assert!(smp.latency_ns >= smp.sent_ns - smp.intended_ns);
     }
     assert_eq!(s.served(), c.received);
+    assert!(r.tls.is_none(), "plaintext: no handshakes reported");
 }
 
 #[test]
