@@ -106,7 +106,7 @@ def test_a_client_certificate_nginx_requires_is_refused_without_and_accepted_wit
         assert "certificate" in r.stderr.lower()
     else:
         s = json.loads(r.stdout)
-        assert s["counters"]["errors"] >= s["counters"]["received"] > 0  # no request served
+        assert s["counters"]["errors"] > 0 and s["counters"]["received"] == 0  # no request served
         assert any("400" in e["reason"] for e in s["error_reasons"]), s["error_reasons"]
     s = run_json(f"{n.base_url}/fixed", "--tls-ca", str(pki.ca), "--tls-cert", str(pki.client_cert),
                  "--tls-key", str(pki.client_key), *SHORT)
@@ -134,7 +134,7 @@ def test_synthetic_over_tls_against_serve(pki, serve_tls):
     clean(s)
     assert s["tls"]["handshake"]["count"] >= 2 and s["tls"]["sni"] == "localhost"
     # Kernel stamps over TLS: the note says what they stamp.
-    assert STAMPS_NOTE in s["latency"]["source_note"]
+    assert STAMPS_NOTE.lower() in s["latency"]["source_note"].lower()  # it may open a sentence
 
 
 def test_load_stores_keys_over_tls_that_a_run_then_hits(pki, redis_tls):
