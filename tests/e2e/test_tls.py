@@ -3,7 +3,7 @@
 memcached -Z (our counts agree with the servers' own), a wrong CA refused in one line naming the
 certificate problem, --tls-insecure accepted, a client certificate nginx requires, session
 resumption across nginx's keep-alive closes with nothing lost, synthetic+tls:// against
-`tailwise serve --tls-cert/--tls-key`, and `tailwise load` over TLS. Certificates: trustme (the
+`tailwise serve --tls-cert/--tls-key`, `tailwise load` and `sweep` over TLS. Certificates: trustme (the
 ``pki`` fixture). Each run is a second at 2–3k req/s."""
 
 from __future__ import annotations
@@ -146,3 +146,19 @@ def test_load_stores_keys_over_tls_that_a_run_then_hits(pki, redis_tls):
     s = run_json(url, "--tls-ca", str(pki.ca), "--keys", "500", *SHORT)
     clean(s)
     assert s["counters"]["hits"] == s["counters"]["gets"] > 0
+
+
+def test_a_sweep_over_tls_measures_each_point_with_its_handshakes(pki, redis_tls, tmp_path):
+    """Issue 36, item 5: `sweep` takes the --tls-* flags as `run` does; each point's summary has
+    its own handshakes."""
+    out = tmp_path / "sweep"
+    r = run_cli("sweep", f"redis+tls://127.0.0.1:{redis_tls.port}", "--tls-ca", str(pki.ca), "--rates", "1k,2k",
+                "--duration", "1", "--conns", "2", "--out", str(out), "--json", timeout=240)
+    assert r.returncode in MEASURED and "Traceback" not in r.stderr, r.stderr
+    assert len(json.loads(r.stdout)["points"]) == 2
+    points = sorted((out / "points").glob("*/summary.json"))
+    assert len(points) == 2
+    for p in points:
+        s = json.loads(p.read_text())
+        clean(s)
+        assert s["tls"]["handshake"]["count"] >= 2 and s["tls"]["ca"] is not None
