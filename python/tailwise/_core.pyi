@@ -10,10 +10,10 @@ __all__ = [
     "SAMPLE_FLAGS", "SAMPLE_FIELDS", "SAMPLE_BYTES", "HIST_LOWEST_NS", "HIST_MAX_NS", "HIST_SIGFIG", "INTERVAL_NS",
     "INTERVAL_SIGFIG", "STALL_NS", "MASK_STALL_NS", "ECHO_MIN_DATAGRAM", "ECHO_MAX_DATAGRAM", "PROTOCOLS",
     "MODEL_MAX_CUSTOMERS", "MODEL_MAX_WORKERS", "TEST_HOOKS", "ENGINE_DEFAULTS", "UDP_SIZE", "PACKET_SIZE",
-    "PACKET_SIZE_MIN", "PACKET_SIZE_MAX", "PACKET_FLOWS", "PACKET_FLOWS_MAX", "parse_dist", "packet_payload_len",
-    "check_engine_config", "check_protocol", "route_interface", "hardware_timestamping", "now_ns",
-    "clock_cost_ns", "histogram_params", "interval_params", "measure_stalls", "check_workload", "parse_arrival",
-    "preload", "model_sojourn", "model_summary", "Server", "UdpFunction", "Engine", "Intervals", "Histogram",
+    "PACKET_SIZE_MIN", "PACKET_SIZE_MAX", "PACKET_FLOWS", "PACKET_FLOWS_MAX", "TLS_CALIBRATE_PEM", "parse_dist",
+    "packet_payload_len", "check_engine_config", "check_protocol", "route_interface", "hardware_timestamping", "now_ns",
+    "clock_cost_ns", "tls_record_cost_ns", "histogram_params", "interval_params", "measure_stalls", "check_workload",
+    "parse_arrival", "preload", "model_sojourn", "model_summary", "Server", "UdpFunction", "Engine", "Intervals", "Histogram",
     "__version__",
 ]
 
@@ -63,6 +63,9 @@ PACKET_SIZE_MIN: Final[int]
 PACKET_SIZE_MAX: Final[int]
 PACKET_FLOWS: Final[int]
 PACKET_FLOWS_MAX: Final[int]
+#: ``calibrate``'s TLS identity on loopback (engine/tls_cost.rs: the crate's test certificates, which
+#: never meet a network): "ca", "cert", "key" → PEM text.
+TLS_CALIBRATE_PEM: Final[dict[str, str]]
 
 class _ProtocolTraits(TypedDict):
     keys: bool
@@ -80,6 +83,12 @@ class _StallMeasurement(TypedDict):
     count: int
     lost_ns: int
     max_ns: int
+
+class _TlsRecordCost(TypedDict):
+    encrypt_ns: list[int]
+    decrypt_ns: list[int]
+    version: str
+    cipher: str
 
 class _ModelSummary(TypedDict):
     percentiles: list[float]
@@ -213,6 +222,7 @@ def preload(
 def packet_payload_len(size: int, ipv6: bool) -> int: ...
 def now_ns() -> int: ...
 def clock_cost_ns(per_batch: int = 10_000) -> tuple[float, float]: ...
+def tls_record_cost_ns(iterations: int, request_bytes: int, reply_bytes: int) -> _TlsRecordCost: ...
 def histogram_params() -> tuple[int, int, int]: ...
 def interval_params() -> tuple[int, int]: ...
 def measure_stalls(duration_ns: int, threshold_ns: int = 5_000, cpu: int | None = None) -> _StallMeasurement: ...

@@ -34,16 +34,34 @@ def _check_path(p: dict, interface: str | None = None) -> None:
         assert p["interface"] == interface and p["nic"]["reason"].startswith(interface)
 
 
+def _check_tls(s: dict, loopback: dict) -> None:
+    """Issue 36: the record cost in memory, and the loopback ping over TLS next to the clear one."""
+    c = s["tls"]
+    assert c["version"] == "TLSv1.3" and c["cipher"].startswith("TLS13_"), c
+    for side in ("encrypt", "decrypt"):
+        f = c[side]
+        assert f["n"] == c["iterations"] > 0 and 0 < f["min_ns"] <= f["p50_ns"] <= f["max_ns"], (side, f)
+    t = loopback["tls"]
+    assert t["tried"], t
+    assert t["target"].startswith("synthetic+tls://127.0.0.1:")
+    assert t["kernel_stamped"] == t["requests"] > 500, t
+    assert t["rtt"]["n"] == t["kernel_stamped"] and 0 < t["rtt"]["p50_ns"] <= t["user_rtt"]["p50_ns"], t
+    assert t["adds_p50_ns"] == t["rtt"]["p50_ns"] - loopback["kernel"]["rtt"]["p50_ns"]
+    assert not [n for n in s["not_tried"] if n["what"] == "tls"]
+
+
 def test_sources_on_loopback_and_veth_with_what_could_not_be_tried():
     s = _json(run_cli("calibrate", "--no-model", "--duration", "1s", "--json", timeout=120))
     assert s["schema"] == "tailwise.calibrate/1"
     assert 1 < s["clock"]["monotonic_read_ns"] < 1_000
     paths = {p["path"]: p for p in s["paths"]}
     _check_path(paths["loopback"], "lo")
+    _check_tls(s, paths["loopback"])
     not_tried = {(n["what"], n.get("path")) for n in s["not_tried"]}
     assert ("nic", "loopback") in not_tried
     if netns.can_create() is None:
         _check_path(paths["veth"])
+        assert "tls" not in paths["veth"]  # the ping over TLS is loopback's
         assert ("nic", "veth") in not_tried
         # The namespaces it made are gone.
         assert not set(paths["veth"]["namespaces"]) & set(subprocess.run(

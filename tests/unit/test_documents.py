@@ -83,9 +83,10 @@ def test_amend_sets_declared_fields_only():
 
 # --------------------------------------------------------------------------- the calibration
 
-def _calibration(rtt: np.ndarray, with_nic: bool) -> dict:
+def _calibration(rtt: np.ndarray, with_nic: bool, tls: bool = True) -> dict:
     """A calibrate document as measure/calibrate.calibrate builds it, numpy values included: one
-    path tried (with the NIC's run, or without it and why), veth not tried, and the model bias."""
+    path tried (with the NIC's run, or without it and why; with its ping over TLS), veth not tried,
+    the model bias and TLS's record cost (``tls`` False: a document from before issue 36)."""
     stamped = _figures(rtt)
     nic = {"available": False, "reason": "lo cannot stamp in hardware: no PTP clock"}
     kernel = {"rtt": stamped}
@@ -99,6 +100,11 @@ def _calibration(rtt: np.ndarray, with_nic: bool) -> dict:
             "user": {"rtt": _figures(rtt + 5), "bias": _bias(np.full(len(rtt), 5)), "send_side": _bias(rtt[:0]),
                      "receive_side": _bias(rtt[:0])},
             "nic": nic}
+    if tls:
+        path["tls"] = {"tried": True, "target": "synthetic+tls://127.0.0.1:2", "requests": len(rtt),
+                       "kernel_stamped": np.int64(len(rtt)), "rtt": _figures(rtt + 700), "user_rtt": _figures(rtt + 710),
+                       "adds_p50_ns": None if len(rtt) == 0 else np.int64(700),
+                       "user_adds_p50_ns": None if len(rtt) == 0 else 5, "note": "the server's record work"}
     gaps = {"p50_ns": np.float64(1.5), "p99_ns": None, "p99.9_ns": -2}
     source = {"samples": 10, "verdict_state": "done", "p50_ns": 12_001.0, "p99_ns": None, "p99.9_ns": np.int64(9),
               "minus_model": gaps, "server_stalls_left_out": {"server_stalls": 0, "requests_left_out": 0,
@@ -116,7 +122,9 @@ def _calibration(rtt: np.ndarray, with_nic: bool) -> dict:
                        "note": "every request in"},
         "not_tried": [{"what": "veth", "why": "not root"}] + ([] if with_nic else [
             {"what": "nic", "why": nic["reason"], "path": "loopback"}]),
-    }
+    } | ({"tls": {"version": "TLSv1.3", "cipher": "TLS13_AES_256_GCM_SHA384", "iterations": 10_000, "request_bytes": 64,
+                  "reply_bytes": 128, "encrypt": _figures(rtt // 10), "decrypt": _figures(rtt // 8),
+                  "note": "in memory"}} if tls else {})
 
 
 @pytest.mark.parametrize("with_nic", [False, True], ids=["kernel", "nic"])
@@ -133,8 +141,29 @@ def test_the_calibration_model_takes_what_calibrate_writes(with_nic, n):
     assert_valid(out | {"model_bias": None}, "calibrate")
 
 
+def test_a_calibration_from_before_tls_still_loads():
+    """Issue 36's ``tls`` entries are additive: a document without them validates, reads back
+    as None, and is written back without them."""
+    doc = _calibration(np.arange(1_000, 1_100, dtype=np.int64), False, tls=False)
+    c = Calibration.model_validate(doc, context=STRICT)
+    assert c.tls is None and c.paths[0].tls is None
+    assert c.to_json() == doc
+    assert_valid(c.to_json(), "calibrate")
+
+
+def test_a_failed_ping_over_tls_is_said_and_validates():
+    doc = _calibration(np.arange(1_000, 1_100, dtype=np.int64), False)
+    doc["paths"][0]["tls"] = {"tried": False, "reason": "the built-in server refused its certificate"}
+    doc["not_tried"].append({"what": "tls", "why": "the built-in server refused its certificate", "path": "loopback"})
+    out = Calibration.model_validate(doc, context=STRICT).to_json()
+    assert out == doc
+    assert_valid(out, "calibrate")
+
+
 @pytest.mark.parametrize("change", ["tried path without user", "figures without percentiles", "nic without rtt",
-                                    "untried path without reason", "unknown best", "no path"])
+                                    "untried path without reason", "unknown best", "no path", "tls ping without rtt",
+                                    "untried tls ping without reason", "tls cost without cipher",
+                                    "tls encrypt without percentiles"])
 def test_a_broken_calibration_fails_the_schema(change):
     import jsonschema
 
@@ -151,6 +180,14 @@ def test_a_broken_calibration_fails_the_schema(change):
         del doc["paths"][1]["reason"]
     elif change == "unknown best":
         path["best"] = "user"
+    elif change == "tls ping without rtt":
+        del path["tls"]["rtt"]
+    elif change == "untried tls ping without reason":
+        path["tls"] = {"tried": False}
+    elif change == "tls cost without cipher":
+        del doc["tls"]["cipher"]
+    elif change == "tls encrypt without percentiles":
+        del doc["tls"]["encrypt"]["p50_ns"]
     else:
         doc["paths"] = []
     with pytest.raises(jsonschema.ValidationError):

@@ -186,6 +186,24 @@ fn clock_cost_ns(py: Python<'_>, per_batch: u32) -> (f64, f64) {
     py.detach(|| tailwise_core::time::clock::clock_cost_ns(per_batch))
 }
 
+/// What TLS record protection costs here (engine/tls_cost.rs): a rustls client and server in
+/// memory, `iterations` times the clock around encrypting a `request_bytes` request and around
+/// decrypting a `reply_bytes` reply record. Returns {encrypt_ns, decrypt_ns, version, cipher};
+/// raises InputError for an argument out of range.
+#[pyfunction]
+#[pyo3(signature = (iterations, request_bytes, reply_bytes))]
+fn tls_record_cost_ns<'py>(py: Python<'py>, iterations: usize, request_bytes: usize, reply_bytes: usize) -> PyResult<Bound<'py, PyDict>> {
+    let c = py
+        .detach(|| tailwise_core::engine::tls_cost::record_cost(iterations, request_bytes, reply_bytes))
+        .map_err(raise)?;
+    let d = PyDict::new(py);
+    d.set_item("encrypt_ns", c.encrypt_ns)?;
+    d.set_item("decrypt_ns", c.decrypt_ns)?;
+    d.set_item("version", c.version)?;
+    d.set_item("cipher", c.cipher)?;
+    Ok(d)
+}
+
 /// The HDR histogram parameters used everywhere: (lowest_ns, highest_ns, significant_digits).
 #[pyfunction]
 fn histogram_params() -> (u64, u64, u8) {
@@ -700,6 +718,13 @@ fn add_constants(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let defaults = py.import("json")?.call_method1("loads", (EngineConfig::default().to_json(),))?;
     m.add("ENGINE_DEFAULTS", defaults)?;
     m.add("UDP_SIZE", tailwise_core::protocol::UDP_SIZE)?;
+    // calibrate's TLS identity (engine/tls_cost.rs: the crate's test CA, certificate and key, for
+    // loopback only): name → PEM text.
+    let pem = PyDict::new(py);
+    for (name, text) in tailwise_core::engine::tls_cost::IDENTITY_PEM {
+        pem.set_item(name, text)?;
+    }
+    m.add("TLS_CALIBRATE_PEM", pem)?;
     // Whether the engine's test hook (a configuration's `test_stall`) is built in (feature test-hooks).
     m.add("TEST_HOOKS", cfg!(feature = "test-hooks"))?;
     Ok(())
@@ -716,6 +741,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(hardware_timestamping, m)?)?;
     m.add_function(wrap_pyfunction!(now_ns, m)?)?;
     m.add_function(wrap_pyfunction!(clock_cost_ns, m)?)?;
+    m.add_function(wrap_pyfunction!(tls_record_cost_ns, m)?)?;
     m.add_function(wrap_pyfunction!(histogram_params, m)?)?;
     m.add_function(wrap_pyfunction!(interval_params, m)?)?;
     m.add_function(wrap_pyfunction!(measure_stalls, m)?)?;

@@ -22,6 +22,13 @@ queueing model: ``tailwise serve`` with fixed:10us at 20 % load (Lancet, Fig. 6)
 each source as ``tailwise run --duration`` measures it, minus the M/D/1 sojourn percentiles.
 There, and only there, the figures are also given with the built-in server's own stalls left
 out: the server is part of the reference, not of what is measured.
+
+TLS (issue 36): what record protection costs on this host, the clock read around the engine's own
+encrypt of a request and decrypt of a reply record, a rustls client and server joined in memory
+(engine/tls_cost.rs); and on loopback the ping again over TLS, the built-in server with the
+crate's test certificate, kernel stamps on: what TLS adds to a round trip here. Both stamps of a
+request over TLS leave the client's own record work out (it encrypts before the write and
+decrypts after the read); the in-memory figures are that part.
 """
 
 from __future__ import annotations
@@ -30,6 +37,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 from dataclasses import replace
 
 import numpy as np
@@ -58,6 +66,11 @@ MODEL_SECONDS = 3.0
 GOAL_NS = {50.0: 12_000, 99.0: 30_000}
 #: The veth path's reflector listens on this port inside its own namespace (no clash possible).
 VETH_PORT = 7000
+#: TLS's record cost: calls timed each way (~10 ms in all here), a request and a reply of a small
+#: cache's size (a get of a short key; a value of ~100 bytes), each one record.
+TLS_ITERATIONS = 10_000
+TLS_REQUEST_BYTES = 64
+TLS_REPLY_BYTES = 128
 
 
 def _pct_key(p: float) -> str:
@@ -112,9 +125,10 @@ def source_figures(samples: np.ndarray, start_ns: int = WARMUP_NS) -> dict:
     }
 
 
-def _ping_samples(addr: str, scheme: str, rate_rps: float, seconds: float, source: str) -> np.ndarray:
+def _ping_samples(addr: str, scheme: str, rate_rps: float, seconds: float, source: str,
+                  tls: dict | None = None) -> np.ndarray:
     spec = LoadSpec(targets=[addr], rate_rps=rate_rps, duration_ns=int(seconds * 1e9), conns=1, outstanding=1,
-                    sample_every=1, timestamps=source, protocol=protocol(scheme))
+                    sample_every=1, timestamps=source, protocol=protocol(scheme), tls=tls)
     result = LocalAgent().run(spec)
     if result.error:
         raise TailwiseError(f"calibration traffic to {addr} ({source} stamps) failed: {result.error}",
@@ -149,7 +163,58 @@ def loopback_path(seconds: float) -> dict:
     from tailwise.measure.server import builtin_server
 
     with builtin_server(service="fixed:0", busy_poll=_cores() >= 2) as srv:
-        return {"path": "loopback", "tried": True} | ping(srv.addr, seconds=seconds)
+        out = {"path": "loopback", "tried": True} | ping(srv.addr, seconds=seconds)
+    return out | {"tls": tls_ping(out, seconds)}
+
+
+def _p50_gap(a: dict, b: dict) -> int | None:
+    return a["p50_ns"] - b["p50_ns"] if "p50_ns" in a and "p50_ns" in b else None
+
+
+def tls_ping(plain: dict, seconds: float, rate_rps: float = PING_RATE_RPS) -> dict:
+    """The loopback ping again over TLS, next to ``plain`` (the plaintext ping's path): the
+    built-in server with the crate's test certificate (``_core.TLS_CALIBRATE_PEM``, written to a
+    private temporary directory for it), the engine trusting its CA, kernel stamps on."""
+    from tailwise.measure.server import builtin_server
+
+    with tempfile.TemporaryDirectory(prefix="tailwise-calibrate-tls-") as d:
+        files = {}
+        for name, text in _core.TLS_CALIBRATE_PEM.items():
+            files[name] = os.path.join(d, f"{name}.pem")
+            with open(files[name], "w") as f:
+                f.write(text)
+        try:
+            with builtin_server(service="fixed:0", busy_poll=_cores() >= 2, tls_cert=files["cert"],
+                                tls_key=files["key"]) as srv:
+                target = f"synthetic+tls://{srv.addr}"
+                samples = _ping_samples(srv.addr, "synthetic", rate_rps, seconds, "kernel",
+                                        tls={"ca_file": files["ca"]})
+        except TailwiseError as e:
+            return {"tried": False, "reason": e.line()}
+    k = source_figures(samples)
+    return {"tried": True, "target": target, "requests": k["requests"], "kernel_stamped": k["stamped"],
+            "rtt": k["rtt"], "user_rtt": k["user"]["rtt"],
+            "adds_p50_ns": _p50_gap(k["rtt"], plain["kernel"]["rtt"]),
+            "user_adds_p50_ns": _p50_gap(k["user"]["rtt"], plain["user"]["rtt"]),
+            "note": ("the same ping over TLS to the built-in server: the send stamp is the write of the request's "
+                     "last encrypted byte and the receive stamp comes before the reply is decrypted, so the "
+                     "round trip holds the server's record work and the longer segments, not the client's own "
+                     "(the tls entry's encrypt and decrypt)")}
+
+
+def tls_cost(clock_read_ns: float) -> dict:
+    """What TLS record protection costs here (engine/tls_cost.rs): the clock around the engine's
+    encrypt of a request and decrypt of a reply record, a rustls client and server in memory."""
+    c = _core.tls_record_cost_ns(TLS_ITERATIONS, TLS_REQUEST_BYTES, TLS_REPLY_BYTES)
+    return {"version": c["version"], "cipher": c["cipher"], "iterations": TLS_ITERATIONS,
+            "request_bytes": TLS_REQUEST_BYTES, "reply_bytes": TLS_REPLY_BYTES,
+            "encrypt": _figures(np.asarray(c["encrypt_ns"], dtype=np.int64)),
+            "decrypt": _figures(np.asarray(c["decrypt_ns"], dtype=np.int64)),
+            "note": (f"a rustls client (the engine's) and server joined in memory, no network: the clock read "
+                     f"around the engine's encrypt of a {TLS_REQUEST_BYTES}-byte request into its write buffer "
+                     f"and its decrypt of a {TLS_REPLY_BYTES}-byte reply record, each figure with one clock read "
+                     f"in it ({clock_read_ns:.0f} ns here); in a run the encryption comes before the send stamp "
+                     f"(inside the latency from the intended time), the decryption after the receive stamp")}
 
 
 def veth_path(seconds: float) -> dict:
@@ -269,4 +334,7 @@ def calibrate(target: str | None = None, seconds: float = PING_SECONDS, with_mod
     out["not_tried"] = [{"what": "nic", "why": p["nic"]["reason"], "path": p["path"]}
                         for p in out["paths"] if p["tried"] and not p["nic"]["available"]]
     out["not_tried"] += [{"what": p["path"], "why": p["reason"]} for p in out["paths"] if not p["tried"]]
+    out["not_tried"] += [{"what": "tls", "why": p["tls"]["reason"], "path": p["path"]}
+                         for p in out["paths"] if "tls" in p and not p["tls"]["tried"]]
+    out["tls"] = tls_cost(mono)
     return Calibration.model_validate(out)

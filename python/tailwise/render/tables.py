@@ -37,7 +37,7 @@ def print_calibration(result: Calibration, console=None) -> None:
     console = console or stdout_console()
     fold(console, f"[bold]tailwise calibrate[/] — timestamp sources on this machine "
                   f"(a clock read costs {result.clock.monotonic_read_ns:.0f} ns)")
-    t = Table(title="round trip per source, same requests (ping-pong)")
+    t = Table(title="round trip per source, same requests (ping-pong); a TLS record per call")
     for col in ("path", "source", "min", "p50", "p99", "p99.9", "bias p50/p99"):
         t.add_column(col, justify="left" if col in ("path", "source") else "right", overflow="fold")
 
@@ -52,11 +52,26 @@ def print_calibration(result: Calibration, console=None) -> None:
         for name, source, b in (("kernel", p.kernel, p.kernel.bias_vs_nic), ("user", p.user, p.user.bias)):
             bias = f"{_signed(b.p50_ns)}/{_signed(b.p99_ns)}" if b and b.p50_ns is not None else "best"
             t.add_row(p.path, name, *figures(source.rtt), bias)
+        if p.tls and p.tls.tried:
+            t.add_row(p.path, "kernel, TLS", *figures(p.tls.rtt), f"{_signed(p.tls.adds_p50_ns)} vs clear")
+    c = result.tls
+    if c:
+        for name, f in ((f"encrypt {c.request_bytes} B", c.encrypt), (f"decrypt {c.reply_bytes} B", c.decrypt)):
+            t.add_row("TLS record", name, *figures(f), "in memory")
     print_table(console, t)
     for p in result.paths:
         if p.tried and p.user.send_side.n:
             fold(console, f"{p.path}: user stamps add {fmt_ns(p.user.send_side.p50_ns)} before the send "
                           f"and {fmt_ns(p.user.receive_side.p50_ns)} after the arrival (medians)")
+    if c:
+        fold(console, f"TLS here ({c.version}, {c.cipher}): the client's record work per request is "
+                      f"{fmt_ns(c.encrypt.p50_ns)} to encrypt and {fmt_ns(c.decrypt.p50_ns)} to decrypt (medians, "
+                      f"a clock read included), outside both stamps of a round trip")
+    for p in result.paths:
+        if p.tls and p.tls.tried:
+            fold(console, f"{p.path} over TLS: the median round trip {_signed(p.tls.adds_p50_ns)} against the clear "
+                          f"(kernel stamps; {_signed(p.tls.user_adds_p50_ns)} by user stamps): the server's record "
+                          f"work and the longer segments")
     m = result.model_bias
     if m:
         t = Table(title=f"whole tool vs the model: tailwise serve {m.service} at {m.load:.0%} load")

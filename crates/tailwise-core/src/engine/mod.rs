@@ -29,6 +29,7 @@
 //! | `thread` | the one timing loop, generic over its `Path`: the request path or the packet path |
 //! | `requests`, `io`, `recover` | the request path: backlog, connections, writes, replies, reconnects |
 //! | `tls` | TLS on the request path's connections: configuration, handshakes, records |
+//! | `tls_cost` | what `tls`'s record protection costs on this host, client and server in memory (`calibrate`) |
 //! | `busy`, `finish`, `handover`, `reach`, `req`, `rx_clock`, `stalls`, `tx_stamps`, `conn` | the loop's parts |
 
 pub(crate) mod busy;
@@ -51,6 +52,7 @@ pub(crate) mod stalls;
 mod test_hook;
 pub(crate) mod thread;
 pub mod tls;
+pub mod tls_cost;
 mod tx_stamps;
 
 pub use config::{ConfigError, EngineConfig, Probe, TestStall, Timestamps};

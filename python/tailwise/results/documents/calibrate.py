@@ -71,6 +71,27 @@ class NicSource(Doc):
     user_bias: Bias = F(None, description="Available: user rtt − NIC rtt on the NIC run's requests.")
 
 
+class TlsPing(Doc):
+    """The loopback ping again over TLS: the built-in server with TLS (tailwise serve --tls-cert/--tls-key, the
+    crate's test certificate) and the engine trusting its CA, kernel stamps on."""
+
+    model_config = {"json_schema_extra": {
+        "if": {"properties": {"tried": {"const": True}}, "required": ["tried"]},
+        "then": {"required": ["target", "requests", "kernel_stamped", "rtt", "user_rtt", "adds_p50_ns",
+                              "user_adds_p50_ns", "note"]},
+        "else": {"required": ["reason"]}}}
+    tried: bool
+    reason: str = F(None, description="Why the ping over TLS was not measured (tried false).")
+    target: str = F(None, description="The reflector over TLS (synthetic+tls://).")
+    requests: Int = F(None, description="Requests answered after the warm-up.", minimum=0)
+    kernel_stamped: Int = F(None, description="Of those, with both kernel stamps (the figures' requests).", minimum=0)
+    rtt: Figures = F(None, description="Round trip over TLS from the kernel's transmit stamp (the request's last encrypted byte) to its receive stamp.")
+    user_rtt: Figures = F(None, description="Round trip over TLS by the clock around the system calls (after the encryption, before the decryption).")
+    adds_p50_ns: Int | None = F(None, description="rtt p50 over TLS − the plaintext kernel rtt p50 of the same path: what TLS adds to a round trip here (the server's record work, the longer segments); null when either has no requests.")
+    user_adds_p50_ns: Int | None = F(None, description="The same with user-space stamps.")
+    note: str = F(None, description="What the figures include and what they leave to the tls entry.")
+
+
 class Path(Doc):
     """One network path: its sources' figures when tried, else why it was not."""
 
@@ -93,6 +114,7 @@ class Path(Doc):
     user: UserSource = None
     nic: NicSource = None
     namespaces: list[str] = F(None, description="veth: the client's and the server's network namespaces.")
+    tls: TlsPing = F(None, description="loopback: the same ping over TLS, next to this plaintext one.")
 
 
 class MinusModel(Doc):
@@ -159,21 +181,36 @@ class Clock(Doc):
     realtime_read_ns: Num = F(description="One CLOCK_REALTIME read.", minimum=0)
 
 
+class TlsCost(Doc):
+    """TLS record protection on this host, in memory: a rustls client (the engine's, engine/tls.rs) and server
+    (tailwise serve's) joined by buffers, no network; per call, the monotonic clock read before and after it."""
+
+    version: str = F(description="The TLS version they negotiated (TLSv1.3 or TLSv1.2).")
+    cipher: str = F(description="The cipher suite they negotiated (its IANA name, e.g. TLS13_AES_256_GCM_SHA384).")
+    iterations: Int = F(description="Calls timed, each way.", minimum=1)
+    request_bytes: Int = F(description="The request's plaintext, encrypted into one record.", minimum=1)
+    reply_bytes: Int = F(description="The reply's plaintext, decrypted from one record.", minimum=1)
+    encrypt: Figures = F(description="The engine's encrypt of a request into its write buffer (ns per call, one clock read included).")
+    decrypt: Figures = F(description="The engine's decrypt of a reply record into its read buffer (ns per call, one clock read included).")
+    note: str
+
+
 class NotTried(Doc):
-    what: str = F(description="nic, or a path's name.")
+    what: str = F(description="nic, tls, or a path's name.")
     why: str
     path: str = F(None, description="For nic: the path it was tried on.")
 
 
 class Calibration(Doc):
-    """`tailwise calibrate --json` (and summary.json under its --out): what each timestamp source (kernel, user, nic) reports for the same ping-pong traffic on this machine, per path (loopback, veth, or a given reflector), and the whole tool's bias against the queueing model. Written by python/tailwise/measure/calibrate.py through the models of python/tailwise/results/documents/calibrate.py, which this schema is generated from. Versioning: later versions add fields, never rename or retype one; additional properties are allowed. Unknown values are null, never NaN. Units are in the names: _ns nanoseconds, _s seconds, _rps requests per second; p99.9_ns is the 99.9th percentile."""
+    """`tailwise calibrate --json` (and summary.json under its --out): what each timestamp source (kernel, user, nic) reports for the same ping-pong traffic on this machine, per path (loopback, veth, or a given reflector), the loopback ping over TLS and TLS's record protection cost, and the whole tool's bias against the queueing model. Written by python/tailwise/measure/calibrate.py through the models of python/tailwise/results/documents/calibrate.py, which this schema is generated from. Versioning: later versions add fields, never rename or retype one; additional properties are allowed. Unknown values are null, never NaN. Units are in the names: _ns nanoseconds, _s seconds, _rps requests per second; p99.9_ns is the 99.9th percentile."""
 
     schema_: Literal["tailwise.calibrate/1"] = F(alias="schema", description="This document's schema and its version.")
     host: Host = F(description="The machine calibrated.")
     clock: Clock = F(description="The cost of reading the clock here.")
     paths: list[Path] = F(description="One entry per path: without a target, loopback and veth (veth only where this process may create network namespaces; else tried is false with the reason); with a target, that reflector.", minItems=1)
     model_bias: ModelBias | None = F(description="The whole tool against the M/D/1 model (tailwise serve fixed:10us at 20 % load, measured as `tailwise run --duration` does, once per source); null with --no-model or a target.")
-    not_tried: list[NotTried] = F(description="What could not be measured, and why: the NIC source on each tried path, and each path not tried.")
+    not_tried: list[NotTried] = F(description="What could not be measured, and why: the NIC source on each tried path, each path not tried, and the ping over TLS where it failed.")
+    tls: TlsCost = F(None, description="What TLS record protection costs on this host (absent in documents before issue 36).")
 
 
 SCHEMA_FILE = ("calibrate.schema.json", Calibration, "urn:tailwise:schema:calibrate:1",
