@@ -5,6 +5,7 @@
 //! TCP on the same port (memcached listens on both), since UDP sets could be lost silently.
 
 use crate::engine::count_reason;
+use crate::engine::setup::{self, Setup, SetupError};
 use crate::error::{Kind, Problem};
 use crate::load::workload::{Workload, WorkloadError};
 use crate::protocol::{OpKind, Outcome, Parsed, Protocol, Request};
@@ -52,6 +53,9 @@ pub enum PreloadError {
     Unexpected { addr: SocketAddr, outcome: Outcome },
     #[error("malformed reply from {addr}: {reason}")]
     Malformed { addr: SocketAddr, reason: String },
+    /// Redis AUTH or SELECT (engine/setup.rs) failed or was refused.
+    #[error("{addr}: {err}")]
+    Setup { addr: SocketAddr, err: SetupError },
     #[error("preload thread panicked")]
     Panicked,
 }
@@ -68,6 +72,7 @@ impl Problem for PreloadError {
         match self {
             PreloadError::NoKeys(_) => "`tailwise load` is for memcached and redis targets".into(),
             PreloadError::Workload(e) => e.remedy(),
+            PreloadError::Setup { err, .. } => err.remedy(),
             _ => "check that the server runs and listens on that address".into(),
         }
     }
@@ -120,6 +125,10 @@ fn store_range(cfg: &PreloadConfig, protocol: &Protocol, range: std::ops::Range<
     s.set_nodelay(true).ok();
     s.set_read_timeout(Some(timeout)).ok();
     s.set_write_timeout(Some(timeout)).ok();
+    // Redis AUTH and SELECT first, as a run's connections say them.
+    if let Some(setup) = Setup::of(protocol) {
+        setup::exchange(&mut s, &setup).map_err(|err| PreloadError::Setup { addr, err })?;
+    }
     let mut codec = protocol.codec();
     let mut out = PreloadResult::default();
     let (mut wbuf, mut rbuf, mut key) = (Vec::new(), Vec::new(), Vec::new());

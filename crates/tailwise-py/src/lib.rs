@@ -78,14 +78,23 @@ fn check_workload(keys: u64, key_size: &str, value_size: &str, popularity: &str,
 
 /// Store every key of the workload on `target` (memcached or redis). Returns
 /// {stored, errors, error_reasons, elapsed_ns, bytes}; raises TargetError (the target failed) or
-/// InputError (the workload; ValueError if `target` does not resolve).
+/// InputError (the workload; ValueError if `target` does not resolve). `protocol`: the scheme's
+/// parameters as a configuration writes them (JSON; redis's `auth` and `db`), else its defaults.
 #[pyfunction]
-#[pyo3(signature = (target, scheme, *, keys, key_size, value_size, conns=4, depth=64, timeout_ns=2_000_000_000))]
+#[pyo3(signature = (target, scheme, *, keys, key_size, value_size, conns=4, depth=64, timeout_ns=2_000_000_000, protocol=None))]
 #[allow(clippy::too_many_arguments)]
-fn preload<'py>(py: Python<'py>, target: &str, scheme: &str, keys: u64, key_size: &str, value_size: &str, conns: usize, depth: usize, timeout_ns: u64) -> PyResult<Bound<'py, PyDict>> {
+fn preload<'py>(py: Python<'py>, target: &str, scheme: &str, keys: u64, key_size: &str, value_size: &str, conns: usize, depth: usize, timeout_ns: u64, protocol: Option<&str>) -> PyResult<Bound<'py, PyDict>> {
+    let protocol = match protocol {
+        Some(json) => {
+            let spec: tailwise_core::protocol::ProtocolSpec =
+                serde_json::from_str(json).map_err(|e| raise(tailwise_core::engine::ConfigError::Json(e)))?;
+            Protocol::try_from(spec).map_err(raise)?
+        }
+        None => Protocol::named(scheme).map_err(raise)?,
+    };
     let cfg = PreloadConfig {
         target: resolve(target)?,
-        protocol: Protocol::named(scheme).map_err(raise)?,
+        protocol,
         workload: workload(keys, key_size, value_size, "uniform", 0.0)?,
         conns,
         depth,

@@ -58,6 +58,9 @@ pub(super) struct Conn {
     pub replied: bool,
     /// Transmit-stamp keys on the current socket.
     pub tx: TxStamps,
+    /// Replies to the setup commands (setup.rs) still to come on this connection, before any
+    /// request's: a reconnect's (the first connections exchanged theirs before the schedule).
+    pub setup_left: usize,
 }
 
 impl Conn {
@@ -81,7 +84,16 @@ impl Conn {
             fails: 0,
             replied: false,
             tx: TxStamps::new(),
+            setup_left: 0,
         }
+    }
+
+    /// Queue the setup commands (setup.rs) on a new connection, ahead of any request: the one
+    /// place their bytes go into the write buffer. Their replies are read before any request's
+    /// (`setup_left`).
+    pub fn send_setup(&mut self, bytes: &[u8]) {
+        debug_assert!(self.wbuf.is_empty() && self.inflight.is_empty());
+        self.wbuf.extend_from_slice(bytes);
     }
 
     #[inline]
@@ -116,6 +128,7 @@ impl Conn {
         self.rbuf.clear();
         self.rpos = 0;
         self.want_write = false;
+        self.setup_left = 0;
         if by_target {
             self.fails = if self.replied { 0 } else { self.fails + 1 };
         }

@@ -4,6 +4,7 @@
 
 use super::config::EngineConfig;
 use super::problem::EngineError;
+use super::setup::{self, Setup};
 use crate::io::{route, socket};
 use crate::stamp;
 use crate::stamp::nic::NicStamping;
@@ -46,13 +47,21 @@ fn connect_udp(addr: &SocketAddr) -> Result<UdpSocket, EngineError> {
     Ok(s)
 }
 
-fn connect(addr: &SocketAddr, timeout_ns: u64) -> Result<TcpStream, EngineError> {
-    let s = TcpStream::connect_timeout(addr, Duration::from_nanos(timeout_ns))
-        .map_err(|err| EngineError::Connect { addr: *addr, err })?;
+/// A TCP connection, its setup commands exchanged (blocking, each wait bounded by the connect
+/// timeout) before it turns non-blocking.
+fn connect(addr: &SocketAddr, timeout_ns: u64, setup: Option<&Setup>) -> Result<TcpStream, EngineError> {
+    let timeout = Duration::from_nanos(timeout_ns);
+    let mut s = TcpStream::connect_timeout(addr, timeout).map_err(|err| EngineError::Connect { addr: *addr, err })?;
     if socket::connected_to_itself(s.as_raw_fd()) {
         return Err(EngineError::Connect { addr: *addr, err: socket::met_itself() });
     }
     s.set_nodelay(true).map_err(|err| EngineError::SocketOption { what: "TCP_NODELAY", addr: *addr, err })?;
+    if let Some(setup) = setup {
+        let option = |err| EngineError::SocketOption { what: "a timeout", addr: *addr, err };
+        s.set_read_timeout(Some(timeout)).map_err(option)?;
+        s.set_write_timeout(Some(timeout)).map_err(option)?;
+        setup::exchange(&mut s, setup).map_err(|err| EngineError::Setup { addr: *addr, err })?;
+    }
     s.set_nonblocking(true).map_err(|err| EngineError::SocketOption { what: "non-blocking mode", addr: *addr, err })?;
     Ok(s)
 }
@@ -65,11 +74,13 @@ const PROBE_BUSY_POLL_US: u32 = 50;
 const PACKET_SOCKET_BUFFER: i32 = 4 << 20;
 
 /// Connect one connection to `addr`, with the kernel's timestamps on when asked.
-fn open(cfg: &EngineConfig, addr: &SocketAddr) -> Result<Sock, EngineError> {
+/// Its setup (setup.rs) is exchanged before the stamps are asked for: the transmit-stamp keys
+/// then count the requests' bytes only.
+fn open(cfg: &EngineConfig, addr: &SocketAddr, setup: Option<&Setup>) -> Result<Sock, EngineError> {
     let s = if cfg.protocol.is_datagram() {
         Sock::Udp(connect_udp(addr)?)
     } else {
-        Sock::Tcp(connect(addr, cfg.connect_timeout_ns)?)
+        Sock::Tcp(connect(addr, cfg.connect_timeout_ns, setup)?)
     };
     if cfg.protocol.is_packet() {
         // Room for the answers that arrive while the thread is preempted (the kernel caps it at
@@ -111,19 +122,20 @@ pub(super) fn nic_stamping(targets: &[SocketAddr]) -> Result<NicStamping, Engine
 /// (a thread of its own, the last one).
 pub(super) fn connect_all(cfg: &EngineConfig) -> Result<Vec<Vec<Sock>>, EngineError> {
     let mut per_thread: Vec<Vec<Sock>> = (0..cfg.threads).map(|_| Vec::new()).collect();
+    let setup = Setup::of(&cfg.protocol);
     // Packet mode: one connected socket per flow, flow i on thread i mod threads.
     let n = match cfg.protocol {
         crate::protocol::Protocol::UdpFlow { flows, .. } => flows,
         _ => cfg.conns,
     };
     for i in 0..n {
-        let s = open(cfg, &cfg.targets[i % cfg.targets.len()])?;
+        let s = open(cfg, &cfg.targets[i % cfg.targets.len()], setup.as_ref())?;
         per_thread[i % cfg.threads].push(s);
     }
     if let Some(p) = cfg.probe {
         let mut mine = Vec::new();
         for i in 0..p.conns {
-            let s = open(cfg, &cfg.targets[i % cfg.targets.len()])?;
+            let s = open(cfg, &cfg.targets[i % cfg.targets.len()], setup.as_ref())?;
             // Busy polling of the socket's device queue, where the driver has one (not lo or
             // veth); refused without CAP_NET_ADMIN: the probe spins on its sockets either way.
             let _ = socket::set_busy_poll(s.fd(), PROBE_BUSY_POLL_US);

@@ -28,6 +28,7 @@
 //! | `shared` | what the threads and the caller share: flags, progress, harvest, counters |
 //! | `thread` | the one timing loop, generic over its `Path`: the request path or the packet path |
 //! | `requests`, `io`, `recover` | the request path: backlog, connections, writes, replies, reconnects |
+//! | `setup` | what a connection says before any request (Redis AUTH, SELECT) and its replies |
 //! | `busy`, `finish`, `handover`, `reach`, `req`, `rx_clock`, `stalls`, `tx_stamps`, `conn` | the loop's parts |
 
 pub(crate) mod busy;
@@ -44,6 +45,7 @@ mod recover;
 pub(crate) mod req;
 mod requests;
 pub(crate) mod rx_clock;
+pub mod setup;
 mod shared;
 pub(crate) mod stalls;
 #[cfg(any(test, feature = "test-hooks"))]
