@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shlex
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -11,7 +10,7 @@ from tailwise.cli.exits import EXIT_ERROR, EXIT_NOT_MEASURABLE, EXIT_THRESHOLD, 
 from tailwise.cli.options import (Agents, Arrival, Bounds, Ci, Confidence, Conns, Duration, Force, Json, KeepStalls, Keys, KeySize,
                                   Late, MaxTime, Mix, Outstanding, Percentile, Percentiles, Pin, PollOption,
                                   Popularity, Probe, ProbeConns, ProbeRate, Quiet, Rate, RunOut, SampleEvery,
-                                  Size, Flows, MaxLoss, Method, Header, Body, BodyFile, RequestsFile,
+                                  Size, Flows, MaxLoss, Method, Header, Body, BodyFile, RequestsFile, RedisPasswordFile,
                                   ProbeAgent, SamplesFormat, Seed, Service, Targets, Threads, Thresholds, Timeout,
                                   Timestamps, AgentTlsCa, AgentTlsCert, AgentTlsKey, InsecurePlaintext, TokenFile,
                                   ValueSize, Verbose, Warmup, Workers, Workload)
@@ -20,6 +19,7 @@ from tailwise.render.output import print_summary, set_quiet, table_unit
 from tailwise.render.warning import warn
 from tailwise.render.run import print_run_error, print_signalled, print_thresholds, print_written
 from tailwise.spec.runspec import RunSpec
+from tailwise.spec.target import command_line
 
 if TYPE_CHECKING:
     from tailwise.results.documents.run import Summary
@@ -28,7 +28,8 @@ if TYPE_CHECKING:
 RUN_SETTINGS = ("targets", "rate", "percentile", "percentiles", "ci", "confidence", "max_time", "duration", "threads",
                 "conns", "outstanding", "arrival", "keys", "key_size", "popularity", "mix", "service", "workers",
                 "sample_every", "timeout", "late", "warmup", "seed", "timestamps", "probe", "probe_conns", "probe_rate",
-                "value_size", "size", "flows", "max_loss", "bounds", "method", "header", "body", "body_file", "requests_file")
+                "value_size", "size", "flows", "max_loss", "bounds", "method", "header", "body", "body_file", "requests_file",
+                "redis_password_file")
 
 
 def run(
@@ -47,6 +48,7 @@ def run(
     size: Size = None,
     flows: Flows = None, max_loss: MaxLoss = None, bounds: Bounds = None, method: Method = None, header: Header = None,
     body: Body = None, body_file: BodyFile = None, requests_file: RequestsFile = None,
+    redis_password_file: RedisPasswordFile = None,
 ) -> int:
     """Measure latency at an offered open-loop load, until the percentile's CI is as narrow as asked.
 
@@ -118,7 +120,7 @@ def _run(kw: dict) -> int:
         display = PointDisplay(quiet=quiet, live=not json_out, rate_rps=rs.rate_rps,
                                span_s=(rs.duration_ns or rs.max_time_ns) / 1e9, fixed=bool(rs.duration_ns),
                                percentile=rs.percentile)
-        m = measure(rs, setup, shlex.join(["tailwise", *sys.argv[1:]]), display,
+        m = measure(rs, setup, command_line(sys.argv[1:]), display,
                     collected=Path(out) / COLLECTED if out else None)
     except BaseException:
         remove_new_dirs(made)  # nothing was measured: no directory of ours is left behind

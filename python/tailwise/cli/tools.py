@@ -3,6 +3,7 @@ run), `model` (the queueing model's ground truth) and `calibrate` (each timestam
 
 from __future__ import annotations
 
+import json
 import signal
 import threading
 from typing import Annotated, Optional
@@ -13,7 +14,7 @@ from tailwise.cli.exits import EXIT_OK
 from tailwise.cli.options import default
 from tailwise.errors import InputError, TargetError
 from tailwise.spec.runspec import BUILTIN_SERVICE, positive
-from tailwise.spec.target import parse_target
+from tailwise.spec.target import parse_target, with_password
 from tailwise.spec.workload import DEFAULTS, LOAD_OUTSTANDING
 from tailwise.spec.units import parse_time_ns
 
@@ -173,6 +174,10 @@ def load(
     outstanding: Annotated[int, typer.Option(
         "--outstanding", "--depth", metavar="N",
         help="sets in flight per connection, pipelined (--depth: mutilate's name, kept)")] = LOAD_OUTSTANDING,
+    redis_password_file: Annotated[Optional[str], typer.Option(
+        "--redis-password-file", metavar="FILE",
+        help="redis:// only: the password (AUTH) from this file's one line, when the URL gives none; else "
+             "TAILWISE_REDIS_PASSWORD")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="print the result as JSON")] = False,
 ) -> int:
     """Store every key of a workload once, so that the gets of a later `tailwise run` hit."""
@@ -181,7 +186,7 @@ def load(
     from tailwise.spec.workload import Workload, load_file, resolve
 
     st = resolve({"keys": keys, "key_size": key_size, "value_size": value_size}, load_file(workload))
-    tgt = parse_target(target)
+    tgt = with_password([parse_target(target)], redis_password_file)[0]
     if not tgt.keyed:
         raise InputError(f"{tgt.scheme}:// has no keys to store", "`tailwise load` is for memcached and redis targets")
     positive("--conns", conns)
@@ -189,7 +194,8 @@ def load(
     work = Workload.from_settings(st | {"mix": "1:0"})
     try:
         r = _core.preload(tgt.socket_addr(), tgt.scheme, keys=work.keys, key_size=work.key_size,
-                          value_size=work.value_size, conns=conns, depth=outstanding)
+                          value_size=work.value_size, conns=conns, depth=outstanding,
+                          protocol=json.dumps({"scheme": tgt.scheme} | tgt.protocol_auth()))
     except ValueError as e:  # the address does not resolve; the data plane's own problems are TailwiseErrors
         raise InputError(str(e)) from None
     out = {"target": tgt.url, "keys": work.keys, "stored": r["stored"], "errors": r["errors"],

@@ -87,6 +87,8 @@ DEFAULTS: dict[str, Any] = {
     "body": None,
     "body_file": None,
     "requests_file": None,
+    # redis:// (spec/target.py): a file holding the password, when the URL gives none.
+    "redis_password_file": None,
 }
 
 #: The settings of the commands around a measurement (what to judge, where to write, which loads
@@ -199,7 +201,7 @@ EXAMPLES = {"percentiles": "50,95,99,99.9", "threshold": ["p99<200us"], "out": "
             "token_file": "/etc/tailwise/token", "agent_tls_ca": "ca.pem", "agent_tls_cert": "coordinator.pem",
             "agent_tls_key": "coordinator.key", "insecure_plaintext": False, "method": "POST",
             "header": ["Content-Type: application/json"], "body": '{"k": 1}', "body_file": "body.json",
-            "requests_file": "targets.txt"}
+            "requests_file": "targets.txt", "redis_password_file": "/etc/tailwise/redis.pass"}
 
 
 def command_setting(name: str, flag: Any, file: dict[str, Any]) -> Any:
