@@ -116,11 +116,14 @@ class LoadSpec:
     #: The schedule's time zero on the engine host's CLOCK_MONOTONIC (agents started together).
     start_at_ns: int | None = None
 
+    def __post_init__(self) -> None:
+        # A redis password, however given, is *** in this spec's repr.
+        object.__setattr__(self, "protocol", hidden(self.protocol))
+
     @classmethod
     def from_engine_config(cls, config: dict[str, Any]) -> LoadSpec:
         """The inverse of ``engine_config`` (an agent's side of the wire)."""
         d = dict(config)
-        d["protocol"] = hidden(d.get("protocol") or {})
         d["workload"] = Workload(**d["workload"])
         d["probe"] = Probe(**d["probe"]) if d.get("probe") else None
         d["test_stall"] = TestStall(**d["test_stall"]) if d.get("test_stall") else None
