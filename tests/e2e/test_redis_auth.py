@@ -221,3 +221,41 @@ def test_reconnects_authenticate_and_select_again(server, tmp_path):
     assert after["auth"] - before.get("auth", 0) >= 8 and after["select"] - before.get("select", 0) >= 8
     assert dbsize(server, 4) > 0 and dbsize(server, 0) == 0
     assert_nowhere(PASSWORD, subprocess.CompletedProcess([], 0, json.dumps(s), "\n".join(x for _, x in run.lines)), out)
+
+
+def test_through_an_agent_the_password_reaches_the_engine_and_nothing_else(server, tmp_path):
+    """The engine configuration an agent receives holds the password (its engine says AUTH); the
+    agent's log, its reply to Configure, and the coordinator's output and files do not."""
+    import signal
+
+    from support.agents import TOKEN, agent_process, token_file
+
+    out, token = tmp_path / "out", token_file(tmp_path)
+    with agent_process("--token-file", str(token)) as (proc, port, lines):
+        # Configure's reply (the canonical configuration) hides the password it was sent.
+        import grpc
+
+        from tailwise.agents import wire
+        from tailwise.agents.proto import agent_pb2 as pb, agent_pb2_grpc
+        from tailwise.spec.load import LoadSpec
+
+        spec = LoadSpec(targets=[f"{server.host}:{server.port}"], rate_rps=100.0, duration_ns=10**9, conns=1, pin=False,
+                        protocol={"scheme": "redis", "auth": {"password": PASSWORD}})
+        assert PASSWORD not in repr(spec) and PASSWORD in spec.to_json()
+        with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+            reply = agent_pb2_grpc.AgentStub(channel).Configure(
+                pb.ConfigureRequest(run_id="peek", role="symmetric", engine_config=spec.to_json()),
+                metadata=wire.bearer(TOKEN), timeout=10)
+        assert json.loads(reply.engine_config)["protocol"]["auth"] == {"password": "***"}
+        assert PASSWORD not in reply.engine_config
+        r = cli("run", url(server, f":{URL_PASSWORD}@", db=6), "--agents", f"127.0.0.1:{port}", "--token-file",
+                str(token), *RUN, "--mix", "1:1", "--out", str(out), "--json")
+        proc.send_signal(signal.SIGTERM)
+        agent_out, agent_err = proc.communicate(timeout=30)
+    assert r.returncode in MEASURED, r.stderr
+    s = json.loads(r.stdout)
+    assert s["counters"]["errors"] == 0 and s["counters"]["received"] == s["counters"]["sent"] > 1000
+    assert dbsize(server, 6) > 0 and s["config"]["target"] == url(server, ":***@", db=6)
+    assert "run " in "".join(lines) + agent_out  # the agent logged the run
+    assert_nowhere(PASSWORD, subprocess.CompletedProcess([], 0, "".join(lines) + agent_out, agent_err), None)
+    assert_nowhere(PASSWORD, r, out)
