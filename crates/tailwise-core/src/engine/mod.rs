@@ -66,3 +66,5 @@ pub use stalls::STALL_NS;
 mod tests;
 #[cfg(test)]
 mod stamp_tests;
+#[cfg(test)]
+mod setup_tests;
