@@ -52,7 +52,7 @@ def test_the_parts_of_a_redis_url(url, user, password, db, shown):
 def test_a_bad_url_is_refused_and_the_message_hides_the_password(url, says):
     with pytest.raises(InputError) as e:
         parse_target(url)
-    text = e.value.line() if hasattr(e.value, "line") else str(e.value)
+    text = e.value.line()
     assert says in text, text
     assert "s3cr" not in text, text
 
@@ -61,6 +61,15 @@ def test_redact_and_the_command_line():
     assert redact(f"redis://app:{ENCODED}@h:1/2") == "redis://app:***@h:1/2"
     assert redact(f"redis://{ENCODED}@h:1") == "redis://:***@h:1"
     assert redact("memcached://h:1") == "memcached://h:1" and redact("--rate") == "--rate"
+    # The user ends at the first colon; a password may hold more, and unencoded / ? # in a redis URL.
+    assert redact("redis://app:a:b@h:1") == "redis://app:***@h:1"
+    assert redact("redis://:pa/ss?x#y@h:1/2") == "redis://:***@h:1/2"
+    assert redact("http://h:1/a@b") == "http://h:1/a@b"  # an @ in a path is no userinfo
+    for malformed in ("redis://:pa/ss@h:1", "redis://u:pa?ss@h:1", "redis://u:pa:x/ss@h:1/2", "redis://:p[a@h:1",
+                      "redis://u:12/pa@h:1", "redis://u:12?pa@h:1", "redis://u:12#pa@h:1"):
+        with pytest.raises(InputError) as e:
+            parse_target(malformed)
+        assert "pa" not in e.value.problem and "percent-encode" in e.value.remedy, e.value.line()
     line = command_line(["run", f"redis://:{ENCODED}@h:1", "--rate", "1k"])
     assert line == "tailwise run 'redis://:***@h:1' --rate 1k"
 

@@ -43,6 +43,8 @@ PASSWORD_ENV = "TAILWISE_REDIS_PASSWORD"
 #: What a URL shows in place of a password; given as the password, it means "not in the URL": the
 #: file or the environment gives it (so that a saved spec runs again).
 HIDDEN = "***"
+#: The remedy for a user or password that breaks the URL (RFC 3986 §3.2.1 userinfo).
+ENCODE_USERINFO = "percent-encode / ? # @ [ ] in a user or password (%2F %3F %23 %40 %5B %5D)"
 
 
 class Secret(str):
@@ -117,16 +119,26 @@ _HOST_CHARS = frozenset(string.ascii_letters + string.digits + "-._~!$&'()*+,;=:
 _PATH_CHARS = frozenset(string.ascii_letters + string.digits + "-._~!$&'()*+,;=:@/?%")
 
 
-_USERINFO = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-]*://)([^/?#]*)@")
+_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-]*)://")
 
 
 def redact(text: str) -> str:
-    """A target as given, its password (if any) replaced by ``***``: what an error may print."""
-    m = _USERINFO.match(text)
+    """A target as given, its password (if any) replaced by ``***``, the user kept: what an error
+    or a recorded command may show. The userinfo ends at the authority's last ``@`` (RFC 3986
+    §3.2); in a redis URL at the last ``@`` of all, so that a password holding an unencoded ``/``,
+    ``?`` or ``#`` (a malformed URL) is hidden too."""
+    m = _SCHEME.match(text)
     if m is None:
         return text
-    user, colon, _ = m.group(2).rpartition(":") if ":" in m.group(2) else ("", "", m.group(2))
-    return f"{m.group(1)}{user}:{HIDDEN}@{text[m.end():]}"
+    rest = text[m.end():]
+    end = len(rest)
+    if m.group(1).lower().split("+")[0] != "redis":
+        end = next((i for i, c in enumerate(rest) if c in "/?#"), len(rest))
+    at = rest.rfind("@", 0, end)
+    if at < 0:
+        return text
+    user = rest[:at].partition(":")[0] if ":" in rest[:at] else ""
+    return f"{m.group(0)}{user}:{HIDDEN}@{rest[at + 1:]}"
 
 
 def command_line(argv: list[str]) -> str:
@@ -185,10 +197,18 @@ def parse_target(given: str) -> Target:
         u = urlsplit(given)
         port = u.port
     except ValueError as e:
+        if "@" in given:  # urlsplit's words may quote a piece of a password
+            raise InputError(f"target '{text}' is malformed",
+                             ENCODE_USERINFO) from None
         raise InputError(f"target '{text}' is malformed ({e})", f"write it as a URL, e.g. {example}") from None
     scheme = u.scheme.lower()
     if scheme not in SCHEMES:
         raise InputError(f"unknown protocol '{u.scheme}' in '{text}'", f"use one of: {', '.join(s + '://' for s in SCHEMES)}")
+    if scheme in REDIS and "@" in u.path + u.query + u.fragment:
+        # A password holding an unencoded / ? or #: what urlsplit took for a path, a query or a
+        # fragment holds a piece of it, and no message may show it.
+        raise InputError(f"target '{text}' is malformed",
+                         ENCODE_USERINFO)
     if not u.hostname:
         raise InputError(f"target '{text}' names no host", f"write e.g. {example}")
     if port is None:
