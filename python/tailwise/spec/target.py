@@ -198,8 +198,7 @@ def parse_target(given: str) -> Target:
         port = u.port
     except ValueError as e:
         if "@" in given:  # urlsplit's words may quote a piece of a password
-            raise InputError(f"target '{text}' is malformed",
-                             ENCODE_USERINFO) from None
+            raise InputError(f"target '{text}' is malformed", ENCODE_USERINFO) from None
         raise InputError(f"target '{text}' is malformed ({e})", f"write it as a URL, e.g. {example}") from None
     scheme = u.scheme.lower()
     if scheme not in SCHEMES:
@@ -207,8 +206,7 @@ def parse_target(given: str) -> Target:
     if scheme in REDIS and "@" in u.path + u.query + u.fragment:
         # A password holding an unencoded / ? or #: what urlsplit took for a path, a query or a
         # fragment holds a piece of it, and no message may show it.
-        raise InputError(f"target '{text}' is malformed",
-                         ENCODE_USERINFO)
+        raise InputError(f"target '{text}' is malformed", ENCODE_USERINFO)
     if not u.hostname:
         raise InputError(f"target '{text}' names no host", f"write e.g. {example}")
     if port is None:
