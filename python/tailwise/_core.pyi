@@ -101,6 +101,15 @@ class _Snapshot(TypedDict):
     reconnects: int
     received_in_window: int
 
+class _TlsStats(TypedDict):
+    #: The engine's TLS handshakes since its start (initial and reconnects): full and resumed
+    #: (``full + resumed`` exact), reconnect handshakes that failed or timed out, and each one's
+    #: duration in ns (the first 65,536).
+    full: int
+    resumed: int
+    failed: int
+    handshake_ns: list[int]
+
 class _Taken(TypedDict):
     samples: bytes
     pending: bytes
@@ -110,6 +119,8 @@ class _Taken(TypedDict):
     #: The level samples and pending were thinned to by the subsample's keys (0 but after
     #: ``Engine.thin_rows``).
     thinned_level: int
+    #: With TLS (the configuration's ``tls``): every handshake so far; None for plaintext.
+    tls: _TlsStats | None
 
 class _Counters(TypedDict):
     intended: int
@@ -167,6 +178,8 @@ class _Joined(TypedDict):
     cpu_ns: int
     preemptions: int
     sample_bytes: int
+    #: With TLS: every handshake of the run; None for plaintext.
+    tls: _TlsStats | None
 
 # The data plane's problems are raised as tailwise.errors classes carrying problem and remedy:
 # InputError (parse_dist, parse_arrival, check_workload, model_*; preload's workload), HostError
@@ -211,7 +224,8 @@ def model_summary(
 @final
 class Server:
     def __new__(
-        cls, listen: str, workers: int = 1, service: str = "fixed:10us", seed: int = 1, pin: bool = True, busy_poll: bool = False
+        cls, listen: str, workers: int = 1, service: str = "fixed:10us", seed: int = 1, pin: bool = True, busy_poll: bool = False,
+        tls_cert: str | None = None, tls_key: str | None = None,
     ) -> Server: ...
     @property
     def addr(self) -> str: ...

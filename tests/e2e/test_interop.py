@@ -317,7 +317,7 @@ def test_sample_times_are_signed_so_differences_can_be_negative(tmp_path):
     (tmp_path / "c").mkdir()
     pq.write_table(table, tmp_path / "p" / "samples.parquet")
     pacsv.write_csv(table, tmp_path / "c" / "samples.csv")
-    assert set(SIGNED_NS_COLUMNS) == set(SAMPLE_COLUMN_DTYPES) - {"flags", "thread", "used"}
+    assert set(SIGNED_NS_COLUMNS) == set(SAMPLE_COLUMN_DTYPES) - {"flags", "thread", "request", "used"}
     for df in (pd.read_parquet(tmp_path / "p" / "samples.parquet"), read_samples(tmp_path / "p"),
                read_samples(tmp_path / "c")):
         assert list(df.columns) == list(SAMPLE_COLUMN_DTYPES)

@@ -130,7 +130,7 @@ def test_parquet_samples(tmp_path):
     assert r.returncode in MEASURED, r.stderr
     t = pq.read_table(out / "samples.parquet")
     assert t.column_names == ["intended_ns", "sent_ns", "received_ns", "latency_ns", "flags", "inflation_ns",
-                              "sent_user_ns", "received_user_ns", "busy_from_ns", "slot_wait_ns", "thread", "used"]
+                              "sent_user_ns", "received_user_ns", "busy_from_ns", "slot_wait_ns", "thread", "request", "used"]
     assert t.num_rows == json.loads(r.stdout)["methodology"]["samples_collected"]
 
 

@@ -161,7 +161,7 @@ def test_run_directory_holds_the_documented_files(run_out, threshold_out):
     import pyarrow.parquet as pq
 
     columns = ["intended_ns", "sent_ns", "received_ns", "latency_ns", "flags", "inflation_ns", "sent_user_ns",
-               "received_user_ns", "busy_from_ns", "slot_wait_ns", "thread", "used"]
+               "received_user_ns", "busy_from_ns", "slot_wait_ns", "thread", "request", "used"]
     for table, (doc, _) in ((pacsv.read_csv(run_out[1] / "samples.csv"), run_out),
                             (pq.read_table(threshold_out[1] / "samples.parquet"), threshold_out)):
         assert table.column_names == columns

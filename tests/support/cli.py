@@ -65,9 +65,10 @@ def _start(args: tuple[str, ...], address: str, kind: type[ServeProcess], startu
     raise RuntimeError(f"tailwise serve did not start: {line!r} {proc.stderr.read()!r}")
 
 
-def start_serve(*args: str, startup_s: float = 30.0) -> ServeProcess:
-    """`tailwise serve` (the synthetic server) on a free port."""
-    return _start(args, r"listening on synthetic://(\S+)", ServeProcess, startup_s)
+def start_serve(*args: str, startup_s: float = 30.0, address: str = r"listening on synthetic://(\S+)") -> ServeProcess:
+    """`tailwise serve` (the synthetic server) on a free port (``address``: the pattern of the line
+    naming it, another for --tls-cert's synthetic+tls://)."""
+    return _start(args, address, ServeProcess, startup_s)
 
 @dataclass
 class UdpFunctionProcess(ServeProcess):

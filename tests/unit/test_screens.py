@@ -158,7 +158,24 @@ def everything(s: dict) -> dict:
     s["error_reasons"] = [{"reason": "SERVER_ERROR out of memory storing object", "count": 3},
                           {"reason": "no reply within 1,000 ms", "count": 2}]
     s["error"] = "the target stopped answering at 1.9 s (no reply for 1 s on every connection)"
+    s["by_request"] = by_request(s)
     return s
+
+
+def by_request(s: dict) -> list[dict]:
+    """Two kinds of request, made of the run's own percentiles: the gets as they are, the sets
+    twice as slow and too few for the highest percentiles (unsupported: value null, a lower bound)."""
+    def scaled(p: dict, k: float, supported: bool) -> dict:
+        if not supported:
+            return p | {"value_ns": None, "low_ns": None, "high_ns": None, "samples_needed": 3_688,
+                        "lower_bound_ns": (p["low_ns"] or p["value_ns"] or 1_000) * k}
+        return p | {key: (p[key] * k if p.get(key) is not None else None) for key in ("value_ns", "low_ns", "high_ns")}
+
+    ps = s["latency"]["percentiles"]
+    n = s["latency"]["samples"]
+    return [{"name": "get", "share": 0.9, "count": n - n // 10, "percentiles": ps},
+            {"name": "set", "share": 0.1, "count": n // 10,
+             "percentiles": [scaled(p, 2.0, p["p"] < 99.9) for p in ps]}]
 
 
 @pytest.mark.parametrize("width", WIDTHS)
@@ -174,6 +191,29 @@ def test_every_line_a_run_can_print_fits(monkeypatch, capsys, verbose, width):
                  "agent 10.0.0.2:7000 (symmetric): share 5,000 req/s, sent 4,990 req/s", "barrier: the agents",
                  "differs from ours", "error ×3: SERVER_ERROR out of memory", "run stopped early: the target"):
         assert said in text, said
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_each_kind_of_request_has_its_lines_under_the_whole_run_s_table(monkeypatch, capsys, width):
+    s = load("run-ok")
+    assert "per kind" not in " ".join(screen(monkeypatch, capsys, width, print_summary, typed(s))), "one kind: none"
+    s["by_request"] = by_request(s)
+    lines = screen(monkeypatch, capsys, width, print_summary, typed(s))
+    assert_fits(lines, width)
+    assert_unbroken(lines, screen(monkeypatch, capsys, WHOLE, print_summary, typed(s)))
+    assert len(units(lines)) == 1, units(lines)
+    top = next(i for i, ln in enumerate(lines) if ln.startswith("per kind of request"))
+    assert top > next(i for i, ln in enumerate(lines) if ln.startswith("percentile ")), "under the whole run's table"
+    end = next(i for i, ln in enumerate(lines) if ln.startswith("requests: "))
+    rows = lines[top + 2:end]  # under the sentence and the table's header
+    text = "\n".join(rows)
+    assert re.search(r"^get\s+90\.0%\s+p50 ", text, re.M) and re.search(r"^set\s+10\.0%\s+p50 ", text, re.M), text
+    shown = [next(w for w in ln.split() if re.fullmatch(r"p[\d.]+", w)) for ln in rows if re.search(r"(^|\s)p[\d.]+\s", ln)]
+    assert shown == ["p50", "p99", "p99.9"] * 2, text
+    # The sets' p99.9 is unsupported: what it needs and its one-sided bound, never a value.
+    p999 = text[text.index("set"):]
+    p999 = p999[p999.index("p99.9"):]
+    assert "needed" in p999 and "≥ " in p999, p999
 
 
 def test_a_failed_check_is_short_by_default_and_whole_with_verbose(monkeypatch, capsys):

@@ -10,7 +10,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::sync::{Arc, Mutex};
-use tailwise_core::engine::{Counters, Engine, EngineConfig, Snapshot};
+use tailwise_core::engine::{Counters, Engine, EngineConfig, Snapshot, TlsStats};
 use tailwise_core::error::{Kind, Problem};
 use tailwise_core::load::dist::Dist;
 use tailwise_core::load::schedule::Arrival;
@@ -239,8 +239,24 @@ struct PyServer {
 #[pymethods]
 impl PyServer {
     #[new]
-    #[pyo3(signature = (listen, workers=1, service="fixed:10us", seed=1, pin=true, busy_poll=false))]
-    fn new(py: Python<'_>, listen: &str, workers: usize, service: &str, seed: u64, pin: bool, busy_poll: bool) -> PyResult<Self> {
+    #[pyo3(signature = (listen, workers=1, service="fixed:10us", seed=1, pin=true, busy_poll=false, tls_cert=None, tls_key=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        py: Python<'_>,
+        listen: &str,
+        workers: usize,
+        service: &str,
+        seed: u64,
+        pin: bool,
+        busy_poll: bool,
+        tls_cert: Option<std::path::PathBuf>,
+        tls_key: Option<std::path::PathBuf>,
+    ) -> PyResult<Self> {
+        // TLS on every connection with both files (the CLI refuses one without the other).
+        let tls = match (tls_cert, tls_key) {
+            (Some(cert), Some(key)) => Some(tailwise_core::server::tls::server_config(&cert, &key).map_err(raise)?),
+            _ => None,
+        };
         let cfg = ServerConfig {
             listen: resolve(listen)?,
             workers,
@@ -250,7 +266,7 @@ impl PyServer {
             busy_poll,
         };
         let s = py
-            .detach(|| Server::start(cfg))
+            .detach(|| Server::start_tls(cfg, tls))
             .map_err(|err| raise(AddrError::Listen { addr: listen.into(), err }))?;
         let addr = s.addr().to_string();
         Ok(PyServer { inner: Mutex::new(Some(s)), addr })
@@ -460,6 +476,18 @@ fn counters_dict<'py>(py: Python<'py>, c: &Counters) -> PyResult<Bound<'py, PyDi
     Ok(d)
 }
 
+/// With TLS, the engine's handshakes since its start — {full, resumed, failed, handshake_ns: every
+/// handshake's duration, initial and reconnects, the first 65,536} —; None for plaintext.
+fn tls_dict<'py>(py: Python<'py>, t: Option<&TlsStats>) -> PyResult<Bound<'py, PyAny>> {
+    let Some(t) = t else { return Ok(py.None().into_bound(py)) };
+    let d = PyDict::new(py);
+    d.set_item("full", t.full)?;
+    d.set_item("resumed", t.resumed)?;
+    d.set_item("failed", t.failed)?;
+    d.set_item("handshake_ns", &t.handshake_ns)?;
+    Ok(d.into_any())
+}
+
 #[pyclass(name = "Engine", module = "tailwise._core")]
 struct PyEngine {
     inner: Mutex<Option<Engine>>,
@@ -517,6 +545,7 @@ impl PyEngine {
         d.set_item("snap_ns", t.snap_ns)?;
         d.set_item("complete", t.complete)?;
         d.set_item("counters", snapshot_dict(py, &t.counters)?)?;
+        d.set_item("tls", tls_dict(py, t.tls.as_ref())?)?;
         Ok(d)
     }
 
@@ -635,6 +664,7 @@ impl PyEngine {
         d.set_item("cpu_ns", r.cpu_ns)?;
         d.set_item("preemptions", r.preemptions)?;
         d.set_item("sample_bytes", r.sample_bytes)?;
+        d.set_item("tls", tls_dict(py, r.tls.as_ref())?)?;
         Ok(d)
     }
 }

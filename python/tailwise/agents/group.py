@@ -46,7 +46,7 @@ from tailwise.results.measured import AgentResult, AgentShare
 from tailwise.results.rows import decode_samples
 from tailwise.agents.client import ClockOffset, RemoteAgent
 from tailwise.agents.merge import (OWNED_DTYPE, OWNER_DTYPE, MergedIntervals, _add, _add_reasons, _concat, _counters,
-                                   _merge_hist, _numbered, _owned, _packet_hist, _packet_intervals, _unowned)
+                                   _merge_hist, _numbered, _owned, _packet_hist, _packet_intervals, _unowned, merged_tls)
 from tailwise.agents.wire import ClientTls
 from tailwise.errors import TailwiseError
 from tailwise.spec.load import LoadSpec, Probe
@@ -433,6 +433,7 @@ class GroupSession:
             intervals=self.intervals, agents=[m.share() for m in self.members], barrier=self.barrier(), owner=owner,
             packet_intervals=_packet_intervals([meta.get("packet_intervals") or [] for meta in metas]),
             packet_hist=_packet_hist([(meta.get("packet_hist"), p.get("packet_hist")) for _, meta, p in results]),
+            tls=merged_tls([meta.get("tls") for meta in metas]),
             subsample=self._kept.report() | self._thinned_report(),
             # Every row, as it came: the journal's files (None without --out, or given up).
             samples_file=self.journal.sample_files() if self.journal is not None else None,

@@ -222,3 +222,15 @@ def _packet_hist(raws: list[tuple[dict | None, bytes | None]]) -> dict | None:
         return None
     merged = LinearHistogram.merged(hists)
     return None if merged is None else merged.to_engine()
+
+
+def merged_tls(parts: list[dict | None]) -> dict | None:
+    """Several agents' TLS handshakes as one (``AgentResult.tls``): the counts added, the
+    handshake times pooled (their percentiles are taken over every agent's); None when no agent
+    spoke TLS."""
+    parts = [p for p in parts if p]
+    if not parts:
+        return None
+    return {"full": sum(p.get("full", 0) for p in parts), "resumed": sum(p.get("resumed", 0) for p in parts),
+            "failed": sum(p.get("failed", 0) for p in parts),
+            "handshake_ns": [int(v) for p in parts for v in p.get("handshake_ns") or ()]}

@@ -52,7 +52,8 @@ def _opt(*names: str, help: str, metavar: str | None = None) -> Any:
 Targets = Annotated[Optional[list[str]], typer.Argument(
     help="one or more targets of one protocol: synthetic://, memcached://, memcached+binary://, memcached+udp://, "
          "redis://, http://host:port/path, udp://host:port?size=N, udp+flow://host:port (packet mode: flows of "
-         "sequenced datagrams through a reflector); none: the built-in server on 127.0.0.1",
+         "sequenced datagrams through a reflector); over TLS: https://host[:port]/path, memcached+tls://, "
+         "redis+tls://, synthetic+tls:// (any TCP protocol +tls); none: the built-in server on 127.0.0.1",
     metavar="TARGET", show_default=False)]
 Workload = Annotated[Optional[str], _opt(
     "--workload", metavar="FILE",
@@ -171,6 +172,25 @@ RedisPasswordFile = Annotated[Optional[str], _opt(
     "--redis-password-file", metavar="FILE",
     help="redis:// only: the password (AUTH) from this file's one line, when the URL gives none; else "
          "TAILWISE_REDIS_PASSWORD; never printed (docs/run.md)")]
+_TLS_ONLY = "https://, …+tls:// only"
+TlsCa = Annotated[Optional[str], _opt(
+    "--tls-ca", metavar="FILE", help=f"{_TLS_ONLY}: trust these CA certificates (PEM) [default: the system's roots]")]
+TlsInsecure = Annotated[Optional[bool], _opt(
+    "--tls-insecure", help=f"{_TLS_ONLY}: do not verify the server's certificate at all (anyone in the path can "
+                           "read and change the traffic)")]
+TlsCert = Annotated[Optional[str], _opt(
+    "--tls-cert", metavar="FILE", help=f"{_TLS_ONLY}: a client certificate (PEM), with --tls-key, for servers that "
+                                       "ask for one")]
+TlsKey = Annotated[Optional[str], _opt(
+    "--tls-key", metavar="FILE", help=f"{_TLS_ONLY}: the private key (PEM) of --tls-cert; its name is recorded, "
+                                      "never its contents")]
+TlsSni = Annotated[Optional[str], _opt(
+    "--tls-sni", metavar="NAME", help=f"{_TLS_ONLY}: the server name sent and verified [default: the target's host "
+                                      "name; none for an IP address]")]
+TlsNoResume = Annotated[Optional[bool], _opt(
+    "--tls-no-resume", help=f"{_TLS_ONLY}: a full handshake on every reconnect (no session tickets or ids)")]
+#: The --tls-* settings (spec/tls.py), named as the flags: run, sweep and load take them all.
+TLS_SETTINGS = ("tls_ca", "tls_insecure", "tls_cert", "tls_key", "tls_sni", "tls_no_resume")
 Pin = Annotated[Optional[bool], _opt(
     "--pin/--no-pin",
     help=f"pin engine threads (and built-in server workers) to CPUs {default_switch('pin', '--pin', '--no-pin')}")]
@@ -211,9 +231,9 @@ ProbeAgent = Annotated[Optional[str], _opt(
 TokenFile = Annotated[Optional[str], _opt(
     "--token-file", metavar="FILE", help="the agents' shared token (the file each `tailwise agent` was given)")]
 AgentTlsCa = Annotated[Optional[str], _opt(
-    "--agent-tls-ca", "--tls-ca", metavar="FILE",
+    "--agent-tls-ca", metavar="FILE",
     help="talk TLS to the agents, trusting this CA certificate (PEM); needed for agents not on loopback unless "
-         "--insecure-plaintext (--tls-ca: its former name)")]
+         "--insecure-plaintext")]
 AgentTlsCert = Annotated[Optional[str], _opt(
     "--agent-tls-cert", metavar="FILE",
     help="this coordinator's certificate (PEM), with --agent-tls-key, for agents started with --tls-client-ca")]

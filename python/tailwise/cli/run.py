@@ -11,6 +11,7 @@ from tailwise.cli.options import (Agents, Arrival, Bounds, Ci, Confidence, Conns
                                   Late, MaxTime, Mix, Outstanding, Percentile, Percentiles, Pin, PollOption,
                                   Popularity, Probe, ProbeConns, ProbeRate, Quiet, Rate, RunOut, SampleEvery,
                                   Size, Flows, MaxLoss, Method, Header, Body, BodyFile, RequestsFile, RedisPasswordFile,
+                                  TlsCa, TlsInsecure, TlsCert, TlsKey, TlsSni, TlsNoResume, TLS_SETTINGS,
                                   ProbeAgent, SamplesFormat, Seed, Service, Targets, Threads, Thresholds, Timeout,
                                   Timestamps, AgentTlsCa, AgentTlsCert, AgentTlsKey, InsecurePlaintext, TokenFile,
                                   ValueSize, Verbose, Warmup, Workers, Workload)
@@ -29,7 +30,7 @@ RUN_SETTINGS = ("targets", "rate", "percentile", "percentiles", "ci", "confidenc
                 "conns", "outstanding", "arrival", "keys", "key_size", "popularity", "mix", "service", "workers",
                 "sample_every", "timeout", "late", "warmup", "seed", "timestamps", "probe", "probe_conns", "probe_rate",
                 "value_size", "size", "flows", "max_loss", "bounds", "method", "header", "body", "body_file", "requests_file",
-                "redis_password_file")
+                "redis_password_file", *TLS_SETTINGS)
 
 
 def run(
@@ -48,7 +49,9 @@ def run(
     size: Size = None,
     flows: Flows = None, max_loss: MaxLoss = None, bounds: Bounds = None, method: Method = None, header: Header = None,
     body: Body = None, body_file: BodyFile = None, requests_file: RequestsFile = None,
-    redis_password_file: RedisPasswordFile = None,
+    redis_password_file: RedisPasswordFile = None, tls_ca: TlsCa = None,
+    tls_insecure: TlsInsecure = None, tls_cert: TlsCert = None, tls_key: TlsKey = None, tls_sni: TlsSni = None,
+    tls_no_resume: TlsNoResume = None,
 ) -> int:
     """Measure latency at an offered open-loop load, until the percentile's CI is as narrow as asked.
 

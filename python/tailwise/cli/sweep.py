@@ -15,7 +15,8 @@ from tailwise.cli.options import (SWEEP_OUT, Agents, Arrival, Bounds, Ci, Confid
                                   Service, Slo, Steps, SweepConns, SweepOut, SweepOutstanding, Targets, Threads,
                                   Thresholds, Timeout, Timestamps, ValueSize, Verbose, Warmup, Workers, Workload,
                                   ProbeAgent, AgentTlsCa, AgentTlsCert, AgentTlsKey, InsecurePlaintext, TokenFile, Size,
-                                  Flows, MaxLoss, Method, Header, Body, BodyFile, RequestsFile, RedisPasswordFile)
+                                  Flows, MaxLoss, Method, Header, Body, BodyFile, RequestsFile, RedisPasswordFile, TlsCa,
+                                  TlsInsecure, TlsCert, TlsKey, TlsSni, TlsNoResume)
 from tailwise.cli.run import fleet_of, run_flags
 from tailwise.errors import InputError
 from tailwise.render.output import set_quiet
@@ -47,7 +48,9 @@ def sweep(
     agent_tls_key: AgentTlsKey = None, insecure_plaintext: InsecurePlaintext = None, size: Size = None,
     flows: Flows = None, max_loss: MaxLoss = None, bounds: Bounds = None, method: Method = None, header: Header = None,
     body: Body = None, body_file: BodyFile = None, requests_file: RequestsFile = None,
-    redis_password_file: RedisPasswordFile = None,
+    redis_password_file: RedisPasswordFile = None, tls_ca: TlsCa = None,
+    tls_insecure: TlsInsecure = None, tls_cert: TlsCert = None, tls_key: TlsKey = None, tls_sni: TlsSni = None,
+    tls_no_resume: TlsNoResume = None,
 ) -> int:
     """Measure latency at a series of loads (one self-correcting run each), find the knee, or with --slo the highest load that meets it.
 

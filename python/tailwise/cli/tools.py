@@ -11,10 +11,11 @@ from typing import Annotated, Optional
 import typer
 
 from tailwise.cli.exits import EXIT_OK
-from tailwise.cli.options import default
+from tailwise.cli.options import TlsCa, TlsCert, TlsInsecure, TlsKey, TlsNoResume, TlsSni, default
 from tailwise.errors import InputError, TargetError
 from tailwise.spec.runspec import BUILTIN_SERVICE, positive
 from tailwise.spec.target import parse_target, with_password
+from tailwise.spec.tls import readable
 from tailwise.spec.workload import DEFAULTS, LOAD_OUTSTANDING
 from tailwise.spec.units import parse_time_ns
 
@@ -106,6 +107,11 @@ def serve(
         help="UDP function: hold the N-th, 2N-th, … datagram back and send it after the next (alone after 1 ms)")] = None,
     duplicate_every: Annotated[Optional[int], typer.Option(
         "--duplicate-every", metavar="N", help="UDP function: send the N-th, 2N-th, … datagram twice")] = None,
+    tls_cert: Annotated[Optional[str], typer.Option(
+        "--tls-cert", metavar="FILE", help="speak TLS on every connection with this certificate chain (PEM, the "
+                                           "server's first), with --tls-key: synthetic+tls://, memcached+tls://")] = None,
+    tls_key: Annotated[Optional[str], typer.Option(
+        "--tls-key", metavar="FILE", help="the private key (PEM) of --tls-cert")] = None,
 ) -> int:
     """Run the synthetic server (synthetic protocol and memcached ASCII get/set), or a UDP reflector or
     forwarder (--udp-reflect, --udp-forward), until SIGINT/SIGTERM."""
@@ -115,13 +121,24 @@ def serve(
     _udp_flags(udp_reflect, udp_forward, service, impairments)
     positive("--workers", workers)
     addr = _parse_listen(listen)
+    if (tls_cert is None) != (tls_key is None):
+        have, lack = ("--tls-cert", "--tls-key") if tls_cert is not None else ("--tls-key", "--tls-cert")
+        raise InputError(f"{have} without {lack}", "TLS needs both --tls-cert FILE and --tls-key FILE")
+    if tls_cert is not None and (udp_reflect or udp_forward is not None):
+        raise InputError("--tls-cert with a UDP function: TLS needs a stream (no DTLS)",
+                         "drop --tls-cert/--tls-key, or drop --udp-reflect/--udp-forward")
+    for flag, path in (("--tls-cert", tls_cert), ("--tls-key", tls_key)):
+        if path is not None:
+            readable(path, flag)
     if udp_reflect or udp_forward is not None:
         to = None if udp_forward is None else _parse_listen(udp_forward, "--udp-forward")
         return _serve_udp(addr, to, impairments, workers, pin, spin)
     service = service or BUILTIN_SERVICE
     stop = _stop_on_signal()
-    with builtin_server(service=service, workers=workers, listen=addr, seed=seed, pin=pin, busy_poll=spin) as srv:
-        print(f"tailwise serve: listening on synthetic://{srv.addr} (service {service}, "
+    with builtin_server(service=service, workers=workers, listen=addr, seed=seed, pin=pin, busy_poll=spin,
+                        tls_cert=tls_cert, tls_key=tls_key) as srv:
+        scheme = "synthetic+tls" if tls_cert else "synthetic"
+        print(f"tailwise serve: listening on {scheme}://{srv.addr} (service {service}, "
               f"{workers} worker{'s' if workers != 1 else ''}; memcached ASCII too)", flush=True)
         while not stop.wait(0.2):
             pass
@@ -159,7 +176,8 @@ def model(
 def load(
     target: Annotated[str, typer.Argument(
         metavar="TARGET", show_default=False,
-        help="memcached://, memcached+binary://, memcached+udp:// (stored over TCP) or redis:// target")],
+        help="memcached://, memcached+binary://, memcached+udp:// (stored over TCP) or redis:// target; over TLS "
+             "memcached+tls://, redis+tls://")],
     workload: Annotated[Optional[str], typer.Option(
         "--workload", metavar="FILE", help="TOML workload file: its keys, key_size and value_size are used")] = None,
     keys: Annotated[Optional[int], typer.Option(
@@ -179,23 +197,31 @@ def load(
         help="redis:// only: the password (AUTH) from this file's one line, when the URL gives none; else "
              "TAILWISE_REDIS_PASSWORD")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="print the result as JSON")] = False,
+    tls_ca: TlsCa = None, tls_insecure: TlsInsecure = None, tls_cert: TlsCert = None, tls_key: TlsKey = None,
+    tls_sni: TlsSni = None, tls_no_resume: TlsNoResume = None,
 ) -> int:
     """Store every key of a workload once, so that the gets of a later `tailwise run` hit."""
     from tailwise import _core
     from tailwise.results.files import dumps
+    from tailwise.spec.tls import tls_settings
     from tailwise.spec.workload import Workload, load_file, resolve
 
-    st = resolve({"keys": keys, "key_size": key_size, "value_size": value_size}, load_file(workload))
+    tls_flags = {"tls_ca": tls_ca, "tls_insecure": tls_insecure, "tls_cert": tls_cert, "tls_key": tls_key,
+                 "tls_sni": tls_sni, "tls_no_resume": tls_no_resume}
+    st = resolve({"keys": keys, "key_size": key_size, "value_size": value_size, **tls_flags}, load_file(workload))
     tgt = with_password([parse_target(target)], redis_password_file)[0]
+    tls = tls_settings(st, (tgt,))
     if not tgt.keyed:
         raise InputError(f"{tgt.scheme}:// has no keys to store", "`tailwise load` is for memcached and redis targets")
     positive("--conns", conns)
     positive("--outstanding", outstanding)
     work = Workload.from_settings(st | {"mix": "1:0"})
+    # Over TLS the engine's configuration's ``tls`` (as a run's); absent, the call is a plaintext one.
+    over = {} if tls is None else {"tls": json.dumps(tls.engine())}
     try:
         r = _core.preload(tgt.socket_addr(), tgt.scheme, keys=work.keys, key_size=work.key_size,
                           value_size=work.value_size, conns=conns, depth=outstanding,
-                          protocol=json.dumps({"scheme": tgt.scheme} | tgt.protocol_auth()))
+                          protocol=json.dumps({"scheme": tgt.scheme} | tgt.protocol_auth()), **over)
     except ValueError as e:  # the address does not resolve; the data plane's own problems are TailwiseErrors
         raise InputError(str(e)) from None
     out = {"target": tgt.url, "keys": work.keys, "stored": r["stored"], "errors": r["errors"],

@@ -242,6 +242,7 @@ class Session:
             intervals=self.intervals,
             packet_intervals=[tuple(r) for r in self._engine.packet_intervals()],
             packet_hist=raw.get("packet_hist"),
+            tls=raw.get("tls"),
             subsample=self._kept.report(),
             samples_file=self.samples_file,
             samples_file_error=self.spool_error,

@@ -27,6 +27,7 @@ from tailwise.methodology.checks import Setting
 from tailwise.measure.server import builtin_server, server_stats
 from tailwise.spec.fleet import Fleet
 from tailwise.spec.load import TestStall
+from tailwise.spec.tls import source_note as tls_source_note
 from tailwise.spec.runspec import RunSpec, timestamp_source
 from tailwise.spec.target import DATAGRAM
 from tailwise.spec.units import fmt_ns, parse_dist, parse_time_ns
@@ -239,7 +240,7 @@ def measure(rs: RunSpec, setup: Setup, command: str, display: Display | None = N
 
     def one(addrs: list[str], target_url: str, stall_sources=()) -> Measurement:
         source, note = timestamp_source(rs.timestamps, addrs[0])
-        config["timestamps"], config["timestamps_note"] = source, note
+        config["timestamps"], config["timestamps_note"] = source, tls_source_note(note, source, rs.tls is not None)
         spec = rs.load_spec(addrs, source, test_stall=_test_stall())
         if setup.fleet is None:
             agent = LocalAgent()
@@ -291,9 +292,9 @@ def measure(rs: RunSpec, setup: Setup, command: str, display: Display | None = N
                                                        m.result.target_stalls_ns))
     else:
         tgts = list(rs.targets)
-        before = serverstats.fetch_all(tgts)
+        before = serverstats.fetch_all(tgts, tls=rs.tls)
         m = one([t.socket_addr() for t in tgts], tgts[0].url if len(tgts) == 1 else ", ".join(t.url for t in tgts))
-        amend(m.summary, target_stats=serverstats.compare_all(tgts, before, m.result.counters))
+        amend(m.summary, target_stats=serverstats.compare_all(tgts, before, m.result.counters, tls=rs.tls))
     if m.result.interrupted and not m.result.counters["sent"]:
         raise signals.Interrupted(signals.received() or signal.SIGINT)  # stopped before its first request
     return m

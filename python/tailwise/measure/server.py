@@ -13,13 +13,15 @@ from tailwise.spec.units import parse_dist
 
 @contextmanager
 def builtin_server(service: str = "fixed:10us", workers: int = 1, listen: str = "127.0.0.1:0", seed: int = 1,
-                   pin: bool = True, busy_poll: bool = False):
-    """Start the synthetic server and always stop it."""
+                   pin: bool = True, busy_poll: bool = False, tls_cert: str | None = None, tls_key: str | None = None):
+    """Start the synthetic server (with TLS on every connection given a certificate and its key:
+    server/tls.rs) and always stop it."""
     parse_dist(service)
     if workers < 1:
         raise InputError(f"--workers {workers} must be at least 1", "give --workers 1 or more")
     try:
-        server = _core.Server(listen, workers=workers, service=service, seed=seed, pin=pin, busy_poll=busy_poll)
+        server = _core.Server(listen, workers=workers, service=service, seed=seed, pin=pin, busy_poll=busy_poll,
+                              tls_cert=tls_cert, tls_key=tls_key)
     except (ConnectionError, ValueError) as e:
         raise TargetError(str(e), "choose another --listen address or port") from None
     try:

@@ -25,8 +25,13 @@ from __future__ import annotations
 
 import re
 import socket
+import ssl
 import time
 from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from tailwise.spec.tls import TlsSpec
 
 MEMCACHED_SCHEMES = frozenset({"memcached", "memcached+binary", "memcached+udp"})
 REDIS_SCHEMES = frozenset({"redis"})
@@ -63,11 +68,12 @@ def kind_of(scheme: str) -> str | None:
     return None
 
 
-def fetch(scheme: str, host: str, port: int, timeout_s: float = 2.0,
+def fetch(scheme: str, host: str, port: int, timeout_s: float = 2.0, tls: TlsSpec | None = None,
           auth: tuple[str | None, str] | None = None) -> dict | None:
     """The server's counters as a dict; None for schemes without any; ``{"error": reason}`` on failure.
 
-    memcached (any of its schemes, UDP included) is always asked over TCP at ``host:port``; redis
+    memcached (any of its schemes, UDP included) is always asked over TCP at ``host:port``; over
+    TLS as the run's own connections are (``tls``: the same CA, client certificate and name); redis
     after ``AUTH`` when ``auth`` (user or None, password) is given.
     """
     kind = kind_of(scheme)
@@ -75,8 +81,8 @@ def fetch(scheme: str, host: str, port: int, timeout_s: float = 2.0,
         return None
     try:
         if kind == "memcached":
-            return _memcached_stats(host, port, timeout_s)
-        return _redis_info(host, port, timeout_s, auth)
+            return _memcached_stats(host, port, timeout_s, tls)
+        return _redis_info(host, port, timeout_s, tls, auth)
     except TimeoutError:
         return {"error": f"{kind} at {host}:{port} did not answer within {timeout_s:g} s"}
     except ConnectionRefusedError:
@@ -123,7 +129,7 @@ def delta(scheme: str, before: dict | None, after: dict | None) -> dict:
     return block
 
 
-def fetch_all(targets: Sequence, timeout_s: float = 2.0) -> list[dict | None]:
+def fetch_all(targets: Sequence, timeout_s: float = 2.0, tls: TlsSpec | None = None) -> list[dict | None]:
     """``fetch`` for each target (anything with ``.scheme``, ``.host``, ``.port``), in order.
 
     A server named by several targets (``memcached://h:p`` and ``memcached+udp://h:p``) is asked
@@ -133,12 +139,12 @@ def fetch_all(targets: Sequence, timeout_s: float = 2.0) -> list[dict | None]:
     for t in targets:
         key = _server_key(t)
         if key not in readings:
-            readings[key] = fetch(t.scheme, t.host, t.port, timeout_s, _auth(t))
+            readings[key] = fetch(t.scheme, t.host, t.port, timeout_s, tls, _auth(t))
     return [readings[_server_key(t)] for t in targets]
 
 
 def compare_all(targets: Sequence, before: Sequence[dict | None], counters: Mapping | None = None,
-                timeout_s: float = 2.0) -> dict | None:
+                timeout_s: float = 2.0, tls: TlsSpec | None = None) -> dict | None:
     """Read the servers again and build the ``target_stats`` block; None when no target has stats.
 
     One server: the ``delta`` block, plus ``target``. Several: ``{"source", "targets": [blocks],
@@ -152,7 +158,7 @@ def compare_all(targets: Sequence, before: Sequence[dict | None], counters: Mapp
         if b is None or key in seen:
             continue
         seen.add(key)
-        after = fetch(t.scheme, t.host, t.port, timeout_s, _auth(t))
+        after = fetch(t.scheme, t.host, t.port, timeout_s, tls, _auth(t))
         url = getattr(t, "url", None) or f"{t.scheme}://{t.host}:{t.port}"
         blocks.append({"target": url, **delta(t.scheme, b, after)})
     if not blocks:
@@ -219,9 +225,9 @@ def _number(text: str) -> int | float | None:
 
 # --------------------------------------------------------------------------- memcached
 
-def _memcached_stats(host: str, port: int, timeout_s: float) -> dict:
+def _memcached_stats(host: str, port: int, timeout_s: float, tls: TlsSpec | None = None) -> dict:
     """``stats`` → its numeric STAT fields (strings such as ``version`` are left out)."""
-    reply = _exchange(host, port, b"stats\r\n", _memcached_complete, timeout_s)
+    reply = _exchange(host, port, b"stats\r\n", _memcached_complete, timeout_s, tls)
     stats: dict = {}
     for line in reply.decode("latin-1").split("\r\n"):
         if line in ("END", ""):
@@ -267,7 +273,8 @@ def _after_auth(buf: bytes) -> bytes | None:
     return buf[eol + 2:]
 
 
-def _redis_info(host: str, port: int, timeout_s: float, auth: tuple[str | None, str] | None = None) -> dict:
+def _redis_info(host: str, port: int, timeout_s: float, tls: TlsSpec | None = None,
+                auth: tuple[str | None, str] | None = None) -> dict:
     """``INFO`` and ``INFO commandstats`` (pipelined, one connection; after ``AUTH [user] password``
     when given) → one flat dict."""
     request, skip = _INFO + _INFO_COMMANDSTATS, (lambda b: b)
@@ -280,7 +287,7 @@ def _redis_info(host: str, port: int, timeout_s: float, auth: tuple[str | None, 
         rest = skip(buf)
         return None if rest is None else _resp_bulks(rest, 2)
 
-    reply = _exchange(host, port, request, lambda b: bulks(b) is not None, timeout_s)
+    reply = _exchange(host, port, request, lambda b: bulks(b) is not None, timeout_s, tls)
     info: dict = {}
     for text in bulks(reply) or ():
         info.update(_parse_info(text))
@@ -336,10 +343,24 @@ def _number_or_text(text: str) -> int | float | str:
 
 # --------------------------------------------------------------------------- one request, bounded
 
-def _exchange(host: str, port: int, request: bytes, complete, timeout_s: float) -> bytes:
-    """Send ``request`` on a new TCP connection; read until ``complete(reply)``; all within ``timeout_s``."""
+def client_context(tls: TlsSpec) -> ssl.SSLContext:
+    """Python's TLS client configured as the engine's (spec/tls.py): the CA (or the system's), no
+    verification with --tls-insecure, the client certificate."""
+    ctx = ssl.create_default_context(cafile=tls.ca_file)
+    if tls.insecure:
+        ctx.check_hostname = False
+        ctx.verify_mode = ssl.CERT_NONE
+    if tls.cert_file:
+        ctx.load_cert_chain(tls.cert_file, tls.key_file)
+    return ctx
+
+
+def _exchange(host: str, port: int, request: bytes, complete, timeout_s: float, tls: TlsSpec | None = None) -> bytes:
+    """Send ``request`` on a new TCP connection (over TLS with ``tls``); read until
+    ``complete(reply)``; all within ``timeout_s``."""
     deadline = time.monotonic() + timeout_s
-    with socket.create_connection((host, port), timeout=timeout_s) as sock:
+    with socket.create_connection((host, port), timeout=timeout_s) as raw:
+        sock = raw if tls is None else client_context(tls).wrap_socket(raw, server_hostname=tls.sni or host)
         sock.settimeout(_remaining_s(deadline))
         sock.sendall(request)
         reply = b""

@@ -35,6 +35,7 @@ from tailwise.methodology.checks import (
     stalls_check,
     stationarity_check,
 )
+from tailwise.methodology.kinds import KindLatency, by_kind
 from tailwise.methodology.plan import AnalysisInput
 from tailwise.methodology.result import Analysis, Delayed, StallCounts, Warmup
 from tailwise.methodology.steps import (INTERVAL_NS, WARMUP_MAX_SHARE, bound_delays, consistency, estimate,
@@ -351,4 +352,15 @@ def _result(f: Facts, checks: list[Check]) -> Analysis:
         samples_collected=int(len(inp.samples)), samples_used=c.window_samples,
         inflated_samples=int((c.used & d.across).sum()), censored_samples=int((c.used & d.censored).sum()),
         independence={p: ind for p, (_, ind) in f.est.by_p.items()},
-        response_mean_ns=f.response_ns, arrivals=f.arrivals, stationarity=f.stationarity)
+        response_mean_ns=f.response_ns, arrivals=f.arrivals, stationarity=f.stationarity,
+        by_request=_by_request(f))
+
+
+def _by_request(f: Facts) -> list[KindLatency] | None:
+    """Each kind's percentiles, by the whole run's rules on its samples (methodology/kinds.py):
+    in the final analysis of a run with several kinds; information beside the verdict."""
+    kinds = f.plan.kinds
+    if kinds is None or not f.inp.per_kind:
+        return None
+    return by_kind(kinds, f.inp.samples, f.cut.used, f.lat, f.delays.censored, f.delays.lower_used,
+                   f.plan.precision)

@@ -53,6 +53,7 @@ from tailwise.driver.local import Session, Taken
 from tailwise.results.measured import AgentResult
 from tailwise.spec.load import LoadSpec
 from tailwise.methodology.analysis import STEPS, Analysis, analyse
+from tailwise.methodology.kinds import kinds_of
 from tailwise.methodology.plan import AnalysisInput, RunPlan
 from tailwise.spec.precision import Precision
 from tailwise.methodology.checks import Check, Setting, target_width_ns
@@ -299,7 +300,7 @@ def run_plan(spec: LoadSpec, precision: Precision, bound_delays: bool = True,
                           else (spec.conns, spec.outstanding))
     return RunPlan(precision, rate_rps=spec.offered_rps, arrival=spec.timed_arrival, conns=conns,
                    outstanding=outstanding, sample_every=spec.timed_sample_every, late_ns=spec.late_ns,
-                   bound_delays=bound_delays, setting=setting, fixed=fixed, bounds=bounds)
+                   bound_delays=bound_delays, setting=setting, fixed=fixed, bounds=bounds, kinds=kinds_of(spec))
 
 
 def run_input(plan: RunPlan, seed: int, result: AgentResult, elapsed_s: float, *, pauses=(),
@@ -314,7 +315,7 @@ def run_input(plan: RunPlan, seed: int, result: AgentResult, elapsed_s: float, *
         end_ns=result.elapsed_ns if end_ns is None else end_ns, pauses=tuple(pauses),
         engine_stalls=result.engine_stalls_ns, target_stalls=result.target_stalls_ns,
         every_request=every_request(result.intervals, with_pending=False) if every is None else every,
-        agents=tuple(result.agents or ()), owner=result.owner if samples is None else owner)
+        agents=tuple(result.agents or ()), owner=result.owner if samples is None else owner, per_kind=True)
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from tailwise.methodology.checks import Setting
+from tailwise.methodology.kinds import Kinds
 from tailwise.results.measured import AgentShare
 from tailwise.spec.precision import Precision
 from tailwise.stats.histogram import Buckets
@@ -35,6 +36,9 @@ class RunPlan:
     bounds: str = "busy"
     #: --duration: one fixed-length run (more time means a longer --duration, not --max-time).
     fixed: bool = False
+    #: Its kinds of request (gets and sets, or several http:// requests; methodology/kinds.py),
+    #: each with its own percentiles in the final analysis; None: one kind.
+    kinds: Kinds | None = None
 
 
 @dataclass(frozen=True)
@@ -65,3 +69,6 @@ class AnalysisInput:
     #: and which of them each sample is (an index into ``agents``, aligned with ``samples``).
     agents: Sequence[AgentShare] = ()
     owner: np.ndarray | None = None
+    #: The final analysis: each of the plan's kinds of request gets its percentiles too (a round's
+    #: analysis, which only decides, leaves them out).
+    per_kind: bool = False

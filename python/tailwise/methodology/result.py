@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from tailwise.methodology.checks import Check
+from tailwise.methodology.kinds import KindLatency
 from tailwise.methodology.verdict import verdict_of
 from tailwise.stats.arrivals import ArrivalFit
 from tailwise.stats.independence import Independence
@@ -117,6 +118,9 @@ class Analysis:
     response_mean_ns: float | None
     arrivals: ArrivalFit
     stationarity: Stationarity
+    #: The final analysis of a run with several kinds of request: each kind's percentiles
+    #: (methodology/kinds.py; information, outside the verdict). None: one kind, or a round's.
+    by_request: list[KindLatency] | None = None
 
     @property
     def ok(self) -> bool:

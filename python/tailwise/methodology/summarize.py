@@ -9,6 +9,9 @@ nor the methodology; what is known only later is added with ``results.summary.am
 from __future__ import annotations
 
 import time
+from pathlib import Path
+
+import numpy as np
 
 from tailwise import __version__, _core
 from tailwise.methodology.analysis import Analysis
@@ -37,6 +40,9 @@ def build_summary(*, target: str, config: dict, host: dict, result: AgentResult,
         interrupted=result.interrupted,
         rate=_rate(config, result, d),
         latency=_latency(config, result, analysis, methodology, d),
+        # Each kind of request (gets and sets, several http:// requests) by the whole run's rules on
+        # its own samples: information, outside the verdict (methodology/kinds.py).
+        by_request=None if analysis.by_request is None else [k.as_json() for k in analysis.by_request],
         warmup=d["warmup"],
         # Nothing leaves the statistics but the warm-up (kept for the fields' sake: 0 left out).
         exclusions=d["exclusions"],
@@ -58,6 +64,8 @@ def build_summary(*, target: str, config: dict, host: dict, result: AgentResult,
         packets=_packets(config, result, d, [p.p for p in analysis.percentiles]),
         # The latency probe (--probe): its requests are the only ones timed; its own counters.
         probe=None if not config.get("probe") else config["probe"] | {"counters": result.probe_counters},
+        # TLS (https://, …+tls://): the handshakes, timed apart from the requests; null in the clear.
+        tls=tls_summary(config.get("tls"), result.tls),
         # Gets answered with a value / all gets answered (memcached, redis); null without gets.
         hit_ratio=c["hits"] / (c["hits"] + c["misses"]) if c.get("hits", 0) + c.get("misses", 0) else None,
         error_reasons=[{"reason": r, "count": n} for r, n in result.error_reasons],
@@ -69,6 +77,25 @@ def build_summary(*, target: str, config: dict, host: dict, result: AgentResult,
         target_stats=None,
         thresholds=[],
     )
+
+
+def tls_summary(settings: dict | None, engine: dict | None) -> dict | None:
+    """The summary's ``tls`` (documents/counts.Tls) from the engine's configuration's ``tls`` and
+    the engine's handshakes (``AgentResult.tls``); None in the clear."""
+    if not settings:
+        return None
+    engine = engine or {}
+    times = np.asarray(engine.get("handshake_ns") or (), dtype=np.float64)
+    p50, p99 = np.percentile(times, [50, 99]).tolist() if times.size else (None, None)
+    ca_file = settings.get("ca_file")
+    return {
+        "handshake": {"count": int(times.size), "p50_ns": p50, "p99_ns": p99},
+        "full": int(engine.get("full", 0)), "resumed": int(engine.get("resumed", 0)),
+        "failed": int(engine.get("failed", 0)),
+        "resume": bool(settings.get("resume", True)), "insecure": bool(settings.get("insecure")),
+        "sni": settings.get("sni"),
+        "ca": None if settings.get("insecure") else (Path(ca_file).name if ca_file else "system"),
+    }
 
 
 def _rate(config: dict, result: AgentResult, d: dict) -> dict:

@@ -20,7 +20,7 @@ from rich.text import Text
 from tailwise.spec.units import fmt_ns  # noqa: F401  (the printers format times with it)
 
 if TYPE_CHECKING:  # the models are read by attribute here; importing them is the caller's cost
-    from tailwise.results.documents.counts import Packets, ServerStats, ServerStatsCombined
+    from tailwise.results.documents.counts import Packets, ServerStats, ServerStatsCombined, Tls
     from tailwise.results.documents.latency import Percentile
     from tailwise.results.documents.run import AgentReport, Barrier, Summary
 
@@ -283,15 +283,40 @@ def _percentile_table(s: Summary, unit: TimeUnit) -> Table:
         t.add_column(col, justify="right", overflow="fold")
     window = {p.p: p.value_ns for p in s.latency.window.percentiles or ()}
     for p in s.latency.percentiles:
-        if p.value_ns is not None and p.low_ns is None and p.high_ns is None and not p.samples_needed:
-            # A value without any interval is not a figure to report (independence could not be judged).
-            row = ("no interval: samples correlated", "—", "—")
-        elif p.value_ns is None and p.lower_bound_ns is not None:
-            # Unsupported, but the samples show how low it cannot be: "≥ x", one-sided.
-            row = (percentile_text(p, unit), "≥ " + unit.fmt(p.lower_bound_ns), "—")
-        else:
-            row = (percentile_text(p, unit), unit.fmt(p.low_ns), unit.fmt(p.high_ns))
-        t.add_row(f"p{p.p:g}", *row, unit.fmt(window.get(p.p)))
+        t.add_row(f"p{p.p:g}", *_interval_cells(p, unit), unit.fmt(window.get(p.p)))
+    return t
+
+
+def _interval_cells(p: Percentile, unit: TimeUnit) -> tuple[str, str, str]:
+    """A percentile's value, CI low and CI high as the tables show them."""
+    if p.value_ns is not None and p.low_ns is None and p.high_ns is None and not p.samples_needed:
+        # A value without any interval is not a figure to report (independence could not be judged).
+        return ("no interval: samples correlated", "—", "—")
+    if p.value_ns is None and p.lower_bound_ns is not None:
+        # Unsupported, but the samples show how low it cannot be: "≥ x", one-sided.
+        return (percentile_text(p, unit), "≥ " + unit.fmt(p.lower_bound_ns), "—")
+    return (percentile_text(p, unit), unit.fmt(p.low_ns), unit.fmt(p.high_ns))
+
+
+#: The percentiles each kind of request shows on the first screen (those of them reported).
+KIND_PERCENTILES = (50.0, 99.0, 99.9)
+
+
+def _kind_table(s: Summary, unit: TimeUnit) -> Table | None:
+    """Per kind of request (``by_request``: gets and sets, several http:// requests), its share and
+    p50, p99, p99.9 with their intervals, under the whole run's table; None with one kind."""
+    if not s.by_request:
+        return None
+    t = Table(box=None, pad_edge=False, show_edge=False, padding=(0, 1))
+    for col, justify in (("request", "left"), ("share", "right"), ("percentile", "right"), ("value", "right"),
+                         ("CI low", "right"), ("CI high", "right")):
+        t.add_column(col, justify=justify, overflow="fold")
+    for k in s.by_request:
+        shown = [p for p in k.percentiles if p.p in KIND_PERCENTILES] or k.percentiles[:1]
+        for i, p in enumerate(shown):
+            first = i == 0
+            t.add_row(_escape(k.name) if first else "", f"{k.share:.1%}" if first else "", f"p{p.p:g}",
+                      *_interval_cells(p, unit))
     return t
 
 
@@ -360,6 +385,20 @@ def packets_line(p: Packets) -> str:
             f"{p.reorder_max:,}), {p.duplicates:,} duplicates · {flows}")
 
 
+def tls_line(t: Tls, unit: TimeUnit) -> str:
+    """TLS to the target (the summary's ``tls``) in one line: the handshakes' time (apart from the
+    requests' latency), how many were full, resumed and failed, and how the server was verified."""
+    h = t.handshake
+    times = f"p50 {unit.fmt(h.p50_ns)}, p99 {unit.fmt(h.p99_ns)}" if h.count else "none completed"
+    failed = f", {t.failed:,} failed" if t.failed else ""
+    trust = ("[yellow]certificate not verified[/] (--tls-insecure)" if t.insecure
+             else f"verified against {_escape(t.ca or 'system')}{' roots' if t.ca == 'system' else ''}")
+    sni = f" · SNI {_escape(t.sni)}" if t.sni else ""
+    resume = "" if t.resume else " (--tls-no-resume)"
+    return (f"tls: {h.count:,} handshakes ({t.full:,} full, {t.resumed:,} resumed{resume}{failed}), {times}, "
+            f"not in the latency · {trust}{sni}")
+
+
 #: How each verdict is shown: imprecise in amber, never red — it is an answer, not a failure.
 VERDICT_COLOUR = {"ok": "green", "imprecise": "yellow", "not-measurable": "red"}
 
@@ -399,6 +438,9 @@ def print_summary(s: Summary, console: Console | None = None, *, verbose: bool =
     say(f"latency from intended send time · {lat.source} timestamps · {lat.samples:,} samples · "
         f"{lat.confidence:.0%} CI{whose}")
     print_table(console, _percentile_table(s, unit))
+    if (kinds := _kind_table(s, unit)) is not None:
+        say("per kind of request (information: the verdict is the whole run's):")
+        print_table(console, kinds)
     c = s.counters
     lag = {p.p: p.value_ns for p in s.send_lag.percentiles}
     extra = "".join(f", {n:,} {name.replace('_', ' ')}" for name, n in (
@@ -408,6 +450,8 @@ def print_summary(s: Summary, console: Console | None = None, *, verbose: bool =
         f"{c.timeouts:,} timeouts{extra} · send lag p99 {unit.fmt(lag.get(99.0))}")
     if s.packets:
         say(packets_line(s.packets), markup=False)
+    if s.tls:
+        say(tls_line(s.tls, unit))
     if s.config.workload is not None:
         ratio = s.hit_ratio
         say(f"keys: {c.gets:,} gets ({c.hits:,} hits, {c.misses:,} misses"

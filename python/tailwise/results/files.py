@@ -81,11 +81,13 @@ def release_freed_memory() -> None:
 
 #: The samples file's columns (samples.csv / samples.parquet) and their types: times and
 #: durations in ns are signed, so that a difference (sent_ns − intended_ns where sent_ns is 0 for a
-#: request never sent) comes out negative instead of wrapping around; flags are unsigned bit sets.
+#: request never sent) comes out negative instead of wrapping around; flags are unsigned bit sets;
+#: request is the request's index in the run's requests (issue 36).
 SAMPLE_COLUMN_DTYPES = {
     "intended_ns": "int64", "sent_ns": "int64", "received_ns": "int64", "latency_ns": "int64",
     "flags": "uint32", "inflation_ns": "int64", "sent_user_ns": "int64", "received_user_ns": "int64",
-    "busy_from_ns": "int64", "slot_wait_ns": "int64", "thread": "uint32", "used": "uint8",
+    "busy_from_ns": "int64", "slot_wait_ns": "int64", "thread": "uint32", "request": "uint16",
+    "used": "uint8",
 }
 
 

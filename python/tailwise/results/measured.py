@@ -99,3 +99,6 @@ class AgentResult:
     #: Why a run on agents gave up writing what it collected as it came (``collected/``, the disk
     #: full: results/journal.py); its results are written all the same. None: nothing went wrong.
     journal_error: str | None = None
+    #: TLS to the target: the engine's handshakes — ``full``, ``resumed``, ``failed`` and every
+    #: completed one's time, ``handshake_ns`` (agents: counts added, times pooled); None in the clear.
+    tls: dict | None = None

@@ -115,6 +115,9 @@ class LoadSpec:
     timed: bool = ENGINE["timed"]
     #: The schedule's time zero on the engine host's CLOCK_MONOTONIC (agents started together).
     start_at_ns: int | None = None
+    #: TLS to the target (spec/tls.py's ``TlsSpec.engine()``: ca_file, insecure, cert_file,
+    #: key_file, sni, alpn, resume); None: plaintext.
+    tls: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
         # A redis password, however given, is *** in this spec's repr.
@@ -139,8 +142,12 @@ class LoadSpec:
                        arrival="exp", sample_every=1, busy_poll=True, probe=None, seed=self.seed ^ PROBE_SEED, timed=True)
 
     def engine_config(self) -> dict[str, Any]:
-        """The engine configuration: every field by its name."""
-        return asdict(self)
+        """The engine configuration: every field by its name (``tls`` left out in the clear: absent
+        is plaintext, as the engine reads it)."""
+        config = asdict(self)
+        if config["tls"] is None:
+            del config["tls"]
+        return config
 
     def to_json(self) -> str:
         return json.dumps(self.engine_config())

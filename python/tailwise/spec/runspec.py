@@ -21,6 +21,7 @@ from tailwise.spec.requests import HttpRequest, draw, http_requests
 from tailwise.errors import HostError, InputError
 from tailwise import _core
 from tailwise.spec.target import KEYED, PACKET, REDIS, UDP_SIZE, Target, parse_targets, redact, with_password
+from tailwise.spec.tls import TlsSpec, tls_settings
 from tailwise.spec.units import parse_arrival, parse_dist, parse_rate, parse_time_ns
 from tailwise.spec.workload import DEFAULT_CI, DEFAULTS, Workload, load_file, resolve
 from tailwise.stats import DEFAULT_PERCENTILES, PACKET_PERCENTILES
@@ -179,6 +180,11 @@ def timestamp_source(choice: str, addr: str) -> tuple[str, str | None]:
     return "kernel", f"nic: {why}; kernel software stamps used"
 
 
+def password_file(st: dict[str, Any], scheme: str, given: set[str] | frozenset[str]) -> str | None:
+    """--redis-password-file for a redis target; given with another, passed on to be refused."""
+    return st.get("redis_password_file") if scheme in REDIS or "redis_password_file" in given else None
+
+
 @dataclass(frozen=True)
 class RunSpec:
     """A validated run: the resolved ``settings`` (JSON-able, named as the flags) and what they
@@ -228,6 +234,8 @@ class RunSpec:
     max_loss: float | None = None
     #: http://: the requests (spec/requests.py); empty: GET of the target's path.
     requests: tuple[HttpRequest, ...] = ()
+    #: TLS to the target (spec/tls.py); None: plaintext.
+    tls: TlsSpec | None = None
 
     @classmethod
     def from_flags(cls, flags: dict[str, Any], workload_file: str | None, *, pin: bool | None = None,
@@ -299,8 +307,8 @@ class RunSpec:
         tgts = tuple(parse_targets(st["targets"])) if st["targets"] else ()
         tgts, requests = http_requests(st, tgts, given)
         scheme = tgts[0].scheme if tgts else "synthetic"
-        password_file = st.get("redis_password_file")
-        tgts = tuple(with_password(list(tgts), password_file if scheme in REDIS or "redis_password_file" in given else None))
+        tgts = tuple(with_password(list(tgts), password_file(st, scheme, given)))
+        tls = tls_settings(st, tgts, given)
         size, flows, max_loss = packet_settings(st, scheme if tgts else None, given)
         feeds, n = ("--flows", flows) if flows is not None else ("--conns", conns)  # each thread its own
         if n < threads:
@@ -335,7 +343,7 @@ class RunSpec:
             sample_every=sample_every, workload=work, service=service, service_ns=service_ns, seed=seed,
             pin=bool(st.get("pin", True)), keep_stalls=bool(st.get("keep_stalls", False)),
             workload_file=st.get("workload_file"), capped=capped, percentiles=percentiles, bounds=bounds,
-            size=size, flows=flows, max_loss=max_loss, requests=requests,
+            size=size, flows=flows, max_loss=max_loss, requests=requests, tls=tls,
         )
 
     @property
@@ -366,6 +374,7 @@ class RunSpec:
             pin=self.pin, busy_poll=self.busy_poll, protocol=proto, workload=self.workload,
             unreachable_ns=max(UNREACHABLE_NS, 2 * self.timeout_ns), test_stall=test_stall, timestamps=timestamps,
             probe=Probe(self.probe_conns, self.probe_rate_rps) if self.probe_conns else None,
+            tls=self.tls.engine() if self.tls else None,
         )
 
     def config(self, command: str) -> dict[str, Any]:
@@ -408,5 +417,6 @@ class RunSpec:
             "keep_stalls": self.keep_stalls,
             "bounds": self.bounds,
             "seed": self.seed,
+            "tls": self.tls.engine() if self.tls else None,
             "spec": self.to_json(),
         }

@@ -10,6 +10,8 @@
 | ``http://host:port/path`` | HTTP/1.1 keep-alive GET of the path |
 | ``udp://host:port?size=N`` | UDP datagrams of N bytes (default 64), echoed back |
 | ``udp+flow://host:port`` | packet mode: --flows UDP flows of --size-byte frames through a reflector or forwarder |
+| ``https://host[:port]/path`` | HTTP/1.1 over TLS (port 443 by default) |
+| ``memcached+tls://``, ``redis+tls://``, ``synthetic+tls://`` | the protocol over TLS (any TCP one takes ``+tls``: spec/tls.py) |
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from urllib.parse import quote, unquote, urlsplit
 
 from tailwise import _core
 from tailwise.errors import InputError
+from tailwise.spec.tls import DEFAULT_PORTS, tls_scheme, url_scheme
 
 #: Schemes the engine speaks (its own list: protocol/mod.rs, ``Protocol::each``).
 SCHEMES: tuple[str, ...] = tuple(_core.PROTOCOLS)
@@ -64,6 +67,8 @@ class Target:
     port: int
     path: str = ""
     udp_size: int = UDP_SIZE
+    #: Over TLS (``https://``, ``…+tls://``): ``scheme`` is still the protocol's.
+    tls: bool = False
     #: Redis: the ACL user (None: the default user), the password (never shown), the database.
     user: str | None = None
     password: str | None = field(default=None, repr=False)
@@ -77,7 +82,7 @@ class Target:
         if self.user is not None or self.password is not None:
             userinfo = f"{quote(self.user or '', safe='')}:{HIDDEN}@"
         db = f"/{self.db}" if self.db is not None else ""
-        return f"{self.scheme}://{userinfo}{self.netloc}{self.path}{db}{query}"
+        return f"{url_scheme(self.scheme, self.tls)}://{userinfo}{self.netloc}{self.path}{db}{query}"
 
     def protocol_auth(self) -> dict:
         """Redis: the configuration's ``auth`` and ``db`` (engine: protocol/scheme.rs), those given."""
@@ -200,15 +205,20 @@ def parse_target(given: str) -> Target:
         if "@" in given:  # urlsplit's words may quote a piece of a password
             raise InputError(f"target '{text}' is malformed", ENCODE_USERINFO) from None
         raise InputError(f"target '{text}' is malformed ({e})", f"write it as a URL, e.g. {example}") from None
-    scheme = u.scheme.lower()
-    if scheme not in SCHEMES:
-        raise InputError(f"unknown protocol '{u.scheme}' in '{text}'", f"use one of: {', '.join(s + '://' for s in SCHEMES)}")
+    named = tls_scheme(u.scheme.lower(), SCHEMES, DATAGRAM)
+    if named is None:
+        tls = [url_scheme(s, True) for s in SCHEMES if s not in DATAGRAM]
+        raise InputError(f"unknown protocol '{u.scheme}' in '{text}'",
+                         f"use one of: {', '.join(s + '://' for s in (*SCHEMES, *tls))}")
+    scheme, tls = named
     if scheme in REDIS and "@" in u.path + u.query + u.fragment:
         # A password holding an unencoded / ? or #: what urlsplit took for a path, a query or a
         # fragment holds a piece of it, and no message may show it.
         raise InputError(f"target '{text}' is malformed", ENCODE_USERINFO)
     if not u.hostname:
         raise InputError(f"target '{text}' names no host", f"write e.g. {example}")
+    if port is None:
+        port = DEFAULT_PORTS.get(url_scheme(scheme, tls))
     if port is None:
         raise InputError(f"target '{text}' names no port", f"write e.g. {example}")
     if port == 0:
@@ -226,7 +236,7 @@ def parse_target(given: str) -> Target:
     elif scheme in REDIS:
         path = ""
     elif path not in ("", "/"):
-        raise InputError(f"target '{text}' has a path, which {scheme}:// does not use", f"write {scheme}://{netloc}")
+        raise InputError(f"target '{text}' has a path, which {u.scheme}:// does not use", f"write {u.scheme}://{netloc}")
     else:
         path = ""
     udp_size = UDP_SIZE
@@ -238,8 +248,8 @@ def parse_target(given: str) -> Target:
                              f"write udp://HOST:PORT?size=N with N from {low} to {high} bytes")
         udp_size = int(value)
     elif u.query and scheme != "http":
-        raise InputError(f"target '{text}' has a query '{u.query}' that {scheme}:// does not use", f"write {scheme}://{netloc}")
-    target = Target(scheme, u.hostname, port, path, udp_size, user=user,
+        raise InputError(f"target '{text}' has a query '{u.query}' that {u.scheme}:// does not use", f"write {u.scheme}://{netloc}")
+    target = Target(scheme, u.hostname, port, path, udp_size, tls, user=user,
                     password=Secret(password) if password is not None else None, db=db)
     if scheme == "http":
         check_http(text, target.netloc, path)

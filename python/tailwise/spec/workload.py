@@ -89,6 +89,15 @@ DEFAULTS: dict[str, Any] = {
     "requests_file": None,
     # redis:// (spec/target.py): a file holding the password, when the URL gives none.
     "redis_password_file": None,
+    # TLS to the target (https://, …+tls://; spec/tls.py): the CA to trust (None: the system's),
+    # no verification, a client certificate and key, the SNI name (None: the target's host name),
+    # no session resumption (None: not given, i.e. off).
+    "tls_ca": None,
+    "tls_insecure": None,
+    "tls_cert": None,
+    "tls_key": None,
+    "tls_sni": None,
+    "tls_no_resume": None,
 }
 
 #: The settings of the commands around a measurement (what to judge, where to write, which loads
@@ -116,7 +125,7 @@ COMMAND_DEFAULTS: dict[str, Any] = {
 LOAD_OUTSTANDING = 64
 
 #: Other flag names of the same setting (``--value`` is ``--value-size``).
-ALIASES = {"value": "value_size", "tls_ca": "agent_tls_ca"}
+ALIASES = {"value": "value_size"}
 
 _TYPES: dict[str, tuple[type, ...]] = {
     "targets": (list, str),
@@ -138,6 +147,8 @@ _TYPES: dict[str, tuple[type, ...]] = {
     "pin": (bool,),
     "keep_stalls": (bool,),
     "insecure_plaintext": (bool,),
+    "tls_insecure": (bool,),
+    "tls_no_resume": (bool,),
     "bounds": (str,),
     "size": (int,),
     "flows": (int,),
@@ -179,7 +190,7 @@ def load_file(path: str | None) -> dict[str, Any]:
     for name, value in data.items():
         kinds = _TYPES.get(name, (str,))
         if not isinstance(value, kinds) or isinstance(value, bool) and bool not in kinds:
-            want = " or ".join({"int": "an integer", "str": "a string", "float": "a number", "list": "a list"}[k.__name__] for k in kinds)
+            want = " or ".join({"int": "an integer", "str": "a string", "float": "a number", "list": "a list", "bool": "true or false"}[k.__name__] for k in kinds)
             example = {**DEFAULTS, **COMMAND_DEFAULTS, **EXAMPLES}[name]
             raise InputError(f"workload file {path}: {name} = {value!r} is not {want}", f"write e.g. {name} = {example!r}")
     for name in ("targets", "threshold", "header"):
@@ -201,7 +212,8 @@ EXAMPLES = {"percentiles": "50,95,99,99.9", "threshold": ["p99<200us"], "out": "
             "token_file": "/etc/tailwise/token", "agent_tls_ca": "ca.pem", "agent_tls_cert": "coordinator.pem",
             "agent_tls_key": "coordinator.key", "insecure_plaintext": False, "method": "POST",
             "header": ["Content-Type: application/json"], "body": '{"k": 1}', "body_file": "body.json",
-            "requests_file": "targets.txt", "redis_password_file": "/etc/tailwise/redis.pass"}
+            "requests_file": "targets.txt", "redis_password_file": "/etc/tailwise/redis.pass", "tls_ca": "ca.pem",
+            "tls_cert": "client.pem", "tls_key": "client.key", "tls_sni": "www.example.com"}
 
 
 def command_setting(name: str, flag: Any, file: dict[str, Any]) -> Any:

@@ -157,7 +157,7 @@ pub(crate) fn assert_busy_from_sound<'a>(samples: impl Iterator<Item = &'a crate
     let mut v: Vec<_> = samples.copied().collect();
     v.sort_by_key(|s| s.intended_ns);
     // When the thread saw each end: the read of its reply, or the instant it was censored.
-    let end = |s: &crate::record::sample::Sample| if s.flags & F::CENSORED != 0 { s.intended_ns + s.latency_ns } else { s.rx_user_ns };
+    let end = |s: &crate::record::sample::Sample| if s.flags() & F::CENSORED != 0 { s.intended_ns + s.latency_ns } else { s.rx_user_ns };
     let mut latest = Vec::with_capacity(v.len());
     let mut m = 0;
     for s in &v {

@@ -15,6 +15,7 @@
 //! ```
 
 use super::problem::EngineError;
+use super::tls::{TlsConfig, TlsError};
 use crate::error::{Kind, Problem};
 use crate::load::schedule::Arrival;
 use crate::load::workload::Workload;
@@ -69,6 +70,10 @@ pub struct EngineConfig {
     /// start together; `None`: 5 ms after the connections are up. A time nearer than that (or
     /// past) is moved to it: `Engine::start_mono_ns` says when the schedule really began.
     pub start_at_ns: Option<u64>,
+    /// TLS on every connection (TCP protocols only); None: plaintext (tls.rs). Written only when
+    /// set, so that a plaintext configuration reads as before TLS (absent and null alike mean none).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tls: Option<TlsConfig>,
 }
 
 impl Default for EngineConfig {
@@ -103,6 +108,7 @@ impl Default for EngineConfig {
             probe: None,
             timed: true,
             start_at_ns: None,
+            tls: None,
         }
     }
 }
@@ -178,6 +184,12 @@ impl EngineConfig {
             if p.conns == 0 || !(p.rate_rps > 0.0 && p.rate_rps.is_finite()) {
                 return Err(EngineError::Probe);
             }
+        }
+        if let Some(tls) = &self.tls {
+            if self.protocol.is_datagram() || self.protocol.is_packet() {
+                return Err(EngineError::Tls(TlsError::NotTcp(self.protocol.name())));
+            }
+            tls.validate().map_err(EngineError::Tls)?;
         }
         if self.test_stall.is_some() && !cfg!(any(test, feature = "test-hooks")) {
             return Err(EngineError::NoTestHooks);

@@ -1,11 +1,13 @@
 //! One connection of an engine thread: its socket, buffers and requests in flight, and its state
-//! machine — up; lost and waiting to reconnect (with back-off); connecting; dead for good.
+//! machine — up; lost and waiting to reconnect (with back-off); connecting; with TLS, handshaking;
+//! dead for good.
 
 use super::req::Flight;
 use super::tx_stamps::TxStamps;
 use super::connect::Sock;
 use crate::io::poll::Epoll;
 use crate::protocol::Codec;
+use rustls::ClientConnection;
 use std::collections::VecDeque;
 use std::net::{SocketAddr, TcpStream};
 use std::os::fd::{AsRawFd, RawFd};
@@ -28,6 +30,8 @@ pub(super) enum State {
     Up,
     /// A non-blocking connect in progress since this time.
     Connecting(u64),
+    /// Connected; the TLS handshake in progress since this time (tls.rs).
+    Handshaking(u64),
     /// To reconnect at this time.
     Waiting(u64),
     /// Closed for good: the target spoke something else than the protocol.
@@ -61,11 +65,20 @@ pub(super) struct Conn {
     /// Replies to the setup commands (setup.rs) still to come on this connection, before any
     /// request's: a reconnect's (the first connections exchanged theirs before the schedule).
     pub setup_left: usize,
+    /// With TLS: the session on the current socket (None while down), the request being
+    /// encoded (plaintext, reused) and one read's ciphertext (READ_CHUNK bytes, reused).
+    pub tls: Option<Box<ClientConnection>>,
+    pub tls_plain: Vec<u8>,
+    pub tls_cipher: Vec<u8>,
 }
 
 impl Conn {
     pub fn new(sock: Sock, codec: Box<dyn Codec>, outstanding: usize) -> Conn {
-        Conn {
+        let (sock, tls, wrote) = match sock {
+            Sock::Tls { stream, session, wrote } => (Sock::Tcp(stream), Some(session), wrote),
+            s => (s, None, 0),
+        };
+        let mut c = Conn {
             fd: sock.fd(),
             addr: sock.peer(),
             sock: Some(sock),
@@ -85,15 +98,40 @@ impl Conn {
             replied: false,
             tx: TxStamps::new(),
             setup_left: 0,
+            tls: None,
+            tls_plain: Vec::new(),
+            tls_cipher: Vec::new(),
+        };
+        if let Some(session) = tls {
+            c.tls_session(session);
+            // The handshake's bytes came first on the stream.
+            c.tx.base = wrote;
+        }
+        c
+    }
+
+    /// A TLS session on the current socket (its buffers made the first time).
+    pub fn tls_session(&mut self, session: Box<ClientConnection>) {
+        self.tls = Some(session);
+        if self.tls_cipher.is_empty() {
+            self.tls_cipher = vec![0; READ_CHUNK];
+            self.tls_plain = Vec::with_capacity(4096);
         }
     }
 
     /// Queue the setup commands (setup.rs) on a new connection, ahead of any request: the one
-    /// place their bytes go into the write buffer. Their replies are read before any request's
-    /// (`setup_left`).
+    /// place their bytes go into the write buffer — with TLS, encrypted by the session (so only
+    /// once its handshake is done) as a request is (io.rs). Their replies are read before any
+    /// request's (`setup_left`).
     pub fn send_setup(&mut self, bytes: &[u8]) {
         debug_assert!(self.wbuf.is_empty() && self.inflight.is_empty());
-        self.wbuf.extend_from_slice(bytes);
+        match self.tls.as_deref_mut() {
+            Some(session) => {
+                debug_assert!(!session.is_handshaking(), "setup before the handshake's end");
+                super::tls::encrypt(session, bytes, &mut self.wbuf);
+            }
+            None => self.wbuf.extend_from_slice(bytes),
+        }
     }
 
     #[inline]
@@ -113,9 +151,10 @@ impl Conn {
     /// the target closed it before any reply. Returns the requests it held and whether none was
     /// answered; None if it was not up or connecting (nothing to lose).
     pub fn lose(&mut self, ep: &Epoll, by_target: bool, now: u64) -> Option<(Vec<Flight>, bool)> {
-        if !matches!(self.state, State::Up | State::Connecting(_)) {
+        if !matches!(self.state, State::Up | State::Connecting(_) | State::Handshaking(_)) {
             return None;
         }
+        self.tls = None;
         let _ = ep.delete(self.fd);
         if let Some(s) = self.sock.take() {
             s.shutdown();
@@ -141,6 +180,7 @@ impl Conn {
     /// A reconnect started: a fresh socket (and codec), its transmit-stamp keys from zero.
     pub fn connecting(&mut self, s: TcpStream, codec: Box<dyn Codec>, now: u64) {
         self.tx = TxStamps::new();
+        self.tls = None;
         self.fd = s.as_raw_fd();
         self.sock = Some(Sock::Tcp(s));
         self.codec = codec;
@@ -160,6 +200,7 @@ impl Conn {
     pub fn connect_failed(&mut self, ep: &Epoll, now: u64) {
         let _ = ep.delete(self.fd);
         self.sock = None;
+        self.tls = None;
         self.fails += 1;
         self.state = State::Waiting(now + backoff_ns(self.fails));
     }
@@ -171,12 +212,23 @@ impl Conn {
             return None;
         }
         self.state = State::Dead;
+        self.tls = None;
         let _ = ep.delete(self.fd);
         if let Some(s) = self.sock.take() {
             s.shutdown();
         }
         self.unsent = 0;
         Some(self.inflight.drain(..).filter(|f| !f.ghost).collect())
+    }
+}
+
+impl Drop for Conn {
+    /// A TLS connection up at the run's end closes its session, unless requests are half
+    /// written (the alert would land inside them).
+    fn drop(&mut self) {
+        if let (Some(session), State::Up, true) = (self.tls.as_deref_mut(), self.state, self.wpos == self.wbuf.len()) {
+            super::tls::close(session, self.fd);
+        }
     }
 }
 

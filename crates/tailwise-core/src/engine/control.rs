@@ -8,6 +8,7 @@ use super::connect::{connect_all, nic_stamping};
 use super::problem::{Abort, EngineError};
 use super::requests::Requests;
 use super::shared::{count_reason, Counters, Harvest, Progress, Role, Shared, Snapshot};
+use super::tls::{Client, TlsStats};
 use super::thread::{run, ThreadCtx, ThreadResult};
 use crate::io::cpu;
 use crate::load::schedule::Arrival;
@@ -54,6 +55,8 @@ pub struct EngineResult {
     pub probe_counters: Option<Counters>,
     /// The level `samples` were thinned to (as `Taken::thinned_level`).
     pub thinned_level: u32,
+    /// With TLS: every handshake of the run (None: plaintext).
+    pub tls: Option<TlsStats>,
 }
 
 /// What [`Engine::take`] hands over: a consistent picture as of `snap_ns`.
@@ -73,6 +76,8 @@ pub struct Taken {
     /// they hold the rows a subsample at this level keeps. 0 unless [`Engine::thin_rows`] was
     /// called and a thread passed its bound.
     pub thinned_level: u32,
+    /// With TLS: the handshakes so far, every one since the start (None: plaintext).
+    pub tls: Option<TlsStats>,
 }
 
 pub struct Engine {
@@ -113,14 +118,16 @@ impl Engine {
             Timestamps::Nic => Some(Arc::new(nic_stamping(&cfg.targets)?)),
             _ => None,
         };
-        let per_thread = connect_all(&cfg)?;
+        // Files read and refused before any connect.
+        let tls = cfg.tls.as_ref().map(Client::build).transpose().map_err(EngineError::Tls)?.map(Arc::new);
+        let per_thread = connect_all(&cfg, tls.as_deref())?;
         if cfg.timestamps == Timestamps::Kernel {
             // The connections asked for stamps: wait for the kernel to take them before the
             // schedule starts, so that the first replies are stamped too (stamp/enable.rs).
             stamp::await_rx_stamping(100_000_000);
         }
         let start_ns = (crate::time::clock::now_ns() + START_DELAY_NS).max(cfg.start_at_ns.unwrap_or(0));
-        let shared = Arc::new(Shared::new(per_thread.len(), start_ns));
+        let shared = Arc::new(Shared { tls, ..Shared::new(per_thread.len(), start_ns) });
         let cpus = cpu::allowed_cpus();
         let mut handles = Vec::new();
         for (t, streams) in per_thread.into_iter().enumerate() {
@@ -266,7 +273,8 @@ impl Engine {
             let base = sh.thin_base.load(SeqCst);
             pending.retain(|s| thin::keeps(s, thinned_level, base));
         }
-        Taken { samples, pending, snap_ns, complete, counters, thinned_level }
+        let tls = sh.tls.as_ref().map(|c| c.stats());
+        Taken { samples, pending, snap_ns, complete, counters, thinned_level, tls }
     }
 
     /// Everything finished since the last take, as one store (compacted here, in the caller's
@@ -353,6 +361,7 @@ impl Engine {
             sample_bytes: 0,
             probe_counters: None,
             thinned_level: 0,
+            tls: None,
         };
         for h in std::mem::take(&mut self.handles) {
             let r = match h.join() {
@@ -387,6 +396,7 @@ impl Engine {
         drop(iv);
         out.error = self.shared.abort.lock().unwrap().take();
         out.sample_bytes = out.samples.allocated_bytes();
+        out.tls = self.shared.tls.as_ref().map(|c| c.stats());
         out
     }
 }

@@ -22,6 +22,12 @@ pub(super) fn ms(ns: u64) -> String {
     format!("{} ms", ns / 1_000_000)
 }
 
+/// `F::SET` for a set, else 0: a sample says which kind it was.
+#[inline]
+pub(super) fn kind_flag(r: &Req) -> u32 {
+    if r.op.kind == OpKind::Set { F::SET } else { 0 }
+}
+
 pub(crate) struct Finish {
     /// `Role::Load`: requests are counted, not timed (a probe thread times its own).
     role: Role,
@@ -75,6 +81,7 @@ impl Finish {
         if inflation > 0 {
             flags |= F::INFLATED;
         }
+        flags |= kind_flag(&r);
         self.hist.latency.saturating_record(latency.max(1));
         if let Some(packets) = self.hist.packets.as_mut().filter(|_| flags & F::CENSORED == 0) {
             packets.record(latency);
@@ -88,7 +95,8 @@ impl Finish {
                 rx_user_ns: times.rx_user.saturating_sub(self.t0),
                 latency_ns: latency,
                 busy_from_ns: r.busy_from.saturating_sub(self.t0),
-                flags,
+                flags: F::in_row(flags),
+                request: r.op.request,
                 inflation_ns: inflation.min(u32::MAX as u64) as u32,
                 thread: self.thread,
                 slot_wait_ns: r.slot_wait,
@@ -207,7 +215,7 @@ mod tests {
         fin.record(r, times, 700, F::KERNEL_RX, 40);
         let s = one(&fin);
         assert_eq!((s.intended_ns, s.sent_ns, s.tx_ns, s.rx_user_ns, s.latency_ns), (100, 150, 160, 900, 700));
-        assert_eq!(s.flags, F::KERNEL_RX | F::ENGINE_STALL | F::INFLATED, "SAMPLED is internal");
+        assert_eq!(s.flags(), F::KERNEL_RX | F::ENGINE_STALL | F::INFLATED, "SAMPLED is internal");
         assert_eq!((s.inflation_ns, s.busy_from_ns, s.thread, s.slot_wait_ns), (40, 50, 3, 30));
         // Not chosen: in the histogram only.
         fin.record(req(200, 0), times, 700, 0, 0);
@@ -238,7 +246,7 @@ mod tests {
             let mut fin = Finish::new(Role::Measure, 0, T0, 1_000);
             fin.censor_waiting(req(1_000, flags), now, timed_out);
             let s = one(&fin);
-            assert_eq!(s.flags, F::CENSORED | why | (flags & F::RESENT));
+            assert_eq!(s.flags(), F::CENSORED | why | (flags & F::RESENT));
             assert_eq!(s.latency_ns, 4_000, "the time it waited");
             let c = fin.c;
             assert_eq!(c.timeouts + c.unfinished + c.never_sent, 1, "{c:?}");
@@ -250,15 +258,15 @@ mod tests {
         let flight = |at| Flight { req: req(at, SAMPLED), id: 0, sent: T0 + at + 1, end: 0, tx: 0, ghost: false };
         let mut fin = Finish::new(Role::Measure, 0, T0, 1_000);
         fin.censor_flight(flight(3_000), T0 + 5_000);
-        assert_eq!(one(&fin).flags, F::CENSORED | F::TIMEOUT);
+        assert_eq!(one(&fin).flags(), F::CENSORED | F::TIMEOUT);
         assert_eq!((fin.c.timeouts, fin.c.unfinished), (1, 0));
         let mut fin = Finish::new(Role::Measure, 0, T0, 1_000);
         fin.censor_flight(flight(4_500), T0 + 5_000);
-        assert_eq!(one(&fin).flags, F::CENSORED | F::PENDING);
+        assert_eq!(one(&fin).flags(), F::CENSORED | F::PENDING);
         assert_eq!((fin.c.timeouts, fin.c.unfinished), (0, 1));
         let mut fin = Finish::new(Role::Measure, 0, T0, 1_000);
         fin.fail(&flight(4_500), T0 + 5_000);
-        assert_eq!((one(&fin).flags, fin.c.errors), (F::CENSORED | F::FAILED, 1));
+        assert_eq!((one(&fin).flags(), fin.c.errors), (F::CENSORED | F::FAILED, 1));
     }
 
     #[test]

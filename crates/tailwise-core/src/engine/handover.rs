@@ -3,7 +3,7 @@
 //! censored at the time it has waited; at its end, the rest. Its counters are published for the
 //! live display after every poll.
 
-use super::finish::Finish;
+use super::finish::{kind_flag, Finish};
 use super::req::{Req, Times, SAMPLED};
 use super::shared::{Progress, Role, Shared, Snapshot};
 use crate::record::{flags as F, interval::IntervalRecorder, sample::Sample};
@@ -103,7 +103,8 @@ impl Handover {
             rx_user_ns: 0,
             latency_ns: now - r.intended,
             busy_from_ns: r.busy_from.saturating_sub(self.t0),
-            flags: F::CENSORED | F::PENDING | (r.flags & !SAMPLED),
+            flags: F::in_row(F::CENSORED | F::PENDING | (r.flags & !SAMPLED) | kind_flag(&r)),
+            request: r.op.request,
             inflation_ns: 0,
             thread: self.index as u32,
             slot_wait_ns: r.slot_wait,
@@ -183,7 +184,7 @@ mod tests {
         let pending = shared.pending.lock().unwrap().1.clone();
         assert_eq!(pending.len(), 1, "the sampled one of the two outstanding");
         assert_eq!((pending[0].intended_ns, pending[0].sent_ns, pending[0].latency_ns), (20, 25, 80));
-        assert_eq!(pending[0].flags, F::CENSORED | F::PENDING | F::RESENT);
+        assert_eq!(pending[0].flags(), F::CENSORED | F::PENDING | F::RESENT);
         assert_eq!((pending[0].busy_from_ns, pending[0].thread), (10, 0), "kept from when it fell due");
         let p = &shared.progress[0];
         assert_eq!((p.snap_seq.load(SeqCst), p.snap_ns.load(SeqCst), p.intended.load(SeqCst)), (1, 100, 3));

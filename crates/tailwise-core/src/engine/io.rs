@@ -8,6 +8,7 @@ use super::req::{Flight, Req, Times};
 use super::requests::Requests;
 use super::shared::Role;
 use super::thread::Worker;
+use super::tls;
 use crate::io::poll::{EPOLLERR, EPOLLHUP, EPOLLIN, EPOLLOUT};
 use crate::io::socket;
 use crate::load::workload::value_bytes;
@@ -88,7 +89,16 @@ impl Worker<Requests> {
             };
             let c = &mut self.path.conns[i];
             let request = Request { id, kind: req.op.kind, key, value: value_bytes(req.op.value_len), request: req.op.request };
-            c.codec.encode(&request, &mut c.wbuf);
+            match c.tls.as_deref_mut() {
+                None => c.codec.encode(&request, &mut c.wbuf),
+                // Encrypted at once: `wbuf` holds ciphertext, and the key below is the end of the
+                // request's last encrypted byte, as the kernel counts the stream.
+                Some(session) => {
+                    c.tls_plain.clear();
+                    c.codec.encode(&request, &mut c.tls_plain);
+                    tls::encrypt(session, &c.tls_plain, &mut c.wbuf);
+                }
+            }
             let end = if self.path.datagram {
                 c.dgram_ends.push_back(c.wbuf.len());
                 c.tx.end_key(true, c.dgram_ends.len())
@@ -261,6 +271,7 @@ impl Worker<Requests> {
         match self.path.conns[i].state {
             State::Up => {}
             State::Connecting(_) => return self.connect_done(i),
+            State::Handshaking(_) => return self.handshake_step(i),
             State::Waiting(_) | State::Dead => return,
         }
         // Transmit stamps come on the error queue, which raises EPOLLERR until read; they are
@@ -300,16 +311,48 @@ impl Worker<Requests> {
             let cap = c.rbuf.capacity();
             // SAFETY: read into spare capacity, then set the length to what the kernel wrote.
             let spare = unsafe { std::slice::from_raw_parts_mut(c.rbuf.as_mut_ptr().add(len), cap - len) };
-            let spare_len = spare.len();
-            let (got, stamp) = read(self.rx.clock, c.fd, spare);
+            // With TLS the ciphertext goes to its own buffer first (no more than the plaintext's room).
+            let (spare_len, (got, stamp)) = match c.tls {
+                None => (spare.len(), read(self.rx.clock, c.fd, spare)),
+                Some(_) => {
+                    let k = spare.len().min(c.tls_cipher.len());
+                    (k, read(self.rx.clock, c.fd, &mut c.tls_cipher[..k]))
+                }
+            };
             let (t_rx, t_user) = self.rx_time(stamp);
             match got {
                 Ok(0) => return self.lost_conn(i, Lost::Closed),
                 Ok(n) => {
-                    // SAFETY: the kernel initialised n bytes.
-                    unsafe { self.path.conns[i].rbuf.set_len(len + n) };
+                    let c = &mut self.path.conns[i];
+                    let (closed, reply) = match c.tls.as_deref_mut() {
+                        None => {
+                            // SAFETY: the kernel initialised n bytes.
+                            unsafe { c.rbuf.set_len(len + n) };
+                            (false, false)
+                        }
+                        Some(session) => match tls::decrypt(session, &c.tls_cipher[..n], &mut c.rbuf) {
+                            // What rustls answers by itself (a KeyUpdate) goes out with the stream.
+                            Ok(closed) => (closed, tls::pending(session, &mut c.wbuf)),
+                            Err(e) => {
+                                let why = Lost::Tls(e);
+                                self.fin.note(why.to_string());
+                                return self.lost_conn(i, why);
+                            }
+                        },
+                    };
                     self.parse_replies(i, t_rx, t_user, stamp.is_some());
-                    if n < spare_len || !self.path.conns[i].up() {
+                    if !self.path.conns[i].up() {
+                        return;
+                    }
+                    if closed {
+                        return self.lost_conn(i, Lost::Closed); // close_notify
+                    }
+                    if reply {
+                        if let Err(e) = self.write_conn(i) {
+                            return self.lost_conn(i, Lost::Send(e.into()));
+                        }
+                    }
+                    if n < spare_len {
                         return;
                     }
                 }
@@ -386,7 +429,7 @@ impl Worker<Requests> {
 
     /// Read connection `i`'s transmit stamps and give each to the requests whose last byte its
     /// send carried (tx_stamps.rs). Returns whether the queue held anything.
-    fn take_tx_stamps(&mut self, i: usize) -> bool {
+    pub(super) fn take_tx_stamps(&mut self, i: usize) -> bool {
         let mut stamps = std::mem::take(&mut self.rx.tx_buf);
         let fd = self.path.conns[i].fd;
         let clock = self.rx.clock.expect("transmit stamps are read only with a stamp clock");

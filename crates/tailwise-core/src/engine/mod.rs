@@ -29,6 +29,7 @@
 //! | `thread` | the one timing loop, generic over its `Path`: the request path or the packet path |
 //! | `requests`, `io`, `recover` | the request path: backlog, connections, writes, replies, reconnects |
 //! | `setup` | what a connection says before any request (Redis AUTH, SELECT) and its replies |
+//! | `tls` | TLS on the request path's connections: configuration, handshakes, records |
 //! | `busy`, `finish`, `handover`, `reach`, `req`, `rx_clock`, `stalls`, `tx_stamps`, `conn` | the loop's parts |
 
 pub(crate) mod busy;
@@ -51,10 +52,12 @@ pub(crate) mod stalls;
 #[cfg(any(test, feature = "test-hooks"))]
 mod test_hook;
 pub(crate) mod thread;
+pub mod tls;
 mod tx_stamps;
 
 pub use config::{ConfigError, EngineConfig, Probe, TestStall, Timestamps};
 pub use control::{Engine, EngineResult, Taken};
+pub use tls::{TlsConfig, TlsStats};
 pub(crate) use connect::Sock;
 pub use problem::{Abort, EngineError, Failure, IoErr, Killed, Lost, NoReply};
 pub(crate) use shared::{Role, Shared};
@@ -68,3 +71,5 @@ mod tests;
 mod stamp_tests;
 #[cfg(test)]
 mod setup_tests;
+#[cfg(test)]
+mod tls_tests;

@@ -4,6 +4,7 @@
 //! (`Display`) and its remedy apart (`Problem::remedy`); nothing branches on the text.
 
 use super::setup::{Refused, SetupError};
+use super::tls::{HandshakeError, TlsError};
 use crate::error::{Kind, Problem};
 use crate::io::route::RouteError;
 use crate::load::workload::WorkloadError;
@@ -69,6 +70,12 @@ pub enum EngineError {
     /// `--timestamps nic`: the interface cannot stamp (stamp/nic.rs says why).
     #[error("--timestamps nic: {iface} cannot stamp in hardware: {err}")]
     NoHardwareStamps { iface: String, err: NicError },
+    /// TLS asked for and not possible (files, names, protocol).
+    #[error("{0}")]
+    Tls(TlsError),
+    /// An initial connection's handshake failed (rustls names the certificate problem).
+    #[error("TLS handshake with {addr} failed: {err}")]
+    Handshake { addr: SocketAddr, err: HandshakeError },
     #[error("cannot start engine thread: {0}")]
     Spawn(io::Error),
     /// A test hook asked of a build without them (the `test-hooks` feature).
@@ -80,7 +87,8 @@ impl Problem for EngineError {
     fn kind(&self) -> Kind {
         use EngineError::*;
         match self {
-            Connect { .. } | ConnectUdp { .. } | Setup { .. } => Kind::Target,
+            Connect { .. } | ConnectUdp { .. } | Setup { .. } | Handshake { .. } => Kind::Target,
+            Tls(e) => e.kind(),
             UdpSocket(_) | SocketOption { .. } | Timestamps { .. } | Route(_) | NoHardwareStamps { .. } | Spawn(_) => {
                 Kind::Host
             }
@@ -104,6 +112,8 @@ impl Problem for EngineError {
             Setup { err, .. } => err.remedy(),
             Interfaces(_) => "give targets behind one interface, or use --timestamps kernel".into(),
             Workload(e) => e.remedy(),
+            Tls(e) => e.remedy(),
+            Handshake { err, .. } => err.remedy().into(),
             Route(e) => e.remedy(),
             NoHardwareStamps { err, .. } => err.remedy(),
             NoTestHooks => "unset TAILWISE_TEST_ENGINE_STALL, or build with the test-hooks feature \
@@ -141,6 +151,9 @@ pub enum Lost {
     Failed(IoErr),
     #[error("send failed: {0}")]
     Send(IoErr),
+    /// The TLS layer refused what the target sent (a bad record, an alert).
+    #[error("TLS: {0}")]
+    Tls(rustls::Error),
     /// Closed by us: its oldest request had no reply for this long (ns; twice the timeout).
     #[error("no reply within {} ms", .0 / 1_000_000)]
     Silent(u64),
@@ -179,6 +192,9 @@ pub enum Failure {
     Reconnect { addr: SocketAddr, err: IoErr },
     #[error("cannot reconnect to {addr}: no answer within {} ms", .ns / 1_000_000)]
     ReconnectSilent { addr: SocketAddr, ns: u64 },
+    /// A reconnect's TLS handshake failed or timed out.
+    #[error("TLS handshake with {addr} failed: {err}")]
+    Handshake { addr: SocketAddr, err: Arc<HandshakeError> },
     #[error("cannot watch the connection to {0}")]
     Watch(SocketAddr),
     /// A connection lost before any reply on it.
@@ -199,6 +215,7 @@ impl Failure {
     pub fn remedy(&self) -> &'static str {
         match self {
             Failure::Receive { err, .. } if err.0.kind() == io::ErrorKind::ConnectionRefused => UDP_NOTHING_LISTENS,
+            Failure::Handshake { err, .. } => err.remedy(),
             _ => "",
         }
     }

@@ -9,11 +9,13 @@ use super::finish::ms;
 use super::problem::{Abort, Failure, Killed, Lost};
 use super::requests::Requests;
 use super::thread::Worker;
+use super::tls::{self, HandshakeError, Step};
 use crate::io::poll::{EPOLLIN, EPOLLOUT};
 use crate::io::socket;
 use crate::record::flags as F;
 use crate::stamp;
 use crate::time::clock::now_ns;
+use std::sync::Arc;
 
 impl Worker<Requests> {
     /// Every millisecond (the loop's tick, which then looks at the target's reachability and old
@@ -39,6 +41,9 @@ impl Worker<Requests> {
                 State::Up => self.time_out_flights(i, now),
                 State::Waiting(at) if now >= at => self.start_connect(i, now),
                 State::Connecting(since) if now - since > self.cfg.connect_timeout_ns => self.reconnect_silent(i, now),
+                State::Handshaking(since) if now.saturating_sub(since) > self.cfg.connect_timeout_ns => {
+                    self.handshake_failed(i, HandshakeError::TimedOut(self.cfg.connect_timeout_ns))
+                }
                 _ => {}
             }
         }
@@ -159,6 +164,60 @@ impl Worker<Requests> {
                 Err(e) => self.fin.note(format!("{clock:?} timestamps refused on a new connection: {e}")),
             }
         }
+        if let Some(client) = self.shared.tls.clone() {
+            return match client.session(&addr) {
+                Ok(session) => {
+                    self.path.conns[i].tls_session(session);
+                    self.path.conns[i].state = State::Handshaking(now_ns());
+                    self.handshake_step(i)
+                }
+                Err(e) => self.handshake_failed(i, HandshakeError::Tls(e)),
+            };
+        }
+        self.up_again(i);
+    }
+
+    /// A reconnect's TLS handshake, driven as its socket's events come (its requests wait in the
+    /// backlog with their intended times, as for the TCP connect).
+    pub(super) fn handshake_step(&mut self, i: usize) {
+        if self.rx.clock.is_some() {
+            // The handshake's own transmit stamps (EPOLLERR until read): they match no request.
+            self.take_tx_stamps(i);
+        }
+        let c = &mut self.path.conns[i];
+        let (Some(session), State::Handshaking(since)) = (c.tls.as_deref_mut(), c.state) else { return };
+        let mut wrote = 0;
+        let step = tls::handshake(session, c.fd, &mut wrote);
+        c.tx.base += wrote;
+        let (fd, kind) = (c.fd, session.handshake_kind());
+        let watch = match step {
+            Ok(Step::Done) => {
+                if let Some(client) = &self.shared.tls {
+                    client.done(kind, now_ns() - since);
+                }
+                return self.up_again(i);
+            }
+            Ok(Step::Read) => EPOLLIN,
+            Ok(Step::Write) => EPOLLIN | EPOLLOUT,
+            Err(e) => return self.handshake_failed(i, e),
+        };
+        if self.path.ep.modify(fd, watch, i as u64).is_err() {
+            let addr = self.path.conns[i].addr;
+            self.connect_failed(i, Failure::Watch(addr), now_ns());
+        }
+    }
+
+    fn handshake_failed(&mut self, i: usize, err: HandshakeError) {
+        if let Some(client) = &self.shared.tls {
+            client.failed();
+        }
+        let addr = self.path.conns[i].addr;
+        self.connect_failed(i, Failure::Handshake { addr, err: Arc::new(err) }, now_ns());
+    }
+
+    /// A reconnect is done (its handshake too): requests may go.
+    fn up_again(&mut self, i: usize) {
+        let (fd, addr) = (self.path.conns[i].fd, self.path.conns[i].addr);
         self.path.conns[i].connected();
         self.slot_freed(now_ns(), false);
         if self.path.ep.modify(fd, EPOLLIN, i as u64).is_err() {

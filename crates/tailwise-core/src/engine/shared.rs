@@ -5,6 +5,7 @@
 
 use super::busy;
 use super::problem::Abort;
+use super::tls;
 use crate::packet::PacketIntervals;
 use crate::record::interval::Intervals;
 use crate::record::sample::{Sample, SampleStore};
@@ -139,6 +140,8 @@ pub(crate) struct Shared {
     pub packets: Arc<Mutex<PacketIntervals>>,
     /// The instants at which no thread had anything outstanding (busy.rs).
     pub busy: busy::Busy,
+    /// With TLS: the engine's one client configuration (its session store) and handshake counts.
+    pub tls: Option<Arc<tls::Client>>,
 }
 
 impl Shared {
@@ -159,6 +162,7 @@ impl Shared {
             stall_log: StallLog::default(),
             packets: Arc::new(Mutex::new(PacketIntervals::default())),
             busy: busy::Busy::new(threads, t0),
+            tls: None,
         }
     }
 

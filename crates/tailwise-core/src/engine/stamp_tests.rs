@@ -144,7 +144,7 @@ fn run(cfg: EngineConfig, t: std::thread::JoinHandle<Seen>) -> (Vec<Sample>, See
     let stalls: Vec<_> = r.stall_intervals.iter().map(|&(a, b)| ((a - r.start_mono_ns) / 1_000, (b - a) / 1_000)).collect();
     eprintln!("engine: {:?}; reasons {:?}; stalls {stalls:?}", r.counters, r.error_reasons);
     let seen = t.join().unwrap();
-    let mut done: Vec<Sample> = r.samples.iter().copied().filter(|x| x.flags & F::CENSORED == 0).collect();
+    let mut done: Vec<Sample> = r.samples.iter().copied().filter(|x| x.flags() & F::CENSORED == 0).collect();
     done.sort_by_key(|x| x.intended_ns);
     assert_eq!(r.counters.sent, r.counters.received, "{:?}", r.counters);
     assert_eq!(seen.last.len() as u64, r.counters.sent);
@@ -170,7 +170,7 @@ fn pipelined_requests_get_the_stamp_of_the_send_that_carried_them() {
     assert!(done.len() > 4_000, "{}", done.len());
     let mut shared = 0;
     for (i, x) in done.iter().enumerate() {
-        assert!(x.flags & F::KERNEL_TX != 0 && x.flags & F::KERNEL_RX != 0, "{x:?}");
+        assert!(x.flags() & F::KERNEL_TX != 0 && x.flags() & F::KERNEL_RX != 0, "{x:?}");
         let tx = t0 + x.tx_ns;
         assert!(x.sent_ns <= x.tx_ns, "stamped before its write began: {x:?}");
         assert!(tx <= seen.last[i] + SLACK_NS, "request {i} stamped after the server read it: {x:?}");
@@ -200,7 +200,7 @@ fn a_request_written_in_parts_gets_the_stamp_of_its_last_byte() {
     let (done, seen, t0) = run(config(addr, 10.0, 500, 4, workload(1_000_000.0, 1.0)), t);
     assert!(done.len() >= 4, "{}", done.len());
     for (i, x) in done.iter().enumerate() {
-        assert!(x.flags & F::KERNEL_TX != 0, "{x:?}");
+        assert!(x.flags() & F::KERNEL_TX != 0, "{x:?}");
         let tx = t0 + x.tx_ns;
         assert!(tx <= seen.last[i] + SLACK_NS, "request {i}: stamped after the server read its last byte");
         // The last time the server had read no further than 512 KB short of the request's end:
@@ -227,7 +227,7 @@ fn a_reply_split_over_segments_gets_the_stamp_of_its_last_segment() {
     let (done, seen, t0) = run(config(addr, 10.0, 500, 4, workload(1_000_000.0, 0.0)), t);
     assert!(done.len() >= 4, "{}", done.len());
     for (i, x) in done.iter().enumerate() {
-        assert!(x.flags & F::KERNEL_RX != 0, "{x:?}");
+        assert!(x.flags() & F::KERNEL_RX != 0, "{x:?}");
         let rx = t0 + x.intended_ns + x.latency_ns;
         assert!(rx + SLACK_NS >= seen.last_chunk[i], "reply {i}: stamped before its last chunk was written");
         assert!(x.intended_ns + x.latency_ns <= x.rx_user_ns, "{x:?}");
@@ -246,11 +246,11 @@ fn every_datagram_gets_the_stamp_of_its_own_send() {
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     t.join().unwrap();
     assert!(r.error.is_none(), "{:?}", r.error);
-    let done: Vec<&Sample> = r.samples.iter().filter(|x| x.flags & F::CENSORED == 0).collect();
+    let done: Vec<&Sample> = r.samples.iter().filter(|x| x.flags() & F::CENSORED == 0).collect();
     assert!(done.len() > 1_000, "{}", done.len());
     assert_eq!(r.counters.tx_kernel, r.counters.received);
     for x in &done {
-        assert!(x.flags & F::KERNEL_TX != 0 && x.flags & F::KERNEL_RX != 0, "{x:?}");
+        assert!(x.flags() & F::KERNEL_TX != 0 && x.flags() & F::KERNEL_RX != 0, "{x:?}");
         assert!(x.sent_ns <= x.tx_ns && x.tx_ns <= x.intended_ns + x.latency_ns, "{x:?}");
     }
     // Each stamp is its own send's: two datagrams never share one (one send each).

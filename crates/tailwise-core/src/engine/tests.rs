@@ -69,6 +69,7 @@ fn counts_add_up_and_latency_exceeds_service_time() {
         assert!(smp.latency_ns >= smp.sent_ns - smp.intended_ns);
     }
     assert_eq!(s.served(), c.received);
+    assert!(r.tls.is_none(), "plaintext: no handshakes reported");
 }
 
 #[test]
@@ -153,9 +154,9 @@ fn a_server_that_never_answers_gives_timeouts() {
     // Every request is in the histogram, censored at the time it waited (≥ the timeout for
     // those that timed out).
     assert_eq!(r.hist.latency.len(), c.intended);
-    let timed_out: Vec<_> = r.samples.iter().filter(|x| x.flags & F::TIMEOUT != 0).collect();
+    let timed_out: Vec<_> = r.samples.iter().filter(|x| x.flags() & F::TIMEOUT != 0).collect();
     assert_eq!(timed_out.len() as u64, c.timeouts);
-    assert!(timed_out.iter().all(|x| x.flags & F::CENSORED != 0 && x.latency_ns >= 100_000_000));
+    assert!(timed_out.iter().all(|x| x.flags() & F::CENSORED != 0 && x.latency_ns >= 100_000_000));
     drop(l);
 }
 
@@ -194,7 +195,7 @@ fn samples_can_be_taken_while_the_run_goes_on() {
     let snap = taken.counters;
     assert!(snap.intended >= snap.sent && snap.sent >= snap.received);
     assert_eq!(early.len() as u64 + taken.pending.len() as u64, snap.intended, "{snap:?}");
-    assert!(taken.pending.iter().all(|x| x.flags & F::PENDING != 0 && x.flags & F::CENSORED != 0));
+    assert!(taken.pending.iter().all(|x| x.flags() & F::PENDING != 0 && x.flags() & F::CENSORED != 0));
     assert!(early.iter().chain(taken.pending.iter()).all(|x| x.intended_ns <= taken.snap_ns + 1_000_000));
     let r = e.join();
     // Nothing lost or counted twice between the take and the join.
@@ -218,6 +219,11 @@ fn memcached_workload_counts_gets_sets_hits_and_misses() {
     assert_eq!(c.hits + c.misses, c.gets);
     assert_eq!(c.stored, c.sets);
     assert!((c.sets as f64 / c.sent as f64 - 0.5).abs() < 0.1, "{c:?}");
+    // Every request sampled (sample_every 1): each row says whether it was a set, and all are
+    // request 0 (one request per kind).
+    assert_eq!(r.samples.len() as u64, c.sent);
+    assert_eq!(r.samples.iter().filter(|x| x.flags() & F::SET != 0).count() as u64, c.sets);
+    assert!(r.samples.iter().all(|x| x.request == 0));
     // 50 keys and hundreds of sets: after the first few, nearly every get hits.
     assert!(c.hits > c.misses, "{c:?}");
 }
@@ -372,7 +378,7 @@ fn a_target_that_closes_connections_costs_only_them() {
     assert!(served >= c.received && served <= c.received + c.resent, "served {served}, {c:?}");
     assert!(c.resent > 0, "{c:?}");
     // A request sent again keeps its original intended time: latency counts from it.
-    let resent: Vec<_> = r.samples.iter().filter(|x| x.flags & F::RESENT != 0).collect();
+    let resent: Vec<_> = r.samples.iter().filter(|x| x.flags() & F::RESENT != 0).collect();
     assert!(!resent.is_empty());
     assert!(resent.iter().all(|x| x.latency_ns >= x.sent_ns - x.intended_ns));
 }
@@ -389,11 +395,11 @@ fn a_backlog_that_waits_past_the_timeout_is_never_sent_and_censored() {
     let c = r.counters;
     assert!(c.never_sent > 100, "{c:?}");
     assert_eq!(c.intended, c.sent + c.never_sent);
-    let never: Vec<_> = r.samples.iter().filter(|x| x.flags & F::NEVER_SENT != 0).collect();
+    let never: Vec<_> = r.samples.iter().filter(|x| x.flags() & F::NEVER_SENT != 0).collect();
     assert_eq!(never.len() as u64, c.never_sent);
     // Censored at the time they waited, from their intended time: at least the timeout, except
     // those still waiting when the run's drain ended (also censored, at their time so far).
-    assert!(never.iter().all(|x| x.flags & F::CENSORED != 0 && x.sent_ns == 0));
+    assert!(never.iter().all(|x| x.flags() & F::CENSORED != 0 && x.sent_ns == 0));
     assert!(never.iter().filter(|x| x.latency_ns >= 100_000_000).count() * 2 > never.len());
     drop(l);
 }
@@ -417,11 +423,11 @@ fn requests_due_during_an_engine_stall_are_flagged_and_those_in_flight_marked_in
     let r = Engine::start(cfg).unwrap().join();
     assert!(r.error.is_none(), "{:?}", r.error);
     let (a, b) = test_stop(&r);
-    let stalled: Vec<_> = r.samples.iter().filter(|x| x.flags & F::ENGINE_STALL != 0).collect();
+    let stalled: Vec<_> = r.samples.iter().filter(|x| x.flags() & F::ENGINE_STALL != 0).collect();
     // ~50 requests are due in 5 ms at 10k req/s: each of them is flagged.
     assert!(stalled.len() >= 20, "{}", stalled.len());
     for x in r.samples.iter().filter(|x| x.intended_ns >= a && x.intended_ns < b) {
-        assert!(x.flags & F::ENGINE_STALL != 0, "{x:?} due during the stall [{a}, {b})");
+        assert!(x.flags() & F::ENGINE_STALL != 0, "{x:?} due during the stall [{a}, {b})");
     }
     // So is every request that fell due while a flagged one still waited in the backlog — the
     // server here is overloaded (200 µs × 10k req/s), so that backlog drains only as slots free —
@@ -437,7 +443,7 @@ fn requests_due_during_an_engine_stall_are_flagged_and_those_in_flight_marked_in
         .iter()
         .map(|x| {
             let before = latest;
-            if x.flags & F::ENGINE_STALL != 0 {
+            if x.flags() & F::ENGINE_STALL != 0 {
                 latest = latest.max(x.sent_ns);
             }
             before
@@ -446,7 +452,7 @@ fn requests_due_during_an_engine_stall_are_flagged_and_those_in_flight_marked_in
     let stalls: Vec<(u64, u64)> =
         r.stall_intervals.iter().map(|&(a, b)| (a - r.start_mono_ns, b - r.start_mono_ns)).collect();
     for (x, &w) in by_intended.iter().zip(&waited) {
-        if x.flags & F::ENGINE_STALL != 0 {
+        if x.flags() & F::ENGINE_STALL != 0 {
             let near = windows.iter().any(|&(a, b)| x.intended_ns >= a && x.intended_ns < b);
             assert!(near || w > x.intended_ns, "{x:?} flagged, neither in a stall nor behind a flagged request");
         } else {
@@ -458,7 +464,7 @@ fn requests_due_during_an_engine_stall_are_flagged_and_those_in_flight_marked_in
     }
     // Those outstanding across it are flagged with how much of the stall they span (on this
     // overloaded server they may also have been sent late, behind an earlier stall's backlog).
-    let inflated: Vec<_> = r.samples.iter().filter(|x| x.flags & F::INFLATED != 0).collect();
+    let inflated: Vec<_> = r.samples.iter().filter(|x| x.flags() & F::INFLATED != 0).collect();
     assert!(!inflated.is_empty());
     for x in &inflated {
         let spans = |&(a, b): &(u64, u64)| x.intended_ns < b && x.intended_ns + x.latency_ns > a;
@@ -485,7 +491,7 @@ fn a_pause_holds_the_schedule_and_it_goes_on_after() {
     // thread the host held up longer notices only when it runs again, and what fell due meanwhile
     // is flagged as due in its stall).
     let inside = r.samples.iter().filter(|x| {
-        x.intended_ns > paused + 1_000_000 && x.intended_ns + 1_000_000 < resumed && x.flags & F::ENGINE_STALL == 0
+        x.intended_ns > paused + 1_000_000 && x.intended_ns + 1_000_000 < resumed && x.flags() & F::ENGINE_STALL == 0
     });
     let inside: Vec<_> = inside.collect();
     let stalls: Vec<_> = r.stall_intervals.iter().map(|&(a, b)| (a - r.start_mono_ns, b - r.start_mono_ns)).collect();
@@ -536,7 +542,7 @@ fn assert_stop_left_out(udp: Option<SocketAddr>, s: &Server) {
         assert!(stamped > 300, "replies stamped by the kernel: {stamped}");
         let arrived: Vec<_> = across
             .iter()
-            .filter(|x| x.flags & F::KERNEL_RX != 0 && x.intended_ns + x.latency_ns < b)
+            .filter(|x| x.flags() & F::KERNEL_RX != 0 && x.intended_ns + x.latency_ns < b)
             .collect();
         for x in &arrived {
             let rx = x.intended_ns + x.latency_ns;
@@ -825,6 +831,11 @@ fn http_requests_go_as_encoded_in_turn_or_by_weight() {
         assert_eq!((c.received, c.errors + c.timeouts + c.never_sent), (c.sent, 0), "{c:?}");
         let [a, b, other] = [0, 1, 2].map(|i| counts[i].load(Relaxed));
         assert_eq!((a + b, other), (c.received, 0), "{draw:?}: {a} + {b} of {c:?}");
+        // Every request sampled (sample_every 1): each row names the request it was, as the
+        // server counted them; none is a set.
+        let rows = |i: u16| r.samples.iter().filter(|x| x.request == i).count() as u64;
+        assert_eq!((rows(0), rows(1), r.samples.len() as u64), (a, b, a + b), "{draw:?}");
+        assert!(r.samples.iter().all(|x| x.flags() & F::SET == 0));
         match draw {
             Draw::Turn => assert!(a.abs_diff(b) <= 1, "in turn: {a} and {b}"),
             Draw::Weight => {

@@ -69,7 +69,7 @@ impl Path for Packets {
             .enumerate()
             .map(|(k, s)| match s {
                 Sock::Udp(u) => Flow::new(u, (index + k * threads).min(all - 1) as u16, len),
-                Sock::Tcp(_) => unreachable!("packet flows are UDP sockets"),
+                Sock::Tcp(_) | Sock::Tls { .. } => unreachable!("packet flows are UDP sockets"),
             })
             .collect();
         let ep = Epoll::new(flows.len().max(1) * 2).expect("epoll_create1");

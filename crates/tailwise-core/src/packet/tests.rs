@@ -122,7 +122,7 @@ fn every_packet_is_answered_on_a_clean_path() {
     assert_eq!(r.hist.latency.len(), c.sent, "every packet in the histogram");
     assert_eq!(r.hist.packets.as_ref().unwrap().total(), c.received, "every answer at 100 ns");
     assert_eq!(r.samples.len() as u64, c.sent, "sample_every 1 keeps every packet");
-    assert!(r.samples.iter().all(|s| s.flags & F::CENSORED == 0 && s.latency_ns > 0));
+    assert!(r.samples.iter().all(|s| s.flags() & F::CENSORED == 0 && s.latency_ns > 0));
     assert_eq!(rows.len(), 4, "four 100 ms intervals");
 }
 
@@ -135,10 +135,10 @@ fn dropped_packets_are_lost_exactly_and_censored_as_timeouts() {
     assert_eq!(c.lost, did.dropped, "{c:?} {did:?}");
     assert_eq!(c.lost, c.sent / 7);
     assert_eq!((c.reordered, c.duplicates), (0, 0));
-    let lost = r.samples.iter().filter(|s| s.flags & F::TIMEOUT != 0).count() as u64;
+    let lost = r.samples.iter().filter(|s| s.flags() & F::TIMEOUT != 0).count() as u64;
     assert_eq!(lost, c.lost, "a lost packet stays in the samples, censored");
     assert_eq!(r.hist.packets.as_ref().unwrap().total(), c.received, "answers only at 100 ns");
-    assert!(r.samples.iter().filter(|s| s.flags & F::TIMEOUT != 0).all(|s| s.latency_ns >= 100_000_000));
+    assert!(r.samples.iter().filter(|s| s.flags() & F::TIMEOUT != 0).all(|s| s.latency_ns >= 100_000_000));
 }
 
 #[test]
@@ -184,7 +184,7 @@ fn kernel_stamps_time_every_answer() {
     let c = r.counters;
     check(&c, &rows);
     assert_eq!(c.rx_kernel, c.received, "{c:?}");
-    assert!(r.samples.iter().all(|s| s.flags & F::KERNEL_RX != 0 && s.rx_user_ns >= s.sent_ns));
+    assert!(r.samples.iter().all(|s| s.flags() & F::KERNEL_RX != 0 && s.rx_user_ns >= s.sent_ns));
 }
 
 #[test]

@@ -36,6 +36,23 @@ flags! {
     KERNEL_RX = 1 << 10;
     /// `tx_ns` is the kernel's transmit stamp of the send that carried the request.
     KERNEL_TX = 1 << 11;
+    /// A set (memcached, Redis); a request without it is a get (issue 36: latency per kind).
+    SET = 1 << 12;
+}
+
+/// The row keeps the flags in 16 bits (record/sample.rs).
+const _: () = {
+    let mut i = 0;
+    while i < ALL.len() {
+        assert!(ALL[i].1 <= u16::MAX as u32, "a sample's flags are 16 bits");
+        i += 1;
+    }
+};
+
+/// A request's flags as the row keeps them (16 bits; every flag fits, checked above).
+#[inline]
+pub fn in_row(flags: u32) -> u16 {
+    flags as u16
 }
 
 #[cfg(test)]
@@ -51,8 +68,9 @@ mod tests {
             assert!(*bit > seen, "{name} out of bit order");
             seen |= bit;
         }
-        assert_eq!(flags::ALL.len(), 11);
+        assert_eq!(flags::ALL.len(), 12);
         assert_eq!(flags::ALL[0], ("CENSORED", flags::CENSORED));
-        assert_eq!(flags::ALL[10], ("KERNEL_TX", flags::KERNEL_TX));
+        assert_eq!(flags::ALL[11], ("SET", flags::SET));
+        assert!(seen <= u16::MAX as u32, "flags fit the row's 16 bits");
     }
 }

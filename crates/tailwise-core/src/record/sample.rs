@@ -2,6 +2,11 @@
 //! as little-endian rows whose layout ([`SAMPLE_FIELDS`]) Python reads through `_core`.
 
 /// One kept request: 64 bytes. Times are ns since the engine's start.
+///
+/// Layout change (issue 36): bytes 48–51 were `flags: u32`; they are now `flags: u16` and
+/// `request: u16` (the flags never used the upper half: an older row reads as request 0, its
+/// flags the same). `thread` stays 32 bits: a coordinator numbers its agents' threads apart
+/// above 65,535 (python/tailwise/agents/merge.py).
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 #[repr(C)]
 pub struct Sample {
@@ -19,7 +24,12 @@ pub struct Sample {
     /// of its engine) was certified idle: nothing before it can have delayed this request at a
     /// FIFO target serving only this client (engine/busy.rs).
     pub busy_from_ns: u64,
-    pub flags: u32,
+    /// [`crate::record::flags`], every one below bit 16 (the row gives them 16 bits: `request`
+    /// took the upper half of what was a `u32` flags field, issue 36).
+    pub flags: u16,
+    /// Which request it was: its index in the run's requests (http:// with several, in their
+    /// order); 0 for protocols with one request. Gets and sets are told by the flag `SET`.
+    pub request: u16,
     /// For `INFLATED`: how much of the latency may be the engine's own stall (saturating).
     pub inflation_ns: u32,
     /// The engine thread that sent it.
@@ -39,6 +49,14 @@ const CHUNK: usize = 1024;
 pub struct SampleStore {
     chunks: Vec<Vec<Sample>>,
     len: usize,
+}
+
+impl Sample {
+    /// Its flags as the engine's `u32` flag constants ([`crate::record::flags`]).
+    #[inline]
+    pub fn flags(&self) -> u32 {
+        u32::from(self.flags)
+    }
 }
 
 impl SampleStore {
@@ -79,7 +97,7 @@ impl SampleStore {
             + self.chunks.capacity() * std::mem::size_of::<Vec<Sample>>()
     }
     /// Little-endian rows of 64 bytes: intended_ns, sent_ns, tx_ns, rx_user_ns, latency_ns,
-    /// busy_from_ns (u64), flags, inflation_ns, thread, slot_wait_ns (u32).
+    /// busy_from_ns (u64), flags, request (u16), inflation_ns, thread, slot_wait_ns (u32).
     pub fn to_le_bytes(&self) -> Vec<u8> {
         samples_to_le_bytes(self.iter())
     }
@@ -88,14 +106,15 @@ impl SampleStore {
 /// The row [`samples_to_le_bytes`] writes, field by field: (name, byte offset, NumPy type code).
 /// `tailwise._core.SAMPLE_FIELDS` exports it and Python's `SAMPLE_DTYPE` is built from it; the
 /// tests hold the struct and the writer to it.
-pub const SAMPLE_FIELDS: [(&str, usize, &str); 10] = [
+pub const SAMPLE_FIELDS: [(&str, usize, &str); 11] = [
     ("intended_ns", std::mem::offset_of!(Sample, intended_ns), "<u8"),
     ("sent_ns", std::mem::offset_of!(Sample, sent_ns), "<u8"),
     ("tx_ns", std::mem::offset_of!(Sample, tx_ns), "<u8"),
     ("rx_user_ns", std::mem::offset_of!(Sample, rx_user_ns), "<u8"),
     ("latency_ns", std::mem::offset_of!(Sample, latency_ns), "<u8"),
     ("busy_from_ns", std::mem::offset_of!(Sample, busy_from_ns), "<u8"),
-    ("flags", std::mem::offset_of!(Sample, flags), "<u4"),
+    ("flags", std::mem::offset_of!(Sample, flags), "<u2"),
+    ("request", std::mem::offset_of!(Sample, request), "<u2"),
     ("inflation_ns", std::mem::offset_of!(Sample, inflation_ns), "<u4"),
     ("thread", std::mem::offset_of!(Sample, thread), "<u4"),
     ("slot_wait_ns", std::mem::offset_of!(Sample, slot_wait_ns), "<u4"),
@@ -115,6 +134,7 @@ pub fn samples_to_le_bytes<'a>(samples: impl Iterator<Item = &'a Sample>) -> Vec
         out.extend_from_slice(&s.latency_ns.to_le_bytes());
         out.extend_from_slice(&s.busy_from_ns.to_le_bytes());
         out.extend_from_slice(&s.flags.to_le_bytes());
+        out.extend_from_slice(&s.request.to_le_bytes());
         out.extend_from_slice(&s.inflation_ns.to_le_bytes());
         out.extend_from_slice(&s.thread.to_le_bytes());
         out.extend_from_slice(&s.slot_wait_ns.to_le_bytes());
@@ -145,7 +165,8 @@ mod tests {
             rx_user_ns: 0x3132_3334_3536_3738,
             latency_ns: 0x4142_4344_4546_4748,
             busy_from_ns: 0x5152_5354_5556_5758,
-            flags: 0x6162_6364,
+            flags: 0x6162,
+            request: 0x6364,
             inflation_ns: 0x7172_7374,
             thread: 0x8182_8384,
             slot_wait_ns: 0x9192_9394,
@@ -163,6 +184,7 @@ mod tests {
                 "latency_ns" => s.latency_ns,
                 "busy_from_ns" => s.busy_from_ns,
                 "flags" => s.flags as u64,
+                "request" => s.request as u64,
                 "inflation_ns" => s.inflation_ns as u64,
                 "thread" => s.thread as u64,
                 "slot_wait_ns" => s.slot_wait_ns as u64,
@@ -185,6 +207,7 @@ mod tests {
                 latency_ns: 2 * i,
                 busy_from_ns: i / 2,
                 flags: 5,
+                request: 4,
                 inflation_ns: 7,
                 thread: 3,
                 slot_wait_ns: 9,
@@ -196,11 +219,13 @@ mod tests {
         let bytes = st.to_le_bytes();
         assert_eq!(bytes.len(), n * 64);
         // Row 3: intended 3, sent 4, tx 5, rx_user 6, latency 6, busy_from 1; flags 5,
-        // inflation 7, thread 3, slot wait 9.
+        // request 4, inflation 7, thread 3, slot wait 9.
         let row = &bytes[3 * 64..4 * 64];
         let u64_at = |o: usize| u64::from_le_bytes(row[o..o + 8].try_into().unwrap());
         let u32_at = |o: usize| u32::from_le_bytes(row[o..o + 4].try_into().unwrap());
+        let u16_at = |o: usize| u16::from_le_bytes(row[o..o + 2].try_into().unwrap());
         assert_eq!([u64_at(0), u64_at(8), u64_at(16), u64_at(24), u64_at(32), u64_at(40)], [3, 4, 5, 6, 6, 1]);
-        assert_eq!([u32_at(48), u32_at(52), u32_at(56), u32_at(60)], [5, 7, 3, 9]);
+        assert_eq!([u16_at(48), u16_at(50)], [5, 4]);
+        assert_eq!([u32_at(52), u32_at(56), u32_at(60)], [7, 3, 9]);
     }
 }

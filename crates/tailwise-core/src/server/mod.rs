@@ -22,9 +22,10 @@
 //! (`Server::take_stalls`, see `stall`).
 //!
 //! The UDP network functions of `tailwise serve --udp-reflect / --udp-forward` are [`udp`], their
-//! impairments [`impair`].
+//! impairments [`impair`]. With `ServerConfig::tls` every connection speaks TLS ([`tls`]).
 
 pub mod impair;
+pub mod tls;
 pub mod udp;
 
 use crate::io::poll::{Epoll, Waker, EPOLLIN, EPOLLOUT, EPOLLRDHUP};
@@ -82,6 +83,11 @@ const MAX_READ_BUF: usize = 4 << 20;
 
 impl Server {
     pub fn start(cfg: ServerConfig) -> io::Result<Server> {
+        Server::start_tls(cfg, None)
+    }
+
+    /// `start`, with TLS on every connection when `tls` is given (`tls::server_config`).
+    pub fn start_tls(cfg: ServerConfig, tls: Option<Arc<rustls::ServerConfig>>) -> io::Result<Server> {
         if cfg.workers == 0 {
             return Err(io::Error::new(io::ErrorKind::InvalidInput, "workers must be at least 1"));
         }
@@ -101,7 +107,7 @@ impl Server {
         let cpus = cpu::allowed_cpus();
         let mut threads = Vec::new();
         for w in 0..cfg.workers {
-            let (sh, cfg) = (shared.clone(), cfg.clone());
+            let (sh, cfg, tls) = (shared.clone(), cfg.clone(), tls.clone());
             let cpu = cpus.get(w % cpus.len().max(1)).copied();
             threads.push(std::thread::Builder::new().name(format!("tw-serve-{w}")).spawn(move || {
                 if cfg.pin {
@@ -109,7 +115,7 @@ impl Server {
                         cpu::pin_to_cpu(c);
                     }
                 }
-                if let Err(e) = worker(w, &sh, &cfg) {
+                if let Err(e) = worker(w, &sh, &cfg, tls.as_ref()) {
                     eprintln!("tailwise serve: worker {w} stopped: {e}");
                 }
             })?);
@@ -193,6 +199,8 @@ fn acceptor(listener: TcpListener, sh: &Shared, waker: &Waker) -> io::Result<()>
 
 struct Conn {
     stream: TcpStream,
+    /// TLS between the socket and the buffers below (plaintext in both).
+    tls: Option<Box<tls::Tls>>,
     rbuf: Vec<u8>,
     wbuf: Vec<u8>,
     wpos: usize,
@@ -204,7 +212,7 @@ enum Outcome {
     Close,
 }
 
-fn worker(w: usize, sh: &Shared, cfg: &ServerConfig) -> io::Result<()> {
+fn worker(w: usize, sh: &Shared, cfg: &ServerConfig, tls: Option<&Arc<rustls::ServerConfig>>) -> io::Result<()> {
     let mut ep = Epoll::new(256)?;
     ep.add(sh.wakers[w].as_raw_fd(), EPOLLIN, WAKE)?;
     let mut conns: Vec<Option<Conn>> = Vec::new();
@@ -230,7 +238,7 @@ fn worker(w: usize, sh: &Shared, cfg: &ServerConfig) -> io::Result<()> {
         for &(token, _events) in &ready {
             if token == WAKE {
                 sh.wakers[w].drain();
-                adopt(&ep, &mut conns, &sh.inboxes[w])?;
+                adopt(&ep, &mut conns, &sh.inboxes[w], tls)?;
             } else {
                 serve_token(&ep, &mut conns, token, &mut serving)?;
             }
@@ -240,14 +248,24 @@ fn worker(w: usize, sh: &Shared, cfg: &ServerConfig) -> io::Result<()> {
 }
 
 /// The connections the acceptor handed this worker, each into a free slot.
-fn adopt(ep: &Epoll, conns: &mut Vec<Option<Conn>>, inbox: &Mutex<Vec<TcpStream>>) -> io::Result<()> {
+fn adopt(
+    ep: &Epoll,
+    conns: &mut Vec<Option<Conn>>,
+    inbox: &Mutex<Vec<TcpStream>>,
+    tls_cfg: Option<&Arc<rustls::ServerConfig>>,
+) -> io::Result<()> {
     for stream in inbox.lock().unwrap().drain(..) {
+        let tls = match tls_cfg.map(tls::Tls::new).transpose() {
+            Ok(t) => t.map(Box::new),
+            Err(_) => continue, // rustls refused a new connection: drop it, keep the others
+        };
         let slot = conns.iter().position(Option::is_none).unwrap_or_else(|| {
             conns.push(None);
             conns.len() - 1
         });
         ep.add(stream.as_raw_fd(), EPOLLIN | EPOLLRDHUP, slot as u64)?;
-        conns[slot] = Some(Conn { stream, rbuf: Vec::with_capacity(16 << 10), wbuf: Vec::new(), wpos: 0, want_write: false });
+        conns[slot] =
+            Some(Conn { stream, tls, rbuf: Vec::with_capacity(16 << 10), wbuf: Vec::new(), wpos: 0, want_write: false });
     }
     Ok(())
 }
@@ -266,7 +284,7 @@ fn serve_token(ep: &Epoll, conns: &mut [Option<Conn>], token: u64, w: &mut Servi
         w.sh.store.curr_connections.fetch_sub(1, Relaxed);
         return Ok(());
     }
-    let want = c.wpos < c.wbuf.len();
+    let want = c.wpos < c.wbuf.len() || c.tls.as_ref().is_some_and(|t| t.pending());
     if want != c.want_write {
         c.want_write = want;
         let ev = if want { EPOLLIN | EPOLLOUT | EPOLLRDHUP } else { EPOLLIN | EPOLLRDHUP };
@@ -277,7 +295,10 @@ fn serve_token(ep: &Epoll, conns: &mut [Option<Conn>], token: u64, w: &mut Servi
 
 /// Write what is pending. Err on a broken connection.
 fn flush(c: &mut Conn) -> io::Result<()> {
-    while c.wpos < c.wbuf.len() {
+    if let Some(t) = c.tls.as_mut() {
+        c.wpos += t.write(&c.stream, &c.wbuf[c.wpos..])?;
+    }
+    while c.tls.is_none() && c.wpos < c.wbuf.len() {
         match socket::write(c.stream.as_raw_fd(), &c.wbuf[c.wpos..]) {
             Ok(n) => c.wpos += n,
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
@@ -343,6 +364,13 @@ fn serve_conn(c: &mut Conn, w: &mut Serving<'_>) -> Outcome {
 /// Read what is there (unless replies are piling up unread by the client): whether the client
 /// closed its side; None on a broken or overlong connection.
 fn read_input(c: &mut Conn) -> Option<bool> {
+    if let Some(t) = c.tls.as_mut() {
+        if c.wbuf.len() - c.wpos >= MAX_PENDING_WRITE {
+            return Some(false);
+        }
+        let eof = t.read(&c.stream, &mut c.rbuf, MAX_READ_BUF + 1).ok()?;
+        return (c.rbuf.len() <= MAX_READ_BUF).then_some(eof);
+    }
     while c.wbuf.len() - c.wpos < MAX_PENDING_WRITE {
         let len = c.rbuf.len();
         if c.rbuf.capacity() - len < 4096 {
@@ -510,6 +538,107 @@ mod tests {
         c.read_exact(&mut got).unwrap();
         assert_eq!(&got, want);
         s.stop();
+    }
+
+    /// A rustls client over a blocking socket (the test's side).
+    fn tls_client(addr: SocketAddr, cfg: Arc<rustls::ClientConfig>) -> rustls::StreamOwned<rustls::ClientConnection, TcpStream> {
+        let name = rustls_pki_types::ServerName::try_from("localhost").unwrap();
+        let conn = rustls::ClientConnection::new(cfg, name).unwrap();
+        rustls::StreamOwned::new(conn, TcpStream::connect(addr).unwrap())
+    }
+
+    #[test]
+    fn answers_synthetic_requests_over_tls_and_resumes_sessions() {
+        use rustls_pki_types::pem::PemObject;
+        // testdata/: a CA and a certificate for localhost and 127.0.0.1 signed by it, valid for a
+        // century, made once with openssl for these tests only.
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/server/testdata");
+        let tls = tls::server_config(&dir.join("cert.pem"), &dir.join("key.pem")).unwrap();
+        let cfg = ServerConfig {
+            listen: "127.0.0.1:0".parse().unwrap(),
+            workers: 1,
+            service: Dist::parse("fixed:0").unwrap(),
+            seed: 1,
+            pin: false,
+            busy_poll: false,
+        };
+        let mut s = Server::start_tls(cfg, Some(tls)).unwrap();
+        let mut roots = rustls::RootCertStore::empty();
+        roots.add(rustls_pki_types::CertificateDer::from_pem_file(dir.join("ca.pem")).unwrap()).unwrap();
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let client = Arc::new(
+            rustls::ClientConfig::builder_with_provider(provider)
+                .with_safe_default_protocol_versions()
+                .unwrap()
+                .with_root_certificates(roots)
+                .with_no_client_auth(),
+        );
+        for round in 0..2 {
+            let mut c = tls_client(s.addr(), client.clone());
+            let mut req = Vec::new();
+            for id in 0..100 {
+                synthetic::encode_request(&synthetic::Request { service_ns: synthetic::SERVER_CHOOSES, reply_pad: 0, id }, &mut req);
+            }
+            c.write_all(&req).unwrap();
+            let mut rep = vec![0u8; 100 * 24];
+            c.read_exact(&mut rep).unwrap();
+            for id in 0..100u64 {
+                let r = &rep[id as usize * 24..][..24];
+                assert_eq!(&r[..4], &synthetic::MAGIC);
+                assert_eq!(u64::from_le_bytes(r[16..24].try_into().unwrap()), id);
+            }
+            // The second connection resumes the first's session (a TLS 1.3 ticket, RFC 8446 §2.2).
+            let kind = c.conn.handshake_kind();
+            let want = if round == 0 { rustls::HandshakeKind::Full } else { rustls::HandshakeKind::Resumed };
+            assert_eq!(kind, Some(want), "round {round}");
+        }
+        // A client that does not trust the server's CA is refused in the handshake, and the
+        // server keeps serving.
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let stranger = Arc::new(
+            rustls::ClientConfig::builder_with_provider(provider)
+                .with_safe_default_protocol_versions()
+                .unwrap()
+                .with_root_certificates(rustls::RootCertStore::empty())
+                .with_no_client_auth(),
+        );
+        let mut c = tls_client(s.addr(), stranger);
+        let e = c.write_all(b"x").and_then(|_| c.flush()).and_then(|_| c.read(&mut [0u8; 8]).map(|_| ())).unwrap_err();
+        assert!(e.to_string().contains("UnknownIssuer"), "{e}");
+        s.stop();
+        assert_eq!(s.served(), 200);
+    }
+
+    #[test]
+    fn a_plaintext_client_of_a_tls_server_is_closed() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/server/testdata");
+        let tls = tls::server_config(&dir.join("cert.pem"), &dir.join("key.pem")).unwrap();
+        let cfg = ServerConfig {
+            listen: "127.0.0.1:0".parse().unwrap(),
+            workers: 1,
+            service: Dist::parse("fixed:0").unwrap(),
+            seed: 1,
+            pin: false,
+            busy_poll: false,
+        };
+        let mut s = Server::start_tls(cfg, Some(tls)).unwrap();
+        let mut c = TcpStream::connect(s.addr()).unwrap();
+        c.set_read_timeout(Some(std::time::Duration::from_secs(5))).unwrap();
+        c.write_all(b"get key\r\n").unwrap();
+        let mut got = Vec::new();
+        let _ = c.read_to_end(&mut got); // an alert at most, then the close
+        assert!(!got.starts_with(b"END"), "no plaintext reply");
+        s.stop();
+        assert_eq!(s.served(), 0);
+    }
+
+    #[test]
+    fn a_key_that_is_not_the_certificates_is_refused_naming_both() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/server/testdata");
+        // ca.pem's key is not key.pem.
+        let e = tls::server_config(&dir.join("ca.pem"), &dir.join("key.pem")).unwrap_err();
+        assert!(matches!(e, tls::TlsError::Mismatch { .. }), "{e}");
+        assert!(e.to_string().contains("ca.pem") && e.to_string().contains("key.pem"), "{e}");
     }
 
     #[test]

@@ -134,6 +134,16 @@ def percentile_table(summary: Summary, model: dict | None) -> dict:
             "table": table(headers, rows, table_id="percentiles")}
 
 
+def kinds_table(summary: Summary) -> dict:
+    """Each kind of request (``by_request``: gets and sets, several http:// requests): its share,
+    samples and every reported percentile with its interval; no rows with one kind."""
+    rows = [[k.name, f"{k.share:.1%}", f"{k.count:,}", f"p{p.p:g}", value_text(p), fmt_ns(p.low_ns),
+             fmt_ns(p.high_ns), "—" if p.n_effective is None else f"{p.n_effective:,.0f}"]
+            for k in summary.by_request or [] for p in k.percentiles]
+    return table(["request", "share", "samples", "percentile", "value", "CI low", "CI high", "n_eff"], rows,
+                 text_cols=(0,), table_id="by-request")
+
+
 def checks_table(summary: Summary) -> dict:
     checks = summary.checks
     rows = [[c.name, [{"ok": "ok"}] if c.ok else [{"bad": "FAILED"}], c.detail, c.remedy or ""] for c in checks]
@@ -180,6 +190,7 @@ def run_page(run: Run, model: dict) -> dict:
     for a run on agents the agents and their start barrier, for a packet run its packets block."""
     return {"verdict": verdict(run.summary), "facts": run_facts(run.summary),
             "percentiles": percentile_table(run.summary, model), "model_note": model["note"],
+            "kinds": kinds_table(run.summary),
             "checks": checks_table(run.summary), "thresholds": thresholds_table(run.summary),
             "agents": agents_table(run.summary), "barrier": barrier_facts(run.summary),
             "packets": pk.report_lines(run.directory, run.summary)}

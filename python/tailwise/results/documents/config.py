@@ -75,6 +75,12 @@ class Spec(Doc):
     body_file: str | None = F(None, description="--body-file (http://). Added by issue 36.")
     requests_file: str | None = F(None, description="--requests-file: a requests file in vegeta's targets format (http://). Added by issue 36.")
     redis_password_file: str | None = F(None, description="--redis-password-file: the file the redis password was read from (redis://; the password itself is never written, and a target's URL shows it as ***). Added by issue 36.")
+    tls_ca: str | None = F(None, description="--tls-ca: the CA certificates (PEM) trusted for the target, as a path; null: the system's roots. Added by issue 36.")
+    tls_insecure: bool | None = F(None, description="--tls-insecure: the target's certificate not verified (null: not given, off). Added by issue 36.")
+    tls_cert: str | None = F(None, description="--tls-cert: the client certificate's path (PEM). Added by issue 36.")
+    tls_key: str | None = F(None, description="--tls-key: the client key's path — its name only, never its contents. Added by issue 36.")
+    tls_sni: str | None = F(None, description="--tls-sni: the server name sent; null: the target's host name. Added by issue 36.")
+    tls_no_resume: bool | None = F(None, description="--tls-no-resume: no session resumption on reconnects (null: not given, off). Added by issue 36.")
 
 
 class PacketSettings(Doc):
@@ -83,6 +89,18 @@ class PacketSettings(Doc):
     size_bytes: Int = F(description="--size: the Ethernet frame size.", minimum=64)
     flows: Int = F(description="--flows.", minimum=1)
     max_loss: Num = F(description="--max-loss.", minimum=0)
+
+
+class TlsSettings(Doc):
+    """TLS to the target as the engine was configured (its ``tls``): files by their paths, never their contents."""
+
+    ca_file: str | None = F(description="The CA certificates trusted (--tls-ca); null: the system's roots (or nothing verified with insecure).")
+    insecure: bool = F(description="--tls-insecure: the server's certificate was not verified.")
+    cert_file: str | None = F(description="The client certificate (--tls-cert); null: none.")
+    key_file: str | None = F(description="The client key's path (--tls-key); null: none.")
+    sni: str | None = F(description="The server name sent in the ClientHello and verified (RFC 6066 §3); null for an IP target without --tls-sni.")
+    alpn: list[str] = F(description="The ALPN protocols offered (RFC 7301): [\"http/1.1\"] for https://, none otherwise.")
+    resume: bool = F(description="Whether reconnects resume the session (false with --tls-no-resume).")
 
 
 class Config(Doc):
@@ -125,6 +143,7 @@ class Config(Doc):
     keep_stalls: bool
     bounds: Literal["busy", "floor"] = F(None, description="--bounds (see delayed.rule). Added by issue 32.")
     seed: Int = F(description="The random seed (chosen when not given).")
+    tls: TlsSettings | None = F(None, description="TLS to the target (https://, …+tls://) as the engine was configured; null in the clear; absent in summaries written before issue 36.")
     spec: Spec
 
 

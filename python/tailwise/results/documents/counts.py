@@ -82,6 +82,27 @@ class Probe(Doc):
     counters: Counters | None
 
 
+class TlsHandshake(Doc):
+    """The completed handshakes' times, from the first byte of the ClientHello to the end of the handshake, never charged to a request."""
+
+    count: Int = _count("Handshakes completed (full + resumed).")
+    p50_ns: Num | None = F(description="Their median (numpy's linear interpolation between order statistics); null without any.", minimum=0)
+    p99_ns: Num | None = F(description="Their 99th percentile, the same way; null without any.", minimum=0)
+
+
+class Tls(Doc):
+    """TLS to the target: the handshakes (before the schedule and on each reconnect, timed apart from the requests) and how the server was verified."""
+
+    handshake: TlsHandshake
+    full: Int = _count("Full handshakes.")
+    resumed: Int = _count("Handshakes that resumed an earlier session (a TLS 1.3 ticket or a TLS 1.2 session id).")
+    failed: Int = _count("Handshakes that failed (certificate refused, alert, closed).")
+    resume: bool = F(description="Whether reconnects tried to resume (false with --tls-no-resume).")
+    insecure: bool = F(description="--tls-insecure: the server's certificate was not verified.")
+    sni: str | None = F(description="The server name sent (RFC 6066 §3); null: none (an IP target).")
+    ca: str | None = F(description="The CA trusted: the --tls-ca file's name, \"system\" for the system's roots; null with --tls-insecure.")
+
+
 class ErrorReason(Doc):
     reason: str
     count: Int = F(minimum=0)

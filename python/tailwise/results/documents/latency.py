@@ -35,6 +35,15 @@ class Percentile(Doc):
     lower_bound_ns: Int | None = F(None, description="Unsupported percentile (value_ns null): the one-sided lower bound the samples give, at 1 − (1 − confidence)/2 (97.5 % for a 95 % interval) — 'p99.99 is at least this'; null when the percentile is supported (low_ns is its bound then) or when even this is out of reach. Added after issue 22.")
 
 
+class KindLatency(Doc):
+    """One kind of request's latency: gets or sets (memcached, Redis), or one request of an http:// requests file. Its percentiles are computed exactly as the whole run's (the same window, censoring, bounds of the requests tailwise delayed, effective sample size, and unsupported percentiles when its samples are too few) on its own samples. Information beside the whole run: the verdict, the checks and --threshold stay on the whole run."""
+
+    name: str = F(description="get or set (memcached, Redis); for http:// the request's \"METHOD path\" as the requests file has it, with \" #INDEX\" (its request index) after a name two requests share.", minLength=1)
+    share: Num = F(description="Its share of the samples behind the whole run's percentiles (latency.samples).", minimum=0, maximum=1)
+    count: Int = F(description="Its samples behind its percentiles (its part of latency.samples; with --sample-every 1, every request of this kind in the window).", minimum=0)
+    percentiles: list[Percentile] = F(description="The same percentiles as latency.percentiles, on its samples alone.")
+
+
 class HistPercentile(Doc):
     p: Num = F(exclusiveMinimum=0, maximum=100)
     value_ns: Int | None = F(description="The value at p, HDR precision: the highest value equivalent to the ⌈p/100 × count⌉-th smallest, as Java HdrHistogram's getValueAtPercentile and its log processor read it; null for an empty histogram.")

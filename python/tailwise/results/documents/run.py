@@ -14,9 +14,9 @@ from typing import Literal
 from tailwise.results.documents.base import Count, Doc, F, Int, Num, UtcTime
 from tailwise.results.documents.config import Config, Host
 from tailwise.results.documents.counts import (BuiltinServerStats, Counters, Engine, ErrorReason, Packets, Probe,
-                                               ServerStats, ServerStatsCombined)
-from tailwise.results.documents.latency import (Delayed, Exclusions, HostPauses, Latency, PrecisionReport, Rate,
-                                                SendLag, Warmup)
+                                               ServerStats, ServerStatsCombined, Tls)
+from tailwise.results.documents.latency import (Delayed, Exclusions, HostPauses, KindLatency, Latency, PrecisionReport,
+                                                Rate, SendLag, Warmup)
 from tailwise.results.documents.methodology import Check, Methodology
 from tailwise.results.files import RUN_SCHEMA
 
@@ -91,6 +91,7 @@ class Summary(Doc):
     interrupted: bool = F(description="The run was interrupted (SIGINT) before its end; the figures cover what was measured.")
     rate: Rate = F(description="The offered load and what was sent and answered.")
     latency: Latency = F(description="Latency, counted from each request's intended send time (no coordinated omission).")
+    by_request: list[KindLatency] | None = F(None, description="Latency per kind of request, when a run has several: gets and sets (memcached, Redis with --mix), or each request of an http:// requests file, in their order (the samples' request column is the index). Each kind's percentiles are computed as the whole run's, on its samples alone; information: the verdict stays on the whole run. null with one kind; absent in summaries written before it existed. Added by issue 36.")
     warmup: Warmup = F(description="The warm-up left out of the statistics: whole 100 ms intervals, at most --warmup and at most max_share of the run.")
     exclusions: Exclusions = F(description="Samples left out of the statistics: none since issue 18 (see delayed).")
     delayed: Delayed = F(None, description="The requests tailwise itself delayed, in the statistics as intervals (issue 18).")
@@ -100,6 +101,7 @@ class Summary(Doc):
     counters: Counters = F(description="The engine's counts for the whole run (every request, not only the sampled).")
     packets: Packets | None = F(None, description="Packet mode (udp+flow://): packets sent, answered, lost, reordered and duplicated, the packet and bit rates, the histogram's resolution; null for other protocols; absent in summaries written before it existed.")
     probe: Probe | None = F(description="The latency probe (--probe): its settings and its own counters; null without --probe. With a probe only its requests are timed.")
+    tls: Tls | None = F(None, description="TLS to the target (https://, …+tls://): the handshakes — full, resumed, failed and their p50/p99, timed apart from the requests — and how the server was verified; null in the clear; absent in summaries written before issue 36.")
     hit_ratio: Num | None = F(description="Gets answered with a value / gets answered (memcached, redis); null without gets.", minimum=0, maximum=1)
     error_reasons: list[ErrorReason] = F(description="Failed requests by reason.")
     checks: list[Check] = F(description="Every methodology check, in the methodology's order (load: rate, agents (only for a run on agents, --agents: each agent's own send rate against its share and its own arrivals, naming an overloaded client machine), errors, stalls — the requests tailwise delayed and the widening they cause, failing only when that alone misses --ci — and exclusions — what is left out: the warm-up, information; then arrivals, stationarity, independence, confidence, consistency). The verdict is ok only when all pass; imprecise when only confidence or stalls (precision) failed. Later versions may add checks; these names stay.",

@@ -28,8 +28,10 @@ def sample_columns(samples: np.ndarray) -> dict[str, np.ndarray]:
     to (the kernel's receive stamp when flags say KERNEL_RX; 0 without a reply) — and the user-space
     clock around the system calls beside them, so that send lag (sent − intended) and response time
     (received − sent) can be derived per source; then the instant the whole client was last idle
-    (``busy_from_ns``), the wait for a slot the target held (``slot_wait_ns``) and the engine
-    thread. Times are int64 (``SIGNED_NS_COLUMNS``), ``flags`` and ``thread`` uint32."""
+    (``busy_from_ns``), the wait for a slot the target held (``slot_wait_ns``), the engine
+    thread, and which request it was (``request``: its index in the run's requests, 0 with one;
+    a set has the flag SET). Times are int64 (``SIGNED_NS_COLUMNS``), ``flags`` and ``thread``
+    uint32, ``request`` uint16 (issue 36; 0 for rows of an engine before it)."""
     ns = {name: samples[name].astype(np.int64) for name in ("intended_ns", "sent_ns", "tx_ns", "rx_user_ns",
                                                             "latency_ns", "inflation_ns", "busy_from_ns",
                                                             "slot_wait_ns")}
@@ -39,13 +41,15 @@ def sample_columns(samples: np.ndarray) -> dict[str, np.ndarray]:
         "sent_ns": np.where(ns["tx_ns"] > 0, ns["tx_ns"], ns["sent_ns"]),
         "received_ns": np.where(answered, ns["intended_ns"] + ns["latency_ns"], 0),
         "latency_ns": ns["latency_ns"],
-        "flags": samples["flags"],
+        "flags": samples["flags"].astype(np.uint32),
         "inflation_ns": ns["inflation_ns"],
         "sent_user_ns": ns["sent_ns"],
         "received_user_ns": ns["rx_user_ns"],
         "busy_from_ns": ns["busy_from_ns"],
         "slot_wait_ns": ns["slot_wait_ns"],
         "thread": samples["thread"],
+        "request": (samples["request"] if "request" in (samples.dtype.names or ())
+                    else np.zeros(len(samples), np.uint16)),
     }
 
 
