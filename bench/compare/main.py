@@ -2,7 +2,7 @@
 
     bench/run [QUESTION …] [--peers-src DIR] [--scratch DIR] [--repeats 3] [--quick] [--out DIR]
 
-Questions (all when none is named): bias servers co loadgen stats behind — each a script here
+Questions (all when none is named): bias servers co loadgen stats behind tls — each a script here
 (bias.py, …). Servers on the lowest CPU, clients on the highest (taskset); each figure the median
 of --repeats interleaved runs with its range; the machine's noise recorded during each run (a
 pinned spinner's lost time before each repeat, steal and other processes' CPU during each run).
@@ -32,7 +32,7 @@ if list((ROOT / "python" / "tailwise").glob("_core*.so")):
     sys.path.insert(0, str(ROOT / "python"))
     os.environ["PYTHONPATH"] = os.pathsep.join([str(ROOT / "python"), *filter(None, [os.environ.get("PYTHONPATH")])])
 
-QUESTIONS = ("bias", "servers", "co", "loadgen", "stats", "behind")
+QUESTIONS = ("bias", "servers", "co", "loadgen", "stats", "behind", "tls")
 #: The peers' released sources: $TAILWISE_PEERS_SRC, else ../shared/peers beside the checkout (where
 #: this project's machines keep them); without them those peers are skipped.
 DEFAULT_SRC = Path(os.environ.get("TAILWISE_PEERS_SRC") or ROOT.parent / "shared" / "peers")

@@ -213,6 +213,9 @@ def parse_tailwise(summary: dict) -> dict:
         out["lag_" + key] = None if lv is None else lv / 1e3
     if hist.get("mean_ns") is not None:
         out["mean_us"] = hist["mean_ns"] / 1e3
+    handshake = (summary.get("tls") or {}).get("handshake") or {}
+    if handshake.get("p50_ns") is not None:
+        out["handshake_p50_us"] = handshake["p50_ns"] / 1e3
     return out
 
 

@@ -67,7 +67,7 @@ def mutilate(ctx: Ctx, target: str, rate: float | None, seconds: float, conns: i
 
 
 def memtier(ctx: Ctx, target: str, rate: float | None, seconds: float, conns: int, protocol: str = "memcache_text",
-            pipeline: int = 1, during=None) -> dict:
+            pipeline: int = 1, during=None, tls_ca: str | None = None) -> dict:
     exe = ctx.peer("memtier_benchmark")
     if exe is None:
         return {"why": ctx.why_not("memtier_benchmark")}
@@ -80,6 +80,8 @@ def memtier(ctx: Ctx, target: str, rate: float | None, seconds: float, conns: in
     if rate:
         per_conn = max(int(round(rate / conns)), 1)  # --rate-limiting is per connection
         cmd.append(f"--rate-limiting={per_conn}")
+    if tls_ca:
+        cmd += ["--tls", "--cacert", tls_ca]
     ran = run_client(on_client(cmd), seconds + SLACK_S, during=during)
     figures = parsers.parse_memtier_json(js.read_text(), secs) if js.exists() and js.stat().st_size else {}
     return _finish(ran, figures, cmd)
@@ -143,14 +145,18 @@ def h2load(ctx: Ctx, url: str, rate: float, seconds: float, conns: int) -> dict:
     return _finish(ran, parsers.parse_h2load(ran.stdout), cmd)
 
 
-def vegeta(ctx: Ctx, url: str, rate: float, seconds: float, conns: int) -> dict:
+def vegeta(ctx: Ctx, url: str, rate: float, seconds: float, conns: int, tls_ca: str | None = None) -> dict:
     exe = ctx.peer("vegeta")
     if exe is None:
         return {"why": ctx.why_not("vegeta")}
     d = ctx.tmp("vegeta-")
+    # Bodies read whole (no -max-body 0): Go's transport reuses a connection only after its body was
+    # read to the end, so a cut body costs a new connection (and over TLS a handshake) a request.
     (d / "targets").write_text(f"GET {url}\n")
     cmd = [exe, "attack", "-targets", str(d / "targets"), "-rate", f"{rate:.0f}/s", "-duration",
-           f"{seconds:g}s", "-connections", str(conns), "-max-body", "0", "-output", str(d / "out.bin")]
+           f"{seconds:g}s", "-connections", str(conns), "-output", str(d / "out.bin")]
+    if tls_ca:
+        cmd += ["-root-certs", tls_ca]
     ran = run_client(on_client(cmd), seconds + SLACK_S)
     enc = run_client([exe, "encode", "--to", "csv", str(d / "out.bin")], SLACK_S) if (d / "out.bin").exists() \
         else None
@@ -158,13 +164,13 @@ def vegeta(ctx: Ctx, url: str, rate: float, seconds: float, conns: int) -> dict:
     return _finish(ran, figures, cmd)
 
 
-def fortio(ctx: Ctx, url: str, rate: float, seconds: float, conns: int) -> dict:
+def fortio(ctx: Ctx, url: str, rate: float, seconds: float, conns: int, tls_ca: str | None = None) -> dict:
     exe = ctx.peer("fortio")
     if exe is None:
         return {"why": ctx.why_not("fortio")}
     js = ctx.tmp("fortio-") / "out.json"
     cmd = [exe, "load", "-qps", f"{rate:.0f}", "-c", str(conns), "-t", f"{seconds:g}s", "-p", "50,99,99.9",
-           "-json", str(js), "-loglevel", "Error", url]
+           "-json", str(js), "-loglevel", "Error", *(["-cacert", tls_ca] if tls_ca else []), url]
     ran = run_client(on_client(cmd), seconds + SLACK_S)
     figures = parsers.parse_fortio_json(js.read_text()) if js.exists() and js.stat().st_size else {}
     return _finish(ran, figures, cmd)

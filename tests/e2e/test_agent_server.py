@@ -51,7 +51,7 @@ from tailwise.agents.server import MAX_CALLS_PER_PEER, AgentServer
 from tailwise.agents.serving import serve
 from tailwise.measure.server import builtin_server
 from tailwise.render.agent import event_line
-from tailwise.spec.load import LoadSpec, Probe
+from tailwise.spec.load import LoadSpec, Probe, protocol
 
 CALL_S = 10.0
 FINISH_S = 60.0
@@ -319,6 +319,30 @@ def test_a_target_outside_allow_targets_is_refused():
         with pytest.raises(grpc.RpcError) as e:
             a.configure("lo", spec_for("127.0.0.1:11211"))
         assert code_of(e) == grpc.StatusCode.INVALID_ARGUMENT, "given networks replace loopback"
+
+
+def test_a_tls_target_goes_through_an_agent_as_any_other_and_no_key_material_leaves_it(pki, serve_tls):
+    """Issue 36: a TLS target is allowed or refused by the target's address, as in the clear; the
+    handshakes come back with the result; the configuration carries file names, never keys."""
+    port = serve_tls.addr.rsplit(":", 1)[1]
+    # A client certificate and key too (the server asks for none): the engine reads them.
+    tls = {"ca_file": str(pki.ca), "insecure": False, "cert_file": str(pki.client_cert),
+           "key_file": str(pki.client_key), "sni": "localhost", "alpn": [], "resume": True}
+    with agent_service() as a:
+        config = a.configure("tls-1", spec_for(f"127.0.0.1:{port}", tls=tls, protocol=protocol("synthetic")))
+        assert config["tls"]["ca_file"] == str(pki.ca)
+        a.call("Start", pb.StartRequest(run_id="tls-1"))
+        meta, _ = a.chunks("Finish", "tls-1", timeout=FINISH_S)
+        c = meta["counters"]
+        assert meta["error"] is None and c["received"] == c["sent"] > 0, (meta["error"], c)
+        assert meta["tls"]["full"] + meta["tls"]["resumed"] == len(meta["tls"]["handshake_ns"]) >= 2
+        key = pki.client_key.read_text().strip().splitlines()[1]  # a line of the key itself
+        assert config["tls"]["key_file"] == str(pki.client_key)
+        assert key not in json.dumps(config) + json.dumps(meta) + repr(a.events)
+    with agent_service() as a:
+        with pytest.raises(grpc.RpcError) as e:
+            a.configure("out", spec_for("10.1.2.3:443", tls=tls))
+        assert code_of(e) == grpc.StatusCode.INVALID_ARGUMENT and "10.1.2.3:443" in e.value.details()
 
 
 def test_a_port_outside_allow_targets_is_refused_and_a_cidr_without_one_allows_any():

@@ -238,7 +238,8 @@ def test_kernel_stamps_over_tls_say_what_they_stamp():
     assert source_note(None, "kernel", True).startswith("Over TLS the send stamp is the write of the request's last "
                                                         "encrypted byte")
     assert source_note("nic: no PHC; kernel software stamps used", "kernel", True).endswith(STAMPS_NOTE)
-    assert "user space are inside the latency" in STAMPS_NOTE
+    assert "encryption comes before that write and is inside the latency" in STAMPS_NOTE
+    assert "decryption comes after the receive stamp and is not" in STAMPS_NOTE
     assert source_note(None, "user", True) is None and source_note("x", "kernel", False) == "x"
 
 

@@ -32,8 +32,9 @@ FLAGS = {"tls_ca": "--tls-ca", "tls_insecure": "--tls-insecure", "tls_cert": "--
 
 #: ``latency.source_note``'s sentence for packet stamps over TLS (--timestamps kernel or nic).
 STAMPS_NOTE = ("over TLS the send stamp is the write of the request's last encrypted byte and the receive stamp the "
-               "arrival of the segment that completed the reply's record, so encryption and decryption in user space "
-               "are inside the latency")
+               "arrival of the segment that completed the reply's record: the request's encryption comes before "
+               "that write and is inside the latency, the reply's decryption comes after the receive stamp and is "
+               "not (tailwise calibrate's tls row gives both costs on this host)")
 
 
 def source_note(note: str | None, source: str, tls: bool) -> str | None:
