@@ -3,16 +3,26 @@
 memcached -Z (our counts agree with the servers' own), a wrong CA refused in one line naming the
 certificate problem, --tls-insecure accepted, a client certificate nginx requires, session
 resumption across nginx's keep-alive closes with nothing lost, synthetic+tls:// against
-`tailwise serve --tls-cert/--tls-key`, `tailwise load` and `sweep` over TLS. Certificates: trustme (the
-``pki`` fixture). Each run is a second at 2–3k req/s."""
+`tailwise serve --tls-cert/--tls-key`, `tailwise load` and `sweep` over TLS, and Redis AUTH and SELECT
+over TLS (``redis+tls://:PASSWORD@H:P/N`` against a redis-server with --requirepass: at the start, on
+reconnects, in `load`; the password nowhere in what is printed or written). Certificates: trustme
+(the ``pki`` fixture). Each run is a second at 2–3k req/s."""
 
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import time
 from collections import Counter
+from pathlib import Path
 
-from support.cli import MEASURED, run_cli
-from support.tls_servers import client_context, memcached_stats, redis_info
+import pytest
+
+from support.cli import CLI, MEASURED, run_cli
+from support.live_run import Run
+from support.plugin import skip_unless_installed
+from support.tls_servers import client_context, memcached_stats, redis_call, redis_info, redis_tls_server
 from tailwise.cli.exits import EXIT_ERROR
 from tailwise.spec.tls import STAMPS_NOTE
 
@@ -162,3 +172,96 @@ def test_a_sweep_over_tls_measures_each_point_with_its_handshakes(pki, redis_tls
         s = json.loads(p.read_text())
         clean(s)
         assert s["tls"]["handshake"]["count"] >= 2 and s["tls"]["ca"] is not None
+
+
+PASSWORD = "pw-Tq4:s@cr/t"  # a colon, an at sign and a slash: percent-encoded in the URL
+URL_PASSWORD = "pw-Tq4%3As%40cr%2Ft"
+
+
+@pytest.fixture
+def redis_tls_auth(pki):
+    """redis-server on --tls-port only, with --requirepass PASSWORD."""
+    skip_unless_installed("redis-server")
+    with redis_tls_server(pki, password=PASSWORD) as s:
+        yield s
+
+
+def cli(*args: str) -> subprocess.CompletedProcess:
+    environ = {k: v for k, v in os.environ.items() if k != "TAILWISE_REDIS_PASSWORD"} | {"COLUMNS": "200"}
+    return subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=120, env=environ)
+
+
+def nowhere(r: subprocess.CompletedProcess, out: Path | None = None) -> None:
+    """The password (as given or percent-encoded) in none of stdout, stderr and the results' files."""
+    for needle in (PASSWORD, URL_PASSWORD):
+        assert needle not in r.stdout and needle not in r.stderr, "password printed"
+        for f in (out.rglob("*") if out else ()):
+            if f.is_file():
+                assert needle.encode() not in f.read_bytes(), f"password written in {f}"
+
+
+def dbsize(server, ctx, db: int) -> int:
+    return int(redis_call(server.port, ctx, "DBSIZE", password=PASSWORD, db=db)[1:])
+
+
+def test_redis_over_tls_says_auth_and_select_through_the_session(pki, redis_tls_auth, tmp_path):
+    ctx, out = client_context(pki), tmp_path / "out"
+    url = f"redis+tls://:{URL_PASSWORD}@127.0.0.1:{redis_tls_auth.port}/3"
+    r = cli("run", url, "--tls-ca", str(pki.ca), "--mix", "1:1", "--keys", "200", "--out", str(out), *SHORT)
+    assert r.returncode in MEASURED and "Traceback" not in r.stderr, r.stderr
+    s = json.loads(r.stdout)
+    clean(s)
+    shown = f"redis+tls://:***@127.0.0.1:{redis_tls_auth.port}/3"
+    assert s["config"]["target"] == shown and s["config"]["spec"]["targets"] == [shown], s["config"]
+    # The sets landed in database 3, none in 0; the server's INFO (read after AUTH, over TLS) agrees.
+    assert 0 < dbsize(redis_tls_auth, ctx, 3) <= 200 and dbsize(redis_tls_auth, ctx, 0) == 0
+    d = s["target_stats"]["delta"]
+    assert (d["gets"], d["sets"]) == (s["counters"]["gets"], s["counters"]["sets"]) and s["target_stats"]["agrees"]
+    report = cli("report", str(out))
+    assert report.returncode == 0, report.stderr
+    nowhere(r, out)
+    nowhere(report)
+    # A wrong password: one line in the server's words, the password not in it.
+    bad = cli("run", f"redis+tls://:wrong-password@127.0.0.1:{redis_tls_auth.port}/3", "--tls-ca", str(pki.ca), *SHORT)
+    lines = [line for line in bad.stderr.splitlines() if line.startswith("tailwise:")]
+    assert bad.returncode == EXIT_ERROR and len(lines) == 1 and "redis refused AUTH: WRONGPASS" in lines[0], bad.stderr
+    assert "wrong-password" not in bad.stderr + bad.stdout
+
+
+def test_redis_over_tls_reconnects_authenticate_and_select_again(pki, redis_tls_auth, tmp_path):
+    ctx, out = client_context(pki), tmp_path / "out"
+    calls = lambda: {k.removeprefix("cmdstat_"): int(v.split("calls=")[1].split(",")[0])  # noqa: E731
+                     for k, v in redis_info_auth(redis_tls_auth, ctx).items() if k.startswith("cmdstat_")}
+    before = calls()
+    run = Run(f"redis+tls://:{URL_PASSWORD}@127.0.0.1:{redis_tls_auth.port}/4", "--tls-ca", str(pki.ca),
+              "--duration", "3s", "--rate", "2k", "--conns", "4", "--outstanding", "2", "--mix", "1:1", "--seed", "3",
+              "--out", str(out))
+    run.wait_line("measuring")
+    time.sleep(1.0)
+    killed = int(redis_call(redis_tls_auth.port, ctx, "CLIENT", "KILL", "TYPE", "normal", password=PASSWORD)[1:])
+    assert killed >= 4, killed
+    s = run.summary()
+    c = s["counters"]
+    assert c["reconnects"] >= 4 and c["errors"] == 0, (c, s["error_reasons"])
+    assert s["tls"]["failed"] == 0 and s["tls"]["full"] + s["tls"]["resumed"] >= 4 + c["reconnects"], s["tls"]
+    after = calls()
+    assert after["auth"] - before.get("auth", 0) >= 8 and after["select"] - before.get("select", 0) >= 8
+    assert dbsize(redis_tls_auth, ctx, 4) > 0 and dbsize(redis_tls_auth, ctx, 0) == 0
+    nowhere(subprocess.CompletedProcess([], 0, json.dumps(s), "\n".join(x for _, x in run.lines)), out)
+
+
+def redis_info_auth(server, ctx) -> dict[str, str]:
+    text = redis_call(server.port, ctx, "INFO", "commandstats", password=PASSWORD).decode("latin-1")
+    return {k: v for k, _, v in (line.partition(":") for line in text.split("\r\n")) if v}
+
+
+def test_load_over_tls_authenticates_and_selects(pki, redis_tls_auth, tmp_path):
+    secret = tmp_path / "redis.pass"
+    secret.write_text(PASSWORD + "\n")
+    url = f"redis+tls://127.0.0.1:{redis_tls_auth.port}/5"
+    r = cli("load", url, "--keys", "300", "--tls-ca", str(pki.ca), "--redis-password-file", str(secret), "--json")
+    assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
+    assert json.loads(r.stdout)["stored"] == 300 and dbsize(redis_tls_auth, client_context(pki), 5) == 300
+    nowhere(r)
+    bad = cli("load", url.replace("//", "//:nope@"), "--keys", "10", "--tls-ca", str(pki.ca))
+    assert bad.returncode == EXIT_ERROR and "redis refused AUTH: WRONGPASS" in bad.stderr, bad.stderr

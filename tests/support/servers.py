@@ -38,7 +38,7 @@ __all__ = [  # noqa: RUF022 - grouped by kind, not sorted
     "HOST", "STARTUP_DEADLINE_S", "GARBAGE_REPLY", "MEMCACHED_VALUE_REPLY",
     "ProcessServer", "UdpEchoServer", "FaultyTcpServer",
     "find_binary", "free_port", "http_get", "in_ci",
-    "memcached_server", "redis_server", "nginx_server", "udp_echo_server",
+    "memcached_server", "redis_server", "resp", "nginx_server", "udp_echo_server",
     "garbage_server", "closing_server", "silent_server",
 ]
 
@@ -175,6 +175,8 @@ class ProcessServer:
         self.url = url
         self.tmpdir = tmpdir
         self.log_path = log_path
+        #: redis: the default user's password (redis_server's ``password``), None without.
+        self.password: str | None = None
         with _LIVE_LOCK:
             _LIVE.add(self)
 
@@ -353,24 +355,39 @@ def memcached_server(udp: bool = False, threads: int = 1, memory_mb: int = 64,
 
 # --------------------------------------------------------------------------- redis
 
+def resp(*args: str | bytes) -> bytes:
+    """A RESP command: an array of bulk strings."""
+    words = [a.encode() if isinstance(a, str) else a for a in args]
+    return b"*%d\r\n" % len(words) + b"".join(b"$%d\r\n%s\r\n" % (len(w), w) for w in words)
+
+
 @contextmanager
-def redis_server(port: int | None = None) -> Iterator[ProcessServer]:
-    """redis-server on a free port (or ``port``), no persistence, working dir in a temp dir."""
+def redis_server(port: int | None = None, *, password: str | None = None,
+                 users: tuple[tuple[str, str], ...] = ()) -> Iterator[ProcessServer]:
+    """redis-server on a free port (or ``port``), no persistence, working dir in a temp dir. With
+    ``password``: ``--requirepass`` (the default user's); ``users``: ACL users (name, password),
+    each allowed every key and command. ``.password`` is the default user's (None: no AUTH)."""
     binary = _require("redis-server")
+    auth = resp("AUTH", password) if password else b""
+    ok = b"+OK\r\n" if password else b""
 
     def argv(port: int, tmp: str) -> list[str]:
+        extra = ["--requirepass", password] if password else []
+        for name, secret in users:
+            extra += ["--user", name, "on", f">{secret}", "~*", "+@all"]
         return [binary, "--port", str(port), "--bind", HOST, "--save", "", "--appendonly", "no",
-                "--daemonize", "no", "--protected-mode", "no", "--dir", tmp, "--logfile", ""]
+                "--daemonize", "no", "--protected-mode", "no", "--dir", tmp, "--logfile", "", *extra]
 
     def is_ours(s: ProcessServer) -> bool:
-        pong = _exchange(s.port, b"*1\r\n$4\r\nPING\r\n", lambda b: b.endswith(b"\r\n"), PROBE_TIMEOUT_S)
-        if pong != b"+PONG\r\n":
+        pong = _exchange(s.port, auth + b"*1\r\n$4\r\nPING\r\n", lambda b: b.endswith(b"PONG\r\n"), PROBE_TIMEOUT_S)
+        if pong != ok + b"+PONG\r\n":
             raise ValueError(f"unexpected reply to PING: {pong!r}")
-        info = _exchange(s.port, b"*2\r\n$4\r\nINFO\r\n$6\r\nserver\r\n", lambda b: b.endswith(b"\r\n\r\n"),
+        info = _exchange(s.port, auth + b"*2\r\n$4\r\nINFO\r\n$6\r\nserver\r\n", lambda b: b.endswith(b"\r\n\r\n"),
                          PROBE_TIMEOUT_S)
         return f"process_id:{s.pid}\r\n".encode() in info
 
     server = _start_process("redis", argv, is_ours, lambda p: f"redis://{HOST}:{p}", port=port)
+    server.password = password
     try:
         yield server
     finally:

@@ -20,7 +20,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from support.servers import HOST, ProcessServer, _body, _require, _start_process
+from support.servers import HOST, ProcessServer, _body, _require, _start_process, resp
 
 
 @dataclass(frozen=True)
@@ -204,8 +204,9 @@ def nginx_tls_server(pki: Pki, *, keepalive_requests: int | None = None, verify_
 # --------------------------------------------------------------------------- redis over TLS
 
 @contextmanager
-def redis_tls_server(pki: Pki) -> Iterator[ProcessServer]:
-    """redis-server with TLS only (``--port 0 --tls-port``), clients not asked for certificates."""
+def redis_tls_server(pki: Pki, password: str | None = None) -> Iterator[ProcessServer]:
+    """redis-server with TLS only (``--port 0 --tls-port``), clients not asked for certificates;
+    ``password``: ``--requirepass`` (``.password``; None: no AUTH)."""
     binary = _require("redis-server")
     ctx = client_context(pki)
 
@@ -213,17 +214,41 @@ def redis_tls_server(pki: Pki) -> Iterator[ProcessServer]:
         return [binary, "--port", "0", "--tls-port", str(port), "--bind", HOST, "--tls-cert-file", str(pki.cert),
                 "--tls-key-file", str(pki.key), "--tls-ca-cert-file", str(pki.ca), "--tls-auth-clients", "no",
                 "--save", "", "--appendonly", "no", "--daemonize", "no", "--protected-mode", "no", "--dir", tmp,
-                "--logfile", ""]
+                "--logfile", "", *(["--requirepass", password] if password else [])]
 
     def is_ours(s: ProcessServer) -> bool:
-        info = tls_exchange(s.port, b"*2\r\n$4\r\nINFO\r\n$6\r\nserver\r\n", _bulk_done, ctx)
+        info = redis_call(s.port, ctx, "INFO", "server", password=password)
         return f"process_id:{s.pid}\r\n".encode() in info
 
     server = _start_process("redis-tls", argv, is_ours, lambda p: f"redis+tls://localhost:{p}")
+    server.password = password
     try:
         yield server
     finally:
         server.stop()
+
+
+def redis_call(port: int, ctx: ssl.SSLContext, *words: str, password: str | None = None, db: int | None = None) -> bytes:
+    """One command over TLS on a connection of the test's own, after ``AUTH password`` and
+    ``SELECT db`` when given (each answered +OK): its reply, a bulk's bytes or the line."""
+    first = (resp("AUTH", password) if password is not None else b"") + (resp("SELECT", str(db)) if db is not None else b"")
+    skip = (password is not None) + (db is not None)  # one +OK per command said first
+
+    def after_ok(b: bytes) -> bytes | None:
+        for _ in range(skip):
+            line, sep, b = b.partition(b"\r\n")
+            if not sep:
+                return None
+            assert line == b"+OK", line
+        return b
+
+    def done(b: bytes) -> bool:
+        rest = after_ok(b)
+        return rest is not None and (_bulk_done(rest) or (rest[:1] in (b"+", b"-", b":") and rest.endswith(b"\r\n")))
+
+    rest = after_ok(tls_exchange(port, first + resp(*words), done, ctx)) or b""
+    head, _, body = rest.partition(b"\r\n")
+    return body[:int(head[1:])] if head.startswith(b"$") else head
 
 
 # --------------------------------------------------------------------------- memcached -Z

@@ -21,7 +21,7 @@ def test_every_help_names_values_and_shows_defaults():
                   "service", "load", "agents", "probe_agent", "token_file", "agent_tls_ca", "agent_tls_cert",
                   "agent_tls_key", "tls_cert", "tls_key", "tls_client_ca",
                   "udp_forward", "drop_every", "reorder_every", "duplicate_every",
-                  "header", "body", "body_file", "requests_file"}
+                  "header", "body", "body_file", "requests_file", "redis_password_file"}
     # A group's commands (`deploy start`, …) are checked as the top-level ones.
     commands = [(name, command, ctx) for name, command in cli.commands.items()]
     for name, command, parent in commands:

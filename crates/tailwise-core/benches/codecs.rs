@@ -90,7 +90,7 @@ fn codecs(c: &mut Criterion) {
     bench_stream(
         c,
         "redis",
-        stream(Protocol::Redis, |_, s| {
+        stream(Protocol::Redis { auth: None, db: None }, |_, s| {
             s.extend_from_slice(format!("${VALUE}\r\n").as_bytes());
             s.extend_from_slice(&value);
             s.extend_from_slice(b"\r\n");

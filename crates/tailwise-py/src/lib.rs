@@ -78,18 +78,34 @@ fn check_workload(keys: u64, key_size: &str, value_size: &str, popularity: &str,
 
 /// Store every key of the workload on `target` (memcached or redis). Returns
 /// {stored, errors, error_reasons, elapsed_ns, bytes}; raises TargetError (the target failed) or
-/// InputError (the workload; ValueError if `target` does not resolve).
+/// InputError (the workload; ValueError if `target` does not resolve). `protocol`: the scheme's
+/// parameters as a configuration writes them (JSON; redis's `auth` and `db`), else its defaults.
+/// `tls`: the engine configuration's `tls` (JSON), over TLS; None in plaintext.
 #[pyfunction]
-#[pyo3(signature = (target, scheme, *, keys, key_size, value_size, conns=4, depth=64, timeout_ns=2_000_000_000))]
+#[pyo3(signature = (target, scheme, *, keys, key_size, value_size, conns=4, depth=64, timeout_ns=2_000_000_000, protocol=None, tls=None))]
 #[allow(clippy::too_many_arguments)]
-fn preload<'py>(py: Python<'py>, target: &str, scheme: &str, keys: u64, key_size: &str, value_size: &str, conns: usize, depth: usize, timeout_ns: u64) -> PyResult<Bound<'py, PyDict>> {
+fn preload<'py>(py: Python<'py>, target: &str, scheme: &str, keys: u64, key_size: &str, value_size: &str, conns: usize, depth: usize, timeout_ns: u64, protocol: Option<&str>, tls: Option<&str>) -> PyResult<Bound<'py, PyDict>> {
+    let protocol = match protocol {
+        Some(json) => {
+            let spec: tailwise_core::protocol::ProtocolSpec =
+                serde_json::from_str(json).map_err(|e| raise(tailwise_core::engine::ConfigError::Json(e)))?;
+            Protocol::try_from(spec).map_err(raise)?
+        }
+        None => Protocol::named(scheme).map_err(raise)?,
+    };
+    // The engine configuration's `tls` (engine/tls.rs), as a run's connections take it.
+    let tls = tls
+        .map(|json| serde_json::from_str::<tailwise_core::engine::TlsConfig>(json))
+        .transpose()
+        .map_err(|e| raise(tailwise_core::engine::ConfigError::Json(e)))?;
     let cfg = PreloadConfig {
         target: resolve(target)?,
-        protocol: Protocol::named(scheme).map_err(raise)?,
+        protocol,
         workload: workload(keys, key_size, value_size, "uniform", 0.0)?,
         conns,
         depth,
         timeout_ns,
+        tls,
     };
     let r = py.detach(|| run_preload(&cfg)).map_err(raise)?;
     let d = PyDict::new(py);

@@ -54,7 +54,7 @@ from tailwise.results.rows import decode_samples
 from tailwise.agents.proto import agent_pb2 as pb
 from tailwise.agents.proto import agent_pb2_grpc
 from tailwise.errors import HostError, InputError, TailwiseError
-from tailwise.spec.load import LoadSpec
+from tailwise.spec.load import LoadSpec, redacted
 from tailwise.spec.units import fmt_ns
 from tailwise.stats.subsample import AGENT_THREADS
 
@@ -300,7 +300,8 @@ class AgentServer(agent_pb2_grpc.AgentServicer):
         probe = config.get("probe") or {}
         self._emit(Configured(request.run_id, request.role, config["rate_rps"], probe.get("rate_rps", 0.0),
                               tuple(config["targets"]), config["conns"] + probe.get("conns", 0), config["duration_ns"]))
-        return pb.ConfigureReply(engine_config=canonical, lease_key=run.lease_key)
+        # What the coordinator may show or keep: a redis password is not sent back (spec/load.py).
+        return pb.ConfigureReply(engine_config=json.dumps(redacted(config)), lease_key=run.lease_key)
 
     # ------------------------------------------------------------------ a run's calls
 

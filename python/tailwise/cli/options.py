@@ -168,6 +168,10 @@ RequestsFile = Annotated[Optional[str], _opt(
     help=f"{_HTTP_ONLY}: several requests, in vegeta's targets format (METHOD URL, header lines, @BODY-FILE, a blank "
          "line between requests; '# weight: N' before a request line weights it): drawn in turn, or by weight when "
          "any has one; without TARGET, the URLs give it (docs/run.md)")]
+RedisPasswordFile = Annotated[Optional[str], _opt(
+    "--redis-password-file", metavar="FILE",
+    help="redis:// only: the password (AUTH) from this file's one line, when the URL gives none; else "
+         "TAILWISE_REDIS_PASSWORD; never printed (docs/run.md)")]
 _TLS_ONLY = "https://, …+tls:// only"
 TlsCa = Annotated[Optional[str], _opt(
     "--tls-ca", metavar="FILE", help=f"{_TLS_ONLY}: trust these CA certificates (PEM) [default: the system's roots]")]

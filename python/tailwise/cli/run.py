@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shlex
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -11,7 +10,7 @@ from tailwise.cli.exits import EXIT_ERROR, EXIT_NOT_MEASURABLE, EXIT_THRESHOLD, 
 from tailwise.cli.options import (Agents, Arrival, Bounds, Ci, Confidence, Conns, Duration, Force, Json, KeepStalls, Keys, KeySize,
                                   Late, MaxTime, Mix, Outstanding, Percentile, Percentiles, Pin, PollOption,
                                   Popularity, Probe, ProbeConns, ProbeRate, Quiet, Rate, RunOut, SampleEvery,
-                                  Size, Flows, MaxLoss, Method, Header, Body, BodyFile, RequestsFile,
+                                  Size, Flows, MaxLoss, Method, Header, Body, BodyFile, RequestsFile, RedisPasswordFile,
                                   TlsCa, TlsInsecure, TlsCert, TlsKey, TlsSni, TlsNoResume, TLS_SETTINGS,
                                   ProbeAgent, SamplesFormat, Seed, Service, Targets, Threads, Thresholds, Timeout,
                                   Timestamps, AgentTlsCa, AgentTlsCert, AgentTlsKey, InsecurePlaintext, TokenFile,
@@ -21,6 +20,7 @@ from tailwise.render.output import print_summary, set_quiet, table_unit
 from tailwise.render.warning import warn
 from tailwise.render.run import print_run_error, print_signalled, print_thresholds, print_written
 from tailwise.spec.runspec import RunSpec
+from tailwise.spec.target import command_line
 
 if TYPE_CHECKING:
     from tailwise.results.documents.run import Summary
@@ -30,7 +30,7 @@ RUN_SETTINGS = ("targets", "rate", "percentile", "percentiles", "ci", "confidenc
                 "conns", "outstanding", "arrival", "keys", "key_size", "popularity", "mix", "service", "workers",
                 "sample_every", "timeout", "late", "warmup", "seed", "timestamps", "probe", "probe_conns", "probe_rate",
                 "value_size", "size", "flows", "max_loss", "bounds", "method", "header", "body", "body_file", "requests_file",
-                *TLS_SETTINGS)
+                "redis_password_file", *TLS_SETTINGS)
 
 
 def run(
@@ -48,7 +48,8 @@ def run(
     agent_tls_cert: AgentTlsCert = None, agent_tls_key: AgentTlsKey = None, insecure_plaintext: InsecurePlaintext = None,
     size: Size = None,
     flows: Flows = None, max_loss: MaxLoss = None, bounds: Bounds = None, method: Method = None, header: Header = None,
-    body: Body = None, body_file: BodyFile = None, requests_file: RequestsFile = None, tls_ca: TlsCa = None,
+    body: Body = None, body_file: BodyFile = None, requests_file: RequestsFile = None,
+    redis_password_file: RedisPasswordFile = None, tls_ca: TlsCa = None,
     tls_insecure: TlsInsecure = None, tls_cert: TlsCert = None, tls_key: TlsKey = None, tls_sni: TlsSni = None,
     tls_no_resume: TlsNoResume = None,
 ) -> int:
@@ -122,7 +123,7 @@ def _run(kw: dict) -> int:
         display = PointDisplay(quiet=quiet, live=not json_out, rate_rps=rs.rate_rps,
                                span_s=(rs.duration_ns or rs.max_time_ns) / 1e9, fixed=bool(rs.duration_ns),
                                percentile=rs.percentile)
-        m = measure(rs, setup, shlex.join(["tailwise", *sys.argv[1:]]), display,
+        m = measure(rs, setup, command_line(sys.argv[1:]), display,
                     collected=Path(out) / COLLECTED if out else None)
     except BaseException:
         remove_new_dirs(made)  # nothing was measured: no directory of ours is left behind

@@ -3,7 +3,6 @@ directory, its table and its exit status."""
 
 from __future__ import annotations
 
-import shlex
 import shutil
 import sys
 from pathlib import Path
@@ -16,13 +15,14 @@ from tailwise.cli.options import (SWEEP_OUT, Agents, Arrival, Bounds, Ci, Confid
                                   Service, Slo, Steps, SweepConns, SweepOut, SweepOutstanding, Targets, Threads,
                                   Thresholds, Timeout, Timestamps, ValueSize, Verbose, Warmup, Workers, Workload,
                                   ProbeAgent, AgentTlsCa, AgentTlsCert, AgentTlsKey, InsecurePlaintext, TokenFile, Size,
-                                  Flows, MaxLoss, Method, Header, Body, BodyFile, RequestsFile, TlsCa, TlsInsecure,
-                                  TlsCert, TlsKey, TlsSni, TlsNoResume)
+                                  Flows, MaxLoss, Method, Header, Body, BodyFile, RequestsFile, RedisPasswordFile, TlsCa,
+                                  TlsInsecure, TlsCert, TlsKey, TlsSni, TlsNoResume)
 from tailwise.cli.run import fleet_of, run_flags
 from tailwise.errors import InputError
 from tailwise.render.output import set_quiet
 from tailwise.render.warning import warn
 from tailwise.spec.runspec import RunSpec
+from tailwise.spec.target import command_line
 
 if TYPE_CHECKING:
     from tailwise.results.documents.sweep import SweepSummary
@@ -47,7 +47,8 @@ def sweep(
     agent_tls_ca: AgentTlsCa = None, agent_tls_cert: AgentTlsCert = None,
     agent_tls_key: AgentTlsKey = None, insecure_plaintext: InsecurePlaintext = None, size: Size = None,
     flows: Flows = None, max_loss: MaxLoss = None, bounds: Bounds = None, method: Method = None, header: Header = None,
-    body: Body = None, body_file: BodyFile = None, requests_file: RequestsFile = None, tls_ca: TlsCa = None,
+    body: Body = None, body_file: BodyFile = None, requests_file: RequestsFile = None,
+    redis_password_file: RedisPasswordFile = None, tls_ca: TlsCa = None,
     tls_insecure: TlsInsecure = None, tls_cert: TlsCert = None, tls_key: TlsKey = None, tls_sni: TlsSni = None,
     tls_no_resume: TlsNoResume = None,
 ) -> int:
@@ -69,7 +70,7 @@ def _sweep(kw: dict) -> int:
 
     set_quiet(kw["quiet"])
     resume, quiet = kw["resume"], kw["quiet"]
-    command = shlex.join(["tailwise", *sys.argv[1:]])
+    command = command_line(sys.argv[1:])
     if resume:
         (rs, plan, out), made, window_note = _resumed(kw), None, None
     else:

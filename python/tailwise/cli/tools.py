@@ -14,7 +14,7 @@ from tailwise.cli.exits import EXIT_OK
 from tailwise.cli.options import TlsCa, TlsCert, TlsInsecure, TlsKey, TlsNoResume, TlsSni, default
 from tailwise.errors import InputError, TargetError
 from tailwise.spec.runspec import BUILTIN_SERVICE, positive
-from tailwise.spec.target import parse_target
+from tailwise.spec.target import parse_target, with_password
 from tailwise.spec.tls import readable
 from tailwise.spec.workload import DEFAULTS, LOAD_OUTSTANDING
 from tailwise.spec.units import parse_time_ns
@@ -192,6 +192,10 @@ def load(
     outstanding: Annotated[int, typer.Option(
         "--outstanding", "--depth", metavar="N",
         help="sets in flight per connection, pipelined (--depth: mutilate's name, kept)")] = LOAD_OUTSTANDING,
+    redis_password_file: Annotated[Optional[str], typer.Option(
+        "--redis-password-file", metavar="FILE",
+        help="redis:// only: the password (AUTH) from this file's one line, when the URL gives none; else "
+             "TAILWISE_REDIS_PASSWORD")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="print the result as JSON")] = False,
     tls_ca: TlsCa = None, tls_insecure: TlsInsecure = None, tls_cert: TlsCert = None, tls_key: TlsKey = None,
     tls_sni: TlsSni = None, tls_no_resume: TlsNoResume = None,
@@ -205,7 +209,7 @@ def load(
     tls_flags = {"tls_ca": tls_ca, "tls_insecure": tls_insecure, "tls_cert": tls_cert, "tls_key": tls_key,
                  "tls_sni": tls_sni, "tls_no_resume": tls_no_resume}
     st = resolve({"keys": keys, "key_size": key_size, "value_size": value_size, **tls_flags}, load_file(workload))
-    tgt = parse_target(target)
+    tgt = with_password([parse_target(target)], redis_password_file)[0]
     tls = tls_settings(st, (tgt,))
     if not tgt.keyed:
         raise InputError(f"{tgt.scheme}:// has no keys to store", "`tailwise load` is for memcached and redis targets")
@@ -216,7 +220,8 @@ def load(
     over = {} if tls is None else {"tls": json.dumps(tls.engine())}
     try:
         r = _core.preload(tgt.socket_addr(), tgt.scheme, keys=work.keys, key_size=work.key_size,
-                          value_size=work.value_size, conns=conns, depth=outstanding, **over)
+                          value_size=work.value_size, conns=conns, depth=outstanding,
+                          protocol=json.dumps({"scheme": tgt.scheme} | tgt.protocol_auth()), **over)
     except ValueError as e:  # the address does not resolve; the data plane's own problems are TailwiseErrors
         raise InputError(str(e)) from None
     out = {"target": tgt.url, "keys": work.keys, "stored": r["stored"], "errors": r["errors"],

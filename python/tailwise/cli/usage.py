@@ -73,6 +73,10 @@ PEER_FLAGS: dict[str, PeerFlag] = {
     "-p": PeerFlag("TARGET", "e.g. memcached://HOST:PORT"),
     "--protocol": PeerFlag("TARGET", "its scheme: memcached://, memcached+binary://, redis://, …"),
     "-P": PeerFlag("TARGET", "its scheme: memcached://, memcached+binary://, redis://, …"),
+    "--authenticate": PeerFlag("--redis-password-file",
+                               "memtier's --authenticate: the password in the URL, redis://[USER]:PASSWORD@HOST:PORT, "
+                               "from a file, or TAILWISE_REDIS_PASSWORD"),
+    "--select-db": PeerFlag("TARGET", "memtier's --select-db N: redis://HOST:PORT/N"),
     # mutilate (its -q is --qps, but tailwise's -q is --quiet; its -t is --time, but tailwise's is wrk2's)
     "--qps": PeerFlag(("--rate", "--rates"), "mutilate's --qps"),
     "--measure_qps": PeerFlag("--probe-rate", "mutilate's --measure_qps, with --probe"),

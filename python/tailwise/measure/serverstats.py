@@ -68,11 +68,13 @@ def kind_of(scheme: str) -> str | None:
     return None
 
 
-def fetch(scheme: str, host: str, port: int, timeout_s: float = 2.0, tls: TlsSpec | None = None) -> dict | None:
+def fetch(scheme: str, host: str, port: int, timeout_s: float = 2.0, tls: TlsSpec | None = None,
+          auth: tuple[str | None, str] | None = None) -> dict | None:
     """The server's counters as a dict; None for schemes without any; ``{"error": reason}`` on failure.
 
     memcached (any of its schemes, UDP included) is always asked over TCP at ``host:port``; over
-    TLS as the run's own connections are (``tls``: the same CA, client certificate and name).
+    TLS as the run's own connections are (``tls``: the same CA, client certificate and name); redis
+    after ``AUTH`` when ``auth`` (user or None, password) is given.
     """
     kind = kind_of(scheme)
     if kind is None:
@@ -80,7 +82,7 @@ def fetch(scheme: str, host: str, port: int, timeout_s: float = 2.0, tls: TlsSpe
     try:
         if kind == "memcached":
             return _memcached_stats(host, port, timeout_s, tls)
-        return _redis_info(host, port, timeout_s, tls)
+        return _redis_info(host, port, timeout_s, tls, auth)
     except TimeoutError:
         return {"error": f"{kind} at {host}:{port} did not answer within {timeout_s:g} s"}
     except ConnectionRefusedError:
@@ -137,7 +139,7 @@ def fetch_all(targets: Sequence, timeout_s: float = 2.0, tls: TlsSpec | None = N
     for t in targets:
         key = _server_key(t)
         if key not in readings:
-            readings[key] = fetch(t.scheme, t.host, t.port, timeout_s, tls)
+            readings[key] = fetch(t.scheme, t.host, t.port, timeout_s, tls, _auth(t))
     return [readings[_server_key(t)] for t in targets]
 
 
@@ -156,7 +158,7 @@ def compare_all(targets: Sequence, before: Sequence[dict | None], counters: Mapp
         if b is None or key in seen:
             continue
         seen.add(key)
-        after = fetch(t.scheme, t.host, t.port, timeout_s, tls)
+        after = fetch(t.scheme, t.host, t.port, timeout_s, tls, _auth(t))
         url = getattr(t, "url", None) or f"{t.scheme}://{t.host}:{t.port}"
         blocks.append({"target": url, **delta(t.scheme, b, after)})
     if not blocks:
@@ -165,6 +167,12 @@ def compare_all(targets: Sequence, before: Sequence[dict | None], counters: Mapp
     if counters is not None:
         _compare_with_ours(combined, counters)
     return combined
+
+
+def _auth(target) -> tuple[str | None, str] | None:
+    """A redis target's (user, password) for AUTH, None without a password."""
+    password = getattr(target, "password", None)
+    return None if password is None else (getattr(target, "user", None), password)
 
 
 def _server_key(target) -> tuple:
@@ -251,11 +259,37 @@ _INFO = b"*1\r\n$4\r\nINFO\r\n"
 _INFO_COMMANDSTATS = b"*2\r\n$4\r\nINFO\r\n$12\r\ncommandstats\r\n"
 
 
-def _redis_info(host: str, port: int, timeout_s: float, tls: TlsSpec | None = None) -> dict:
-    """``INFO`` and ``INFO commandstats`` (pipelined, one connection) → one flat dict."""
-    reply = _exchange(host, port, _INFO + _INFO_COMMANDSTATS, lambda b: _resp_bulks(b, 2) is not None, timeout_s, tls)
+def _resp_command(*args: bytes) -> bytes:
+    return b"*%d\r\n" % len(args) + b"".join(b"$%d\r\n%s\r\n" % (len(a), a) for a in args)
+
+
+def _after_auth(buf: bytes) -> bytes | None:
+    """What follows AUTH's reply (+OK), None while incomplete; a refusal in the server's words."""
+    eol = buf.find(b"\r\n")
+    if eol < 0:
+        return None
+    if buf.startswith(b"-"):
+        raise _ProtocolError(f"server refused AUTH: {buf[1:min(eol, 81)].decode('latin-1')!r}")
+    return buf[eol + 2:]
+
+
+def _redis_info(host: str, port: int, timeout_s: float, tls: TlsSpec | None = None,
+                auth: tuple[str | None, str] | None = None) -> dict:
+    """``INFO`` and ``INFO commandstats`` (pipelined, one connection; after ``AUTH [user] password``
+    when given) → one flat dict."""
+    request, skip = _INFO + _INFO_COMMANDSTATS, (lambda b: b)
+    if auth is not None:
+        user, password = auth
+        words = [b"AUTH", *([user.encode()] if user else []), password.encode()]
+        request, skip = _resp_command(*words) + request, _after_auth
+
+    def bulks(buf: bytes) -> list[str] | None:
+        rest = skip(buf)
+        return None if rest is None else _resp_bulks(rest, 2)
+
+    reply = _exchange(host, port, request, lambda b: bulks(b) is not None, timeout_s, tls)
     info: dict = {}
-    for text in _resp_bulks(reply, 2) or ():
+    for text in bulks(reply) or ():
         info.update(_parse_info(text))
     # Redis lists a command only once it has been called: absent means zero calls.
     info.setdefault("cmdstat_get_calls", 0)

@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from tailwise import _core
+from tailwise.spec.target import HIDDEN, Secret
 from tailwise.spec.workload import Workload
 
 #: Every field of the engine's configuration with its default: the one definition of them.
@@ -46,9 +47,12 @@ class TestStall:
 
 def protocol(scheme: str, *, service_ns: int | None = None, host: str = "", path: str = "/",
              size: int | None = None, flows: int | None = None, requests: list[dict[str, Any]] | None = None,
-             draw: str = "turn") -> dict[str, Any]:
+             draw: str = "turn", auth: dict[str, Any] | None = None) -> dict[str, Any]:
     """A configuration's ``protocol``: the scheme with the parameters that protocol has. http's
-    ``requests`` (``HttpRequest.spec()``, spec/requests.py), when given, replace ``GET path``."""
+    ``requests`` (``HttpRequest.spec()``, spec/requests.py), when given, replace ``GET path``;
+    redis's ``auth`` and ``db`` (``Target.protocol_auth()``) are added as given."""
+    if scheme.split("+")[0] == "redis":
+        return {"scheme": scheme} | (auth or {})
     if scheme == "udp+flow":
         return {"scheme": scheme, "size": size if size is not None else _core.PACKET_SIZE,
                 "flows": flows if flows is not None else _core.PACKET_FLOWS}
@@ -62,6 +66,22 @@ def protocol(scheme: str, *, service_ns: int | None = None, host: str = "", path
     if scheme == "udp":
         return {"scheme": scheme, "size": size if size is not None else _core.UDP_SIZE}
     return {"scheme": scheme}
+
+
+def hidden(proto: dict[str, Any]) -> dict[str, Any]:
+    """A ``protocol`` whose redis password is a ``Secret``: ``***`` in any repr."""
+    auth = proto.get("auth")
+    if isinstance(auth, dict) and isinstance(auth.get("password"), str):
+        return proto | {"auth": auth | {"password": Secret(auth["password"])}}
+    return proto
+
+
+def redacted(config: dict[str, Any]) -> dict[str, Any]:
+    """An engine configuration as it may be shown, written or sent back: its redis password ``***``."""
+    proto = config.get("protocol")
+    if isinstance(proto, dict) and isinstance(proto.get("auth"), dict):
+        return config | {"protocol": proto | {"auth": proto["auth"] | {"password": HIDDEN}}}
+    return config
 
 
 @dataclass(frozen=True)
@@ -98,6 +118,10 @@ class LoadSpec:
     #: TLS to the target (spec/tls.py's ``TlsSpec.engine()``: ca_file, insecure, cert_file,
     #: key_file, sni, alpn, resume); None: plaintext.
     tls: dict[str, Any] | None = None
+
+    def __post_init__(self) -> None:
+        # A redis password, however given, is *** in this spec's repr.
+        object.__setattr__(self, "protocol", hidden(self.protocol))
 
     @classmethod
     def from_engine_config(cls, config: dict[str, Any]) -> LoadSpec:

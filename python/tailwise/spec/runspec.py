@@ -13,14 +13,14 @@ from __future__ import annotations
 import math
 import os
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from tailwise.spec.load import ENGINE, LoadSpec, Probe, TestStall, protocol
 from tailwise.spec.requests import HttpRequest, draw, http_requests
 from tailwise.errors import HostError, InputError
 from tailwise import _core
-from tailwise.spec.target import KEYED, PACKET, UDP_SIZE, Target, parse_targets
+from tailwise.spec.target import KEYED, PACKET, REDIS, UDP_SIZE, Target, parse_targets, redact, with_password
 from tailwise.spec.tls import TlsSpec, tls_settings
 from tailwise.spec.units import parse_arrival, parse_dist, parse_rate, parse_time_ns
 from tailwise.spec.workload import DEFAULT_CI, DEFAULTS, Workload, load_file, resolve
@@ -180,12 +180,18 @@ def timestamp_source(choice: str, addr: str) -> tuple[str, str | None]:
     return "kernel", f"nic: {why}; kernel software stamps used"
 
 
+def password_file(st: dict[str, Any], scheme: str, given: set[str] | frozenset[str]) -> str | None:
+    """--redis-password-file for a redis target; given with another, passed on to be refused."""
+    return st.get("redis_password_file") if scheme in REDIS or "redis_password_file" in given else None
+
+
 @dataclass(frozen=True)
 class RunSpec:
     """A validated run: the resolved ``settings`` (JSON-able, named as the flags) and what they
     mean, in the units the engine and the statistics take."""
 
-    settings: dict[str, Any]
+    #: As given: a redis target's URL may hold its password (not in the repr; ``to_json`` hides it).
+    settings: dict[str, Any] = field(repr=False)
     targets: tuple[Target, ...]
     scheme: str
     rate_rps: float
@@ -249,7 +255,14 @@ class RunSpec:
         return cls.parse(dict(settings))
 
     def to_json(self) -> dict[str, Any]:
-        return dict(self.settings)
+        """The settings as written (a summary's ``config.spec``): a password in a target's URL
+        as ``***``, which ``from_json`` reads as "from --redis-password-file or the environment"."""
+        targets = self.settings.get("targets")
+        if isinstance(targets, str):
+            targets = redact(targets)
+        elif targets:
+            targets = [redact(t) for t in targets]
+        return dict(self.settings) | {"targets": targets}
 
     @classmethod
     def parse(cls, st: dict[str, Any], given: set[str] | frozenset[str] = frozenset()) -> RunSpec:
@@ -294,6 +307,7 @@ class RunSpec:
         tgts = tuple(parse_targets(st["targets"])) if st["targets"] else ()
         tgts, requests = http_requests(st, tgts, given)
         scheme = tgts[0].scheme if tgts else "synthetic"
+        tgts = tuple(with_password(list(tgts), password_file(st, scheme, given)))
         tls = tls_settings(st, tgts, given)
         size, flows, max_loss = packet_settings(st, scheme if tgts else None, given)
         feeds, n = ("--flows", flows) if flows is not None else ("--conns", conns)  # each thread its own
@@ -351,7 +365,8 @@ class RunSpec:
         proto = protocol(self.scheme, service_ns=self.service_ns, host=first.netloc if first else "",
                          path=first.path if first and first.path else "/",
                          size=self.size if self.size is not None else (first.udp_size if first else UDP_SIZE), flows=self.flows,
-                         requests=[r.spec() for r in self.requests] or None, draw=draw(list(self.requests)))
+                         requests=[r.spec() for r in self.requests] or None, draw=draw(list(self.requests)),
+                         auth=first.protocol_auth() if first else None)
         return LoadSpec(
             targets=addrs, rate_rps=self.rate_rps, duration_ns=self.duration_ns or self.max_time_ns,
             threads=self.threads, conns=self.conns, outstanding=self.outstanding, arrival=self.arrival,

@@ -87,6 +87,8 @@ DEFAULTS: dict[str, Any] = {
     "body": None,
     "body_file": None,
     "requests_file": None,
+    # redis:// (spec/target.py): a file holding the password, when the URL gives none.
+    "redis_password_file": None,
     # TLS to the target (https://, …+tls://; spec/tls.py): the CA to trust (None: the system's),
     # no verification, a client certificate and key, the SNI name (None: the target's host name),
     # no session resumption (None: not given, i.e. off).
@@ -210,8 +212,8 @@ EXAMPLES = {"percentiles": "50,95,99,99.9", "threshold": ["p99<200us"], "out": "
             "token_file": "/etc/tailwise/token", "agent_tls_ca": "ca.pem", "agent_tls_cert": "coordinator.pem",
             "agent_tls_key": "coordinator.key", "insecure_plaintext": False, "method": "POST",
             "header": ["Content-Type: application/json"], "body": '{"k": 1}', "body_file": "body.json",
-            "requests_file": "targets.txt", "tls_ca": "ca.pem", "tls_cert": "client.pem", "tls_key": "client.key",
-            "tls_sni": "www.example.com"}
+            "requests_file": "targets.txt", "redis_password_file": "/etc/tailwise/redis.pass", "tls_ca": "ca.pem",
+            "tls_cert": "client.pem", "tls_key": "client.key", "tls_sni": "www.example.com"}
 
 
 def command_setting(name: str, flag: Any, file: dict[str, Any]) -> Any:

@@ -229,7 +229,7 @@ class Sweep:
         attempt = 1 + len(next((r.attempts for r in self.rows if r.index == index), []))
         # A new attempt draws new schedules and samples.
         seed = self.base.seed + index + (attempt - 1) * len(self.grid)
-        spec = RunSpec.parse(self.base.to_json() | {"rate": rate, "seed": seed})
+        spec = RunSpec.parse(self.base.settings | {"rate": rate, "seed": seed})  # as given: a password too
         collected = self.out / COLLECTED
         m = measure(spec, self.setup, self.command, collected=collected)
         s = m.summary

@@ -62,6 +62,9 @@ pub(super) struct Conn {
     pub replied: bool,
     /// Transmit-stamp keys on the current socket.
     pub tx: TxStamps,
+    /// Replies to the setup commands (setup.rs) still to come on this connection, before any
+    /// request's: a reconnect's (the first connections exchanged theirs before the schedule).
+    pub setup_left: usize,
     /// With TLS: the session on the current socket (None while down), the request being
     /// encoded (plaintext, reused) and one read's ciphertext (READ_CHUNK bytes, reused).
     pub tls: Option<Box<ClientConnection>>,
@@ -94,6 +97,7 @@ impl Conn {
             fails: 0,
             replied: false,
             tx: TxStamps::new(),
+            setup_left: 0,
             tls: None,
             tls_plain: Vec::new(),
             tls_cipher: Vec::new(),
@@ -112,6 +116,21 @@ impl Conn {
         if self.tls_cipher.is_empty() {
             self.tls_cipher = vec![0; READ_CHUNK];
             self.tls_plain = Vec::with_capacity(4096);
+        }
+    }
+
+    /// Queue the setup commands (setup.rs) on a new connection, ahead of any request: the one
+    /// place their bytes go into the write buffer — with TLS, encrypted by the session (so only
+    /// once its handshake is done) as a request is (io.rs). Their replies are read before any
+    /// request's (`setup_left`).
+    pub fn send_setup(&mut self, bytes: &[u8]) {
+        debug_assert!(self.wbuf.is_empty() && self.inflight.is_empty());
+        match self.tls.as_deref_mut() {
+            Some(session) => {
+                debug_assert!(!session.is_handshaking(), "setup before the handshake's end");
+                super::tls::encrypt(session, bytes, &mut self.wbuf);
+            }
+            None => self.wbuf.extend_from_slice(bytes),
         }
     }
 
@@ -148,6 +167,7 @@ impl Conn {
         self.rbuf.clear();
         self.rpos = 0;
         self.want_write = false;
+        self.setup_left = 0;
         if by_target {
             self.fails = if self.replied { 0 } else { self.fails + 1 };
         }

@@ -461,6 +461,16 @@ impl Worker<Requests> {
                 Parsed::Incomplete => return,
                 Parsed::Reply { len, id, outcome } => {
                     c.rpos += len;
+                    if c.setup_left > 0 {
+                        // A reply to a setup command (setup.rs), not a request's: checked, not counted.
+                        let setup = self.path.setup.as_ref().expect("setup replies only where there is a setup");
+                        let k = setup.replies() - c.setup_left;
+                        c.setup_left -= 1;
+                        match setup.check(k, outcome) {
+                            Ok(()) => continue,
+                            Err(refused) => return self.kill_conn(i, Killed::Setup(refused)),
+                        }
+                    }
                     let Some(f) = c.inflight.front() else {
                         return self.kill_conn(i, Killed::NoRequest);
                     };

@@ -28,6 +28,7 @@
 //! | `shared` | what the threads and the caller share: flags, progress, harvest, counters |
 //! | `thread` | the one timing loop, generic over its `Path`: the request path or the packet path |
 //! | `requests`, `io`, `recover` | the request path: backlog, connections, writes, replies, reconnects |
+//! | `setup` | what a connection says before any request (Redis AUTH, SELECT) and its replies |
 //! | `tls` | TLS on the request path's connections: configuration, handshakes, records |
 //! | `tls_cost` | what `tls`'s record protection costs on this host, client and server in memory (`calibrate`) |
 //! | `busy`, `finish`, `handover`, `reach`, `req`, `rx_clock`, `stalls`, `tx_stamps`, `conn` | the loop's parts |
@@ -46,6 +47,7 @@ mod recover;
 pub(crate) mod req;
 mod requests;
 pub(crate) mod rx_clock;
+pub mod setup;
 mod shared;
 pub(crate) mod stalls;
 #[cfg(any(test, feature = "test-hooks"))]
@@ -69,5 +71,7 @@ pub use stalls::STALL_NS;
 mod tests;
 #[cfg(test)]
 mod stamp_tests;
+#[cfg(test)]
+mod setup_tests;
 #[cfg(test)]
 mod tls_tests;

@@ -3,6 +3,7 @@
 //! reachability verdict), and why a run ended early ([`Abort`]). Each says its problem in one line
 //! (`Display`) and its remedy apart (`Problem::remedy`); nothing branches on the text.
 
+use super::setup::{Refused, SetupError};
 use super::tls::{HandshakeError, TlsError};
 use crate::error::{Kind, Problem};
 use crate::io::route::RouteError;
@@ -51,6 +52,9 @@ pub enum EngineError {
     ConnectUdp { addr: SocketAddr, err: io::Error },
     #[error("cannot connect to {addr}: {err}")]
     Connect { addr: SocketAddr, err: io::Error },
+    /// What a connection says first (setup.rs: Redis AUTH, SELECT) failed or was refused.
+    #[error("{addr}: {err}")]
+    Setup { addr: SocketAddr, err: SetupError },
     #[error("{what} on {addr}: {err}")]
     SocketOption { what: &'static str, addr: SocketAddr, err: io::Error },
     #[error("{clock:?} timestamps (SO_TIMESTAMPING) refused: {err}")]
@@ -83,7 +87,7 @@ impl Problem for EngineError {
     fn kind(&self) -> Kind {
         use EngineError::*;
         match self {
-            Connect { .. } | ConnectUdp { .. } | Handshake { .. } => Kind::Target,
+            Connect { .. } | ConnectUdp { .. } | Setup { .. } | Handshake { .. } => Kind::Target,
             Tls(e) => e.kind(),
             UdpSocket(_) | SocketOption { .. } | Timestamps { .. } | Route(_) | NoHardwareStamps { .. } | Spawn(_) => {
                 Kind::Host
@@ -105,6 +109,7 @@ impl Problem for EngineError {
                 _ => CHECK_TARGET.into(),
             },
             ConnectUdp { .. } => CHECK_TARGET.into(),
+            Setup { err, .. } => err.remedy(),
             Interfaces(_) => "give targets behind one interface, or use --timestamps kernel".into(),
             Workload(e) => e.remedy(),
             Tls(e) => e.remedy(),
@@ -175,6 +180,9 @@ pub enum Killed {
     /// A datagram socket has no connection to lose: what would have lost one ends it.
     #[error(transparent)]
     Lost(Lost),
+    /// A reconnect's setup command refused (setup.rs): the server's words.
+    #[error(transparent)]
+    Setup(Refused),
 }
 
 /// A failure the target caused, for its reachability: a refusal, a close before any reply.
@@ -263,6 +271,7 @@ impl Problem for Abort {
     fn remedy(&self) -> String {
         match self {
             Abort::Unreachable { last: f, .. } | Abort::NoneAnswered { why: NoReply::Failure(f), .. } => f.remedy().into(),
+            Abort::ConnsFailed { last: Killed::Setup(r), .. } => r.remedy(),
             _ => String::new(),
         }
     }

@@ -224,6 +224,16 @@ impl Worker<Requests> {
             return self.connect_failed(i, Failure::Watch(addr), now_ns());
         }
         self.fin.c.reconnects += 1;
+        // Its setup commands first, before any request (setup.rs): written now without waiting
+        // for their replies, which parse_replies reads before the requests' (io.rs).
+        if let Some(setup) = &self.path.setup {
+            let c = &mut self.path.conns[i];
+            c.send_setup(setup.bytes());
+            c.setup_left = setup.replies();
+            if let Err(e) = self.write_conn(i) {
+                self.lost_conn(i, Lost::Send(e.into()));
+            }
+        }
     }
 
     /// A reconnect with no answer within the connect timeout.

@@ -8,6 +8,7 @@ use super::config::EngineConfig;
 use super::conn::{Conn, State};
 use super::connect::Sock;
 use super::req::{Req, SlotWait, Times};
+use super::setup::Setup;
 use super::thread::{Path, Worker, MAX_WAIT_NS};
 use crate::io::poll::{Epoll, EPOLLIN};
 use crate::load::workload::{Op, OpGen, MAX_KEY};
@@ -46,6 +47,8 @@ pub(crate) struct Requests {
     pub(super) polled_at: u64,
     /// Blocking mode: how late this thread's timed waits wake (time/wake.rs), so how early to ask.
     pub(super) wake: WakeLateness,
+    /// What a reconnect says first (setup.rs), encoded once.
+    pub(super) setup: Option<Setup>,
 }
 
 impl Path for Requests {
@@ -78,6 +81,7 @@ impl Path for Requests {
             ready: Vec::with_capacity(n.max(1) * 2),
             polled_at: 0,
             wake: WakeLateness::default(),
+            setup: Setup::of(&cfg.protocol),
         }
     }
 

@@ -417,6 +417,36 @@ impl Write for Fd {
     }
 }
 
+/// A blocking socket under a `rustls::Stream` that counts the bytes written (the socket's
+/// transmit-stamp keys count them): what is said before the schedule (setup.rs) and preload.
+pub struct Counted<S> {
+    inner: S,
+    pub wrote: u64,
+}
+
+impl<S> Counted<S> {
+    pub fn new(inner: S) -> Counted<S> {
+        Counted { inner, wrote: 0 }
+    }
+}
+
+impl<S: Read> Read for Counted<S> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        self.inner.read(buf)
+    }
+}
+
+impl<S: Write> Write for Counted<S> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let n = self.inner.write(buf)?;
+        self.wrote += n as u64;
+        Ok(n)
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        self.inner.flush()
+    }
+}
+
 /// Where a non-blocking handshake stands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Step {

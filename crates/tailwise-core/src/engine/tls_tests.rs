@@ -16,8 +16,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::Duration;
 
-/// A test CA and a server certificate it signed for localhost and 127.0.0.1.
-struct Pki {
+/// A test CA and a server certificate it signed for localhost and 127.0.0.1 (setup_tests too).
+pub(super) struct Pki {
     ca_pem: String,
     ca: CertificateDer<'static>,
     chain: Vec<CertificateDer<'static>>,
@@ -28,7 +28,7 @@ struct Pki {
 }
 
 impl Pki {
-    fn new(name: &str) -> Pki {
+    pub(super) fn new(name: &str) -> Pki {
         let mut ca = CertificateParams::new(Vec::<String>::new()).unwrap();
         ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
         ca.distinguished_name.push(DnType::CommonName, name);
@@ -50,7 +50,7 @@ impl Pki {
         }
     }
 
-    fn server_config(&self) -> ServerConfig {
+    pub(super) fn server_config(&self) -> ServerConfig {
         self.server_config_for(false, rustls::DEFAULT_VERSIONS)
     }
 
@@ -69,12 +69,12 @@ impl Pki {
     }
 
     /// Its CA written to a file of its own (removed with the returned guard).
-    fn ca_file(&self) -> TempFile {
+    pub(super) fn ca_file(&self) -> TempFile {
         TempFile::new("ca.pem", self.ca_pem.as_bytes())
     }
 }
 
-struct TempFile(PathBuf);
+pub(super) struct TempFile(PathBuf);
 
 impl TempFile {
     fn new(name: &str, content: &[u8]) -> TempFile {
@@ -245,7 +245,7 @@ fn config(addr: SocketAddr, tls: TlsConfig, rate: f64, duration_ms: u64) -> Engi
     }
 }
 
-fn trusting(ca: &TempFile) -> TlsConfig {
+pub(super) fn trusting(ca: &TempFile) -> TlsConfig {
     TlsConfig { ca_file: Some(ca.0.clone()), ..TlsConfig::default() }
 }
 

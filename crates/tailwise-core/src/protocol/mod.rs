@@ -30,4 +30,4 @@ mod testutil;
 mod wire;
 
 pub use codec::{Codec, Malformed, OpKind, Outcome, Parsed, Request, MAX_REPLY};
-pub use scheme::{Body, Protocol, ProtocolSpec, RequestSpec, UnknownScheme, UDP_SIZE};
+pub use scheme::{Body, Protocol, ProtocolSpec, RedisAuth, RequestSpec, UnknownScheme, UDP_SIZE};

@@ -15,7 +15,9 @@ pub enum Protocol {
     MemcachedAscii,
     MemcachedBinary,
     MemcachedUdp,
-    Redis,
+    /// `redis://[user:]password@host:port/N`: `AUTH` (with the user, if any) and `SELECT N` on
+    /// every connection before any request (engine/setup.rs), each only when given.
+    Redis { auth: Option<RedisAuth>, db: Option<u64> },
     /// `http://host/path`: `GET path` with `host` in the Host field, or the requests given
     /// (`requests` in its [`ProtocolSpec`]), each checked and encoded once.
     Http(http::Requests),
@@ -51,6 +53,30 @@ pub struct ProtocolSpec {
     /// http: how each request is chosen of `requests` (default: in turn).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub draw: Option<http::Draw>,
+    /// redis: `AUTH [user] password` on every connection.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub auth: Option<RedisAuth>,
+    /// redis: `SELECT db` on every connection (the server refuses one it does not have).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub db: Option<u64>,
+}
+
+/// Redis `AUTH` (<https://redis.io/docs/latest/commands/auth/>): the password alone for the
+/// `default` user, or an ACL user's name and password: `{"user": "app", "password": "…"}`.
+/// Serialised as given (the configuration travels in memory, and to an agent); never shown:
+/// `Debug` writes `***` for the password.
+#[derive(Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RedisAuth {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user: Option<String>,
+    pub password: String,
+}
+
+impl std::fmt::Debug for RedisAuth {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedisAuth").field("user", &self.user).field("password", &"***").finish()
+    }
 }
 
 /// One of an http target's `requests`, as a configuration writes it:
@@ -158,6 +184,7 @@ impl From<Protocol> for ProtocolSpec {
             Protocol::UdpFlow { size, flows } => {
                 ProtocolSpec { scheme, size: Some(size), flows: Some(flows), ..Default::default() }
             }
+            Protocol::Redis { auth, db } => ProtocolSpec { scheme, auth, db, ..Default::default() },
             _ => ProtocolSpec { scheme, ..Default::default() },
         }
     }
@@ -174,6 +201,7 @@ impl TryFrom<ProtocolSpec> for Protocol {
             Protocol::Http(_) => http_protocol(&s)?,
             Protocol::UdpEcho { .. } => Protocol::UdpEcho { size: s.size.unwrap_or(UDP_SIZE) },
             Protocol::UdpFlow { .. } => flow_protocol(&s)?,
+            Protocol::Redis { .. } => Protocol::Redis { auth: redis_auth(&s)?, db: s.db },
             other => other,
         };
         // A parameter its protocol does not have: refused, not ignored.
@@ -188,6 +216,8 @@ impl TryFrom<ProtocolSpec> for Protocol {
             ("flows", given.flows.is_some() && kept.flows.is_none()),
             ("requests", given.requests.is_some() && !http),
             ("draw", given.draw.is_some() && !http),
+            ("auth", given.auth.is_some() && kept.auth.is_none()),
+            ("db", given.db.is_some() && kept.db.is_none()),
         ];
         match extra.iter().find(|(_, bad)| *bad) {
             Some((field, _)) => Err(UnknownScheme::Parameter { scheme: given.scheme, field }),
@@ -214,6 +244,20 @@ fn http_protocol(s: &ProtocolSpec) -> Result<Protocol, UnknownScheme> {
     };
     let request = |what| UnknownScheme::Request { scheme: s.scheme.clone(), what };
     Ok(Protocol::Http(requests.map_err(request)?))
+}
+
+/// redis's `auth`: a user name and a password go into a RESP bulk string as they are (any bytes);
+/// an empty one is refused here rather than by the server at every connection.
+fn redis_auth(s: &ProtocolSpec) -> Result<Option<RedisAuth>, UnknownScheme> {
+    let Some(auth) = &s.auth else { return Ok(None) };
+    let empty = |field| UnknownScheme::Empty { scheme: s.scheme.clone(), field };
+    if auth.password.is_empty() {
+        return Err(empty("auth.password"));
+    }
+    if auth.user.as_deref() == Some("") {
+        return Err(empty("auth.user"));
+    }
+    Ok(Some(auth.clone()))
 }
 
 /// A datagram's bytes when a `udp://` URL gives no `?size=`.
@@ -251,6 +295,8 @@ pub enum UnknownScheme {
     Request { scheme: String, what: http::BadRequest },
     #[error("protocol '{scheme}': both path and requests")]
     PathAndRequests { scheme: String },
+    #[error("protocol '{scheme}': {field} is empty")]
+    Empty { scheme: String, field: &'static str },
 }
 
 impl crate::error::Problem for UnknownScheme {
@@ -266,13 +312,14 @@ impl crate::error::Problem for UnknownScheme {
             }
             UnknownScheme::Parameter { .. } => {
                 "service_ns and reply_pad are synthetic's, host, path, requests and draw http's, size udp's and \
-                 udp+flow's, flows udp+flow's"
+                 udp+flow's, flows udp+flow's, auth and db redis's"
                     .into()
             }
             UnknownScheme::Range { field, min, max, .. } => format!("give {field} from {min} to {max}"),
             UnknownScheme::Text { field, .. } => http::text_remedy(field),
             UnknownScheme::Request { what, .. } => what.remedy(),
             UnknownScheme::PathAndRequests { .. } => "give each request its path, and no path beside them".into(),
+            UnknownScheme::Empty { field, .. } => format!("give a {field}, or leave it out"),
         }
     }
 }
@@ -286,7 +333,7 @@ impl Protocol {
             Protocol::MemcachedAscii => Box::new(memcached::ascii::Client::new()),
             Protocol::MemcachedBinary => Box::new(memcached::binary::Client::new()),
             Protocol::MemcachedUdp => Box::new(memcached::udp::Client::new()),
-            Protocol::Redis => Box::new(redis::Client::new()),
+            Protocol::Redis { .. } => Box::new(redis::Client::new()),
             Protocol::Http(r) => Box::new(http::Client::sending(r.clone())),
             Protocol::UdpEcho { size } => Box::new(echo::Client::new(*size)),
             Protocol::UdpFlow { size, .. } => Box::new(flow::Client::new(*size)),
@@ -302,7 +349,7 @@ impl Protocol {
             Protocol::MemcachedAscii,
             Protocol::MemcachedBinary,
             Protocol::MemcachedUdp,
-            Protocol::Redis,
+            Protocol::Redis { auth: None, db: None },
             Protocol::Http(http::Requests::get("localhost", "/").expect("a valid host and path")),
             Protocol::UdpEcho { size: UDP_SIZE },
             Protocol::UdpFlow { size: flow::FRAME_DEFAULT, flows: flow::DEFAULT_FLOWS },
@@ -321,7 +368,7 @@ impl Protocol {
             Protocol::MemcachedAscii => "memcached",
             Protocol::MemcachedBinary => "memcached+binary",
             Protocol::MemcachedUdp => "memcached+udp",
-            Protocol::Redis => "redis",
+            Protocol::Redis { .. } => "redis",
             Protocol::Http(_) => "http",
             Protocol::UdpEcho { .. } => "udp",
             Protocol::UdpFlow { .. } => "udp+flow",
@@ -349,7 +396,7 @@ impl Protocol {
 
     /// Whether requests carry keys (and the workload's key/value shape applies).
     pub fn has_keys(&self) -> bool {
-        matches!(self, Protocol::MemcachedAscii | Protocol::MemcachedBinary | Protocol::MemcachedUdp | Protocol::Redis)
+        matches!(self, Protocol::MemcachedAscii | Protocol::MemcachedBinary | Protocol::MemcachedUdp | Protocol::Redis { .. })
     }
 }
 
@@ -365,7 +412,7 @@ mod tests {
             Protocol::MemcachedAscii => 1,
             Protocol::MemcachedBinary => 2,
             Protocol::MemcachedUdp => 3,
-            Protocol::Redis => 4,
+            Protocol::Redis { .. } => 4,
             Protocol::Http(_) => 5,
             Protocol::UdpEcho { .. } => 6,
             Protocol::UdpFlow { .. } => 7,
@@ -449,6 +496,34 @@ mod tests {
         assert_eq!(Protocol::try_from(redis).unwrap_err().to_string(), "protocol 'redis' has no parameter 'draw'");
         for unknown in [r#"{"scheme": "http", "requests": [{"path": "/", "hdrs": []}]}"#, r#"{"scheme": "http", "draw": "random"}"#] {
             assert!(serde_json::from_str::<ProtocolSpec>(unknown).is_err(), "{unknown}");
+        }
+    }
+    /// redis's `auth` and `db`: kept through JSON, refused on another protocol or empty, the
+    /// password never in a `Debug` form.
+    #[test]
+    fn redis_auth_and_db_round_trip_and_are_refused_elsewhere() {
+        use super::{ProtocolSpec, RedisAuth};
+        let text = r#"{"scheme": "redis", "auth": {"user": "app", "password": "p@ss:w/rd"}, "db": 3}"#;
+        let p: Protocol = serde_json::from_str(text).unwrap();
+        let auth = Some(RedisAuth { user: Some("app".into()), password: "p@ss:w/rd".into() });
+        assert_eq!(p, Protocol::Redis { auth, db: Some(3) });
+        let json = serde_json::to_string(&p).unwrap();
+        assert_eq!(json, r#"{"scheme":"redis","auth":{"user":"app","password":"p@ss:w/rd"},"db":3}"#);
+        assert!(!format!("{p:?}").contains("p@ss"), "{p:?}");
+        let plain: Protocol = serde_json::from_str(r#"{"scheme": "redis", "auth": {"password": "x"}}"#).unwrap();
+        assert_eq!(serde_json::to_string(&plain).unwrap(), r#"{"scheme":"redis","auth":{"password":"x"}}"#);
+        assert_eq!(serde_json::to_string(&Protocol::named("redis").unwrap()).unwrap(), r#"{"scheme":"redis"}"#);
+        let spec = |json: &str| serde_json::from_str::<ProtocolSpec>(json).unwrap();
+        let e = Protocol::try_from(spec(r#"{"scheme": "memcached", "auth": {"password": "x"}}"#)).unwrap_err();
+        assert_eq!(e.to_string(), "protocol 'memcached' has no parameter 'auth'");
+        let e = Protocol::try_from(spec(r#"{"scheme": "http", "db": 1}"#)).unwrap_err();
+        assert_eq!(e.to_string(), "protocol 'http' has no parameter 'db'");
+        let e = Protocol::try_from(spec(r#"{"scheme": "redis", "auth": {"password": ""}}"#)).unwrap_err();
+        assert_eq!(e.to_string(), "protocol 'redis': auth.password is empty");
+        let e = Protocol::try_from(spec(r#"{"scheme": "redis", "auth": {"user": "", "password": "x"}}"#)).unwrap_err();
+        assert_eq!(e.to_string(), "protocol 'redis': auth.user is empty");
+        for bad in [r#"{"scheme": "redis", "db": -1}"#, r#"{"scheme": "redis", "auth": {"pass": "x"}}"#] {
+            assert!(serde_json::from_str::<ProtocolSpec>(bad).is_err(), "{bad}");
         }
     }
 }

@@ -74,6 +74,7 @@ class Spec(Doc):
     body: str | None = F(None, description="--body (http://). Added by issue 36.")
     body_file: str | None = F(None, description="--body-file (http://). Added by issue 36.")
     requests_file: str | None = F(None, description="--requests-file: a requests file in vegeta's targets format (http://). Added by issue 36.")
+    redis_password_file: str | None = F(None, description="--redis-password-file: the file the redis password was read from (redis://; the password itself is never written, and a target's URL shows it as ***). Added by issue 36.")
     tls_ca: str | None = F(None, description="--tls-ca: the CA certificates (PEM) trusted for the target, as a path; null: the system's roots. Added by issue 36.")
     tls_insecure: bool | None = F(None, description="--tls-insecure: the target's certificate not verified (null: not given, off). Added by issue 36.")
     tls_cert: str | None = F(None, description="--tls-cert: the client certificate's path (PEM). Added by issue 36.")
