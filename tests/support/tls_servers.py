@@ -121,8 +121,7 @@ http {{
     # length, whether the TLS session was reused (r: resumed, .: full) and the client certificate's check.
     log_format requests '$request_method $request_uri x_test=$http_x_test x_tailwise=$http_x_tailwise '
                         'body=$content_length len=$request_length reused=$ssl_session_reused verify=$ssl_client_verify';
-    access_log {tmp}/requests.log requests;
-{keepalive}    client_body_temp_path {tmp}/client_body;
+{access_log}{keepalive}    client_body_temp_path {tmp}/client_body;
     proxy_temp_path {tmp}/proxy;
     fastcgi_temp_path {tmp}/fastcgi;
     uwsgi_temp_path {tmp}/uwsgi;
@@ -146,15 +145,18 @@ http {{
 
 @contextmanager
 def nginx_tls_server(pki: Pki, *, keepalive_requests: int | None = None, verify_client: bool = False,
-                     body_bytes: int = 200) -> Iterator[ProcessServer]:
+                     body_bytes: int = 200, access_log: bool = True) -> Iterator[ProcessServer]:
     """nginx over HTTPS on a free port with ``pki``'s server certificate: ``/fixed`` (``body_bytes``),
     ``/echo`` (any method, ``ok``); every request in ``requests.log`` (``.requests()``). With
     ``verify_client``, a client certificate signed by ``pki.ca`` is required. ``.url`` is the
-    ``/fixed`` https URL, ``.base_url`` without the path."""
+    ``/fixed`` https URL, ``.base_url`` without the path. Without ``access_log`` nothing is logged,
+    as servers.nginx_server logs nothing for ``/fixed``: a benchmark compares the two, and a log
+    line costs nginx a write a request."""
     binary = _require("nginx")
     body = _body(body_bytes)
     keepalive = f"    keepalive_requests {keepalive_requests};\n" if keepalive_requests else ""
     verify = (f"        ssl_verify_client on;\n        ssl_client_certificate {pki.ca};\n" if verify_client else "")
+    log = "    access_log {tmp}/requests.log requests;\n" if access_log else "    access_log off;\n"
 
     def prepare(port: int, tmp: str) -> None:
         os.makedirs(os.path.join(tmp, "html"))
@@ -162,7 +164,7 @@ def nginx_tls_server(pki: Pki, *, keepalive_requests: int | None = None, verify_
             f.write(body)
         with open(os.path.join(tmp, "nginx.conf"), "w") as f:
             f.write(_NGINX_TLS_CONF.format(tmp=tmp, host=HOST, port=port, keepalive=keepalive, verify=verify,
-                                           cert=pki.cert, key=pki.key))
+                                           cert=pki.cert, key=pki.key, access_log=log.format(tmp=tmp)))
 
     def argv(_port: int, tmp: str) -> list[str]:
         return [binary, "-p", tmp + "/", "-c", os.path.join(tmp, "nginx.conf"), "-e", os.path.join(tmp, "error.log")]
