@@ -102,15 +102,21 @@ def _exchange(port: int, request: bytes, done: Callable[[bytes], bool], timeout_
     """Send ``request`` on a new connection; read until ``done(reply)`` or EOF; bounded in time."""
     deadline = time.monotonic() + timeout_s
     with socket.create_connection((host, port), timeout=timeout_s) as s:
-        s.sendall(request)
-        buf = b""
-        while not done(buf):
-            s.settimeout(max(deadline - time.monotonic(), 0.001))
-            chunk = s.recv(65536)
-            if not chunk:
-                break
-            buf += chunk
-        return buf
+        return _send_and_read(s, request, done, deadline)
+
+
+def _send_and_read(s: socket.socket, request: bytes, done: Callable[[bytes], bool], deadline: float) -> bytes:
+    """Send ``request`` on ``s`` (a plain or TLS socket); read until ``done(reply)``, EOF or
+    ``deadline`` (time.monotonic)."""
+    s.sendall(request)
+    buf = b""
+    while not done(buf):
+        s.settimeout(max(deadline - time.monotonic(), 0.001))
+        chunk = s.recv(65536)
+        if not chunk:
+            break
+        buf += chunk
+    return buf
 
 
 def http_get(port: int, path: str = "/fixed", host: str = HOST, timeout_s: float = 2.0

@@ -20,7 +20,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from support.servers import HOST, ProcessServer, _body, _require, _start_process, resp
+from support.servers import HOST, ProcessServer, _body, _require, _send_and_read, _start_process, resp
 
 
 @dataclass(frozen=True)
@@ -72,15 +72,7 @@ def tls_exchange(port: int, request: bytes, done: Callable[[bytes], bool], ctx: 
     deadline = time.monotonic() + timeout_s
     with socket.create_connection((host, port), timeout=timeout_s) as raw:
         with ctx.wrap_socket(raw, server_hostname=name) as s:
-            s.sendall(request)
-            buf = b""
-            while not done(buf):
-                s.settimeout(max(deadline - time.monotonic(), 0.001))
-                chunk = s.recv(65536)
-                if not chunk:
-                    break
-                buf += chunk
-            return buf
+            return _send_and_read(s, request, done, deadline)
 
 
 def memcached_stats(port: int, ctx: ssl.SSLContext) -> dict[str, str]:

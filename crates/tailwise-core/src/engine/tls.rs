@@ -17,7 +17,7 @@ use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
 use rustls::{AlertDescription, CertificateError, ClientConfig, ClientConnection, DigitallySignedStruct, HandshakeKind};
 use rustls::{ProtocolVersion, RootCertStore, SignatureScheme};
 use serde::{Deserialize, Serialize};
-use std::io::{self, BufRead, Read, Write};
+use std::io::{self, Read, Write};
 use std::net::SocketAddr;
 use std::os::fd::RawFd;
 use std::path::PathBuf;
@@ -570,15 +570,7 @@ pub fn decrypt(tls: &mut ClientConnection, mut cipher: &[u8], plain: &mut Vec<u8
             }
         }
         let state = tls.process_new_packets()?;
-        let mut r = tls.reader();
-        while let Ok(chunk) = r.fill_buf() {
-            if chunk.is_empty() {
-                break;
-            }
-            let n = chunk.len();
-            plain.extend_from_slice(chunk);
-            r.consume(n);
-        }
+        take_plaintext(tls.reader(), plain);
         if state.peer_has_closed() {
             return Ok(true);
         }
@@ -588,6 +580,20 @@ pub fn decrypt(tls: &mut ClientConnection, mut cipher: &[u8], plain: &mut Vec<u8
         if stalled {
             return Err(rustls::Error::General("TLS records stalled".into()));
         }
+    }
+}
+
+/// Every plaintext byte a session has decrypted so far, appended to `plain` (a client's or a
+/// server's: engine/tls_cost reads both sides this way).
+pub(crate) fn take_plaintext(mut r: rustls::Reader<'_>, plain: &mut Vec<u8>) {
+    use std::io::BufRead;
+    while let Ok(chunk) = r.fill_buf() {
+        if chunk.is_empty() {
+            break;
+        }
+        let n = chunk.len();
+        plain.extend_from_slice(chunk);
+        r.consume(n);
     }
 }
 

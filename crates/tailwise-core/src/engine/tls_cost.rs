@@ -12,7 +12,6 @@ use crate::time::clock::now_ns;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
 use rustls::{ClientConfig, ClientConnection, ConnectionCommon, RootCertStore, ServerConfig, ServerConnection};
-use std::io::BufRead;
 use std::sync::Arc;
 
 // The crate's TLS test certificates (server/testdata: a CA, and a certificate for localhost it
@@ -128,15 +127,7 @@ impl Pair {
     /// The server reads `wire` (the client's records): its plaintext appended to `plain`.
     pub fn server_reads(&mut self, wire: &[u8], plain: &mut Vec<u8>) -> Result<(), CostError> {
         feed(&mut self.server, wire)?;
-        let mut r = self.server.reader();
-        while let Ok(chunk) = r.fill_buf() {
-            if chunk.is_empty() {
-                break;
-            }
-            let n = chunk.len();
-            plain.extend_from_slice(chunk);
-            r.consume(n);
-        }
+        tls::take_plaintext(self.server.reader(), plain);
         Ok(())
     }
 
