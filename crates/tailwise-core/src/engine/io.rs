@@ -55,10 +55,9 @@ impl Worker<Requests> {
             return;
         }
         let since = self.path.slots.blocked_at;
-        let stalled = match self.watch.fresh() {
-            Some((a, b)) if b > since => Some(a.max(since)),
-            _ => None,
-        };
+        // The first stall not yet taken that ended after the block (kept apart from later ones: a
+        // wait that began at one's end was held until the next began at least).
+        let stalled = self.watch.fresh_since(since);
         let t = match self.stalls.first_since(since).or(stalled) {
             Some(a) if !exact => t.min(a),
             _ => t,

@@ -21,6 +21,9 @@ use std::sync::{Arc, Mutex};
 
 /// A gap between two clock reads of a spinning thread at least this long is logged.
 pub const MASK_STALL_NS: u64 = 200_000;
+/// Stalls a watch keeps apart until its thread takes them; more are merged, the oldest first
+/// (a merged window starts earlier: taken as a slot's freeing, it only ever shortens the wait).
+const FRESH: usize = 4;
 /// Intervals kept at most (16 bytes each); a machine stalling more often than this has bigger
 /// problems, which the masked share of the run reports.
 const MAX_STALLS: usize = 100_000;
@@ -53,13 +56,15 @@ pub struct StallWatch {
     log: StallLog,
     /// Time lost to the stalls logged so far (for busy-time accounting that leaves them out).
     pub stalled_ns: u64,
-    /// The latest stall, until its thread takes it (`take_fresh`).
-    fresh: Option<(u64, u64)>,
+    /// The stalls since its thread last took them (`take_fresh`), oldest first, kept apart (a
+    /// slot freed after one of them is known to have been held until the next: engine/io.rs).
+    fresh: [(u64, u64); FRESH],
+    n_fresh: usize,
 }
 
 impl StallWatch {
     pub fn new(log: StallLog) -> StallWatch {
-        StallWatch { last: now_ns(), planned: 0, log, stalled_ns: 0, fresh: None }
+        StallWatch { last: now_ns(), planned: 0, log, stalled_ns: 0, fresh: [(0, 0); FRESH], n_fresh: 0 }
     }
 
     /// The time, logging the gap since the previous read if it is a stall.
@@ -70,10 +75,13 @@ impl StallWatch {
             let start = self.last + self.planned;
             self.log.record(start, t);
             self.stalled_ns += t - start;
-            self.fresh = Some(match self.fresh {
-                Some((a, _)) => (a, t), // two stalls not yet taken: one window over both
-                None => (start, t),
-            });
+            if self.n_fresh == FRESH {
+                self.fresh[1].0 = self.fresh[0].0;
+                self.fresh.copy_within(1.., 0);
+                self.n_fresh -= 1;
+            }
+            self.fresh[self.n_fresh] = (start, t);
+            self.n_fresh += 1;
         }
         self.last = t;
         self.planned = 0;
@@ -83,13 +91,22 @@ impl StallWatch {
     /// The stall detected and not yet taken, if any.
     #[inline]
     pub fn fresh(&self) -> Option<(u64, u64)> {
-        self.fresh
+        (self.n_fresh > 0).then(|| (self.fresh[0].0, self.fresh[self.n_fresh - 1].1))
     }
 
-    /// The stall detected since the last call, as (start, end) on CLOCK_MONOTONIC.
+    /// Of the stalls not yet taken, the start of the first that ended after `since` (not before
+    /// `since`): where a freeing seen after it may have happened, at the earliest.
+    #[inline]
+    pub fn fresh_since(&self, since: u64) -> Option<u64> {
+        self.fresh[..self.n_fresh].iter().find(|&&(_, end)| end > since).map(|&(start, _)| start.max(since))
+    }
+
+    /// The stalls detected since the last call, as one window (start, end) on CLOCK_MONOTONIC.
     #[inline]
     pub fn take_fresh(&mut self) -> Option<(u64, u64)> {
-        self.fresh.take()
+        let window = self.fresh();
+        self.n_fresh = 0;
+        window
     }
 
     /// The thread is about to wait up to `ns` on purpose: the next gap may be that much longer.
@@ -117,6 +134,26 @@ impl StallWatch {
 mod tests {
     use super::*;
 
+    /// Stalls not yet taken stay apart: a wait that began between two of them (at the end of the
+    /// first) ends no earlier than the second's start; beyond FRESH the oldest merge.
+    #[test]
+    fn fresh_stalls_stay_apart_until_taken() {
+        let mut w = StallWatch::new(StallLog::default());
+        for (i, s) in [(10, 20), (30, 40), (50, 60), (70, 80), (90, 100)].into_iter().enumerate() {
+            w.fresh[i.min(FRESH - 1)] = s;
+            if i >= FRESH {
+                // What now() does on a fifth: the two oldest become one window.
+                w.fresh = [(10, 40), (50, 60), (70, 80), (90, 100)];
+            }
+            w.n_fresh = (i + 1).min(FRESH);
+        }
+        assert_eq!(w.fresh(), Some((10, 100)));
+        assert_eq!((w.fresh_since(5), w.fresh_since(20), w.fresh_since(40), w.fresh_since(55)), (Some(10), Some(20), Some(50), Some(55)));
+        assert_eq!(w.fresh_since(100), None);
+        assert_eq!(w.take_fresh(), Some((10, 100)));
+        assert_eq!((w.fresh(), w.fresh_since(0)), (None, None));
+    }
+
     #[test]
     fn a_sleep_is_a_stall_and_a_reset_forgets_it() {
         let log = StallLog::default();
@@ -129,6 +166,7 @@ mod tests {
         assert!(s[0].1 == t && s[0].1 - s[0].0 >= 2_000_000, "{s:?}");
         assert_eq!(w.take_fresh(), Some(s[0]));
         assert_eq!(w.take_fresh(), None);
+        assert_eq!(w.fresh_since(0), None);
         std::thread::sleep(std::time::Duration::from_millis(2));
         w.reset();
         w.now();
