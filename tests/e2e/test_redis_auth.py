@@ -17,7 +17,8 @@ import pytest
 from support.cli import CLI, MEASURED
 from support.live_run import Run
 from support.plugin import skip_unless_installed
-from support.servers import redis_server, resp
+from support.servers import redis_server
+from support.tls_servers import redis_call
 
 PASSWORD = "pw-Xq7:s@cr/t"  # a colon, an at sign and a slash: percent-encoded in a URL
 URL_PASSWORD = "pw-Xq7%3As%40cr%2Ft"
@@ -38,42 +39,9 @@ def cli(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
     return subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=120, env=environ)
 
 
-def replies(buf: bytes, n: int) -> list[bytes] | None:
-    """The first ``n`` RESP replies in ``buf`` (simple, error, integer or bulk: what these commands
-    answer), each its line or its bulk's bytes; None while incomplete."""
-    out, pos = [], 0
-    while len(out) < n:
-        eol = buf.find(b"\r\n", pos)
-        if eol < 0:
-            return None
-        line = buf[pos:eol]
-        if line[:1] == b"$":
-            end = eol + 2 + int(line[1:])
-            if len(buf) < end + 2:
-                return None
-            out.append(buf[eol + 2:end])
-            pos = end + 2
-        else:
-            out.append(line)
-            pos = eol + 2
-    return out
-
-
 def call(server, *words: str, db: int | None = None) -> bytes:
     """One command on a connection of the test's own (AUTH, and SELECT db, first): its reply."""
-    import socket
-
-    request = resp("AUTH", PASSWORD) + (resp("SELECT", str(db)) if db is not None else b"") + resp(*words)
-    n = 3 if db is not None else 2
-    with socket.create_connection((server.host, server.port), timeout=5) as s:
-        s.sendall(request)
-        buf = b""
-        while (got := replies(buf, n)) is None:
-            chunk = s.recv(65536)
-            assert chunk, buf
-            buf += chunk
-    assert all(r == b"+OK" for r in got[:-1]), got
-    return got[-1]
+    return redis_call(server.port, None, *words, password=PASSWORD, db=db)
 
 
 def dbsize(server, db: int) -> int:

@@ -20,7 +20,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from support.servers import HOST, ProcessServer, _body, _require, _send_and_read, _start_process, resp
+from support.servers import HOST, ProcessServer, _body, _exchange, _require, _send_and_read, _start_process, resp
 
 
 @dataclass(frozen=True)
@@ -222,9 +222,11 @@ def redis_tls_server(pki: Pki, password: str | None = None) -> Iterator[ProcessS
         server.stop()
 
 
-def redis_call(port: int, ctx: ssl.SSLContext, *words: str, password: str | None = None, db: int | None = None) -> bytes:
-    """One command over TLS on a connection of the test's own, after ``AUTH password`` and
-    ``SELECT db`` when given (each answered +OK): its reply, a bulk's bytes or the line."""
+def redis_call(port: int, ctx: ssl.SSLContext | None, *words: str, password: str | None = None, db: int | None = None,
+               timeout_s: float = 5.0) -> bytes:
+    """One command on a connection of the test's own (over TLS with ``ctx``, else in the clear),
+    after ``AUTH password`` and ``SELECT db`` when given (each answered +OK): its reply, a bulk's
+    bytes or the line."""
     first = (resp("AUTH", password) if password is not None else b"") + (resp("SELECT", str(db)) if db is not None else b"")
     skip = (password is not None) + (db is not None)  # one +OK per command said first
 
@@ -240,7 +242,10 @@ def redis_call(port: int, ctx: ssl.SSLContext, *words: str, password: str | None
         rest = after_ok(b)
         return rest is not None and (_bulk_done(rest) or (rest[:1] in (b"+", b"-", b":") and rest.endswith(b"\r\n")))
 
-    rest = after_ok(tls_exchange(port, first + resp(*words), done, ctx)) or b""
+    request = first + resp(*words)
+    raw = (_exchange(port, request, done, timeout_s) if ctx is None
+           else tls_exchange(port, request, done, ctx, timeout_s))
+    rest = after_ok(raw) or b""
     head, _, body = rest.partition(b"\r\n")
     return body[:int(head[1:])] if head.startswith(b"$") else head
 
