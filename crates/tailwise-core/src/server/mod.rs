@@ -436,16 +436,43 @@ mod tests {
     use crate::time::clock;
     use std::io::{Read, Write};
 
-    fn server(service: &str) -> Server {
-        Server::start(ServerConfig {
+    fn one_worker(service: &str) -> ServerConfig {
+        ServerConfig {
             listen: "127.0.0.1:0".parse().unwrap(),
             workers: 1,
             service: Dist::parse(service).unwrap(),
             seed: 1,
             pin: false,
             busy_poll: false,
-        })
-        .unwrap()
+        }
+    }
+
+    fn server(service: &str) -> Server {
+        Server::start(one_worker(service)).unwrap()
+    }
+
+    /// testdata/: a CA and a certificate for localhost and 127.0.0.1 signed by it, valid for a
+    /// century, made once with openssl for these tests only.
+    fn testdata() -> std::path::PathBuf {
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/server/testdata")
+    }
+
+    /// One worker answering at once, over TLS with testdata's certificate.
+    fn tls_server() -> Server {
+        let dir = testdata();
+        let tls = tls::server_config(&dir.join("cert.pem"), &dir.join("key.pem")).unwrap();
+        Server::start_tls(one_worker("fixed:0"), Some(tls)).unwrap()
+    }
+
+    /// A rustls client configuration trusting `roots`.
+    fn client_config(roots: rustls::RootCertStore) -> Arc<rustls::ClientConfig> {
+        Arc::new(
+            rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+                .with_safe_default_protocol_versions()
+                .unwrap()
+                .with_root_certificates(roots)
+                .with_no_client_auth(),
+        )
     }
 
     #[test]
@@ -550,29 +577,10 @@ mod tests {
     #[test]
     fn answers_synthetic_requests_over_tls_and_resumes_sessions() {
         use rustls_pki_types::pem::PemObject;
-        // testdata/: a CA and a certificate for localhost and 127.0.0.1 signed by it, valid for a
-        // century, made once with openssl for these tests only.
-        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/server/testdata");
-        let tls = tls::server_config(&dir.join("cert.pem"), &dir.join("key.pem")).unwrap();
-        let cfg = ServerConfig {
-            listen: "127.0.0.1:0".parse().unwrap(),
-            workers: 1,
-            service: Dist::parse("fixed:0").unwrap(),
-            seed: 1,
-            pin: false,
-            busy_poll: false,
-        };
-        let mut s = Server::start_tls(cfg, Some(tls)).unwrap();
+        let mut s = tls_server();
         let mut roots = rustls::RootCertStore::empty();
-        roots.add(rustls_pki_types::CertificateDer::from_pem_file(dir.join("ca.pem")).unwrap()).unwrap();
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let client = Arc::new(
-            rustls::ClientConfig::builder_with_provider(provider)
-                .with_safe_default_protocol_versions()
-                .unwrap()
-                .with_root_certificates(roots)
-                .with_no_client_auth(),
-        );
+        roots.add(rustls_pki_types::CertificateDer::from_pem_file(testdata().join("ca.pem")).unwrap()).unwrap();
+        let client = client_config(roots);
         for round in 0..2 {
             let mut c = tls_client(s.addr(), client.clone());
             let mut req = Vec::new();
@@ -594,14 +602,7 @@ mod tests {
         }
         // A client that does not trust the server's CA is refused in the handshake, and the
         // server keeps serving.
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let stranger = Arc::new(
-            rustls::ClientConfig::builder_with_provider(provider)
-                .with_safe_default_protocol_versions()
-                .unwrap()
-                .with_root_certificates(rustls::RootCertStore::empty())
-                .with_no_client_auth(),
-        );
+        let stranger = client_config(rustls::RootCertStore::empty());
         let mut c = tls_client(s.addr(), stranger);
         let e = c.write_all(b"x").and_then(|_| c.flush()).and_then(|_| c.read(&mut [0u8; 8]).map(|_| ())).unwrap_err();
         assert!(e.to_string().contains("UnknownIssuer"), "{e}");
@@ -611,17 +612,7 @@ mod tests {
 
     #[test]
     fn a_plaintext_client_of_a_tls_server_is_closed() {
-        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/server/testdata");
-        let tls = tls::server_config(&dir.join("cert.pem"), &dir.join("key.pem")).unwrap();
-        let cfg = ServerConfig {
-            listen: "127.0.0.1:0".parse().unwrap(),
-            workers: 1,
-            service: Dist::parse("fixed:0").unwrap(),
-            seed: 1,
-            pin: false,
-            busy_poll: false,
-        };
-        let mut s = Server::start_tls(cfg, Some(tls)).unwrap();
+        let mut s = tls_server();
         let mut c = TcpStream::connect(s.addr()).unwrap();
         c.set_read_timeout(Some(std::time::Duration::from_secs(5))).unwrap();
         c.write_all(b"get key\r\n").unwrap();
@@ -634,7 +625,7 @@ mod tests {
 
     #[test]
     fn a_key_that_is_not_the_certificates_is_refused_naming_both() {
-        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/server/testdata");
+        let dir = testdata();
         // ca.pem's key is not key.pem.
         let e = tls::server_config(&dir.join("ca.pem"), &dir.join("key.pem")).unwrap_err();
         assert!(matches!(e, tls::TlsError::Mismatch { .. }), "{e}");
