@@ -172,15 +172,21 @@ fn config(addr: SocketAddr, password: &str) -> EngineConfig {
 fn every_connection_says_auth_and_select_first_and_their_replies_are_not_counted() {
     let (addr, seen) = redis(100);
     let r = Engine::start(config(addr, PASSWORD)).unwrap().join();
+    every_connection_authenticated(&r, &seen);
+}
+
+/// A run against `redis(100)` (closing every connection after 100 GETs): ended without error, at
+/// least 5 reconnects, AUTH and SELECT said once on every connection before any request, no error
+/// reply, every GET the server answered ours (a GET lost with its connection is sent again), and
+/// the setup replies not counted as requests.
+fn every_connection_authenticated(r: &EngineResult, seen: &Seen) {
     assert!(r.error.is_none(), "{:?}", r.error);
     let c = r.counters;
     assert!(c.reconnects >= 5, "{c:?}");
     assert_eq!(seen.unauthenticated.load(Relaxed), 0, "a request came before AUTH");
     let conns = seen.conns.load(Relaxed);
     assert_eq!((seen.auths.load(Relaxed), seen.selects.load(Relaxed)), (conns, conns));
-    assert_eq!(c.errors, 0, "{:?}", r.error_reasons);
-    // Every GET the server answered is ours, once (a GET lost with its connection is sent again).
-    assert_eq!(c.misses, c.received);
+    assert_eq!((c.errors, c.misses), (0, c.received), "{:?}", r.error_reasons);
     assert!(seen.gets.load(Relaxed) >= c.received && c.received > 900, "{c:?}");
     assert_eq!(r.hist.latency.len(), c.intended, "the setup replies are not requests");
 }
@@ -215,17 +221,10 @@ fn over_tls_auth_and_select_go_through_the_session_at_the_start_and_on_every_rec
     let (addr, seen) = redis_over(100, Some(pki.server_config()));
     let cfg = EngineConfig { tls: Some(trusting(&ca)), ..config(addr, PASSWORD) };
     let r = Engine::start(cfg).unwrap().join();
-    assert!(r.error.is_none(), "{:?}", r.error);
-    let c = r.counters;
-    assert!(c.reconnects >= 5, "{c:?}");
     // Every command the server read came out of its TLS session: a plaintext AUTH would have
-    // broken the handshake, and a request before AUTH would be counted here.
-    assert_eq!(seen.unauthenticated.load(Relaxed), 0, "a request came before AUTH");
-    let conns = seen.conns.load(Relaxed);
-    assert_eq!((seen.auths.load(Relaxed), seen.selects.load(Relaxed)), (conns, conns));
-    assert_eq!((c.errors, c.misses), (0, c.received), "{:?}", r.error_reasons);
-    assert!(seen.gets.load(Relaxed) >= c.received && c.received > 900, "{c:?}");
-    assert_eq!(r.hist.latency.len(), c.intended, "the setup replies are not requests");
+    // broken the handshake, and a request before AUTH would be counted.
+    every_connection_authenticated(&r, &seen);
+    let c = r.counters;
     let t = r.tls.expect("a TLS run reports its handshakes");
     assert_eq!((t.full + t.resumed, t.failed), (2 + c.reconnects, 0), "{t:?} {c:?}");
 }

@@ -31,7 +31,7 @@ fn line(e: &impl Problem) -> String {
     }
 }
 
-fn config(addr: SocketAddr, rate: f64, duration_ms: u64) -> EngineConfig {
+pub(super) fn config(addr: SocketAddr, rate: f64, duration_ms: u64) -> EngineConfig {
     EngineConfig {
         targets: vec![addr],
         rate_rps: rate,

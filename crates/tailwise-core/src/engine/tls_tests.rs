@@ -229,20 +229,7 @@ fn serve(mut tcp: TcpStream, cfg: Arc<ServerConfig>, how: Behaviour, served: &At
 }
 
 fn config(addr: SocketAddr, tls: TlsConfig, rate: f64, duration_ms: u64) -> EngineConfig {
-    EngineConfig {
-        targets: vec![addr],
-        rate_rps: rate,
-        duration_ns: duration_ms * 1_000_000,
-        conns: 2,
-        late_ns: 1_000_000,
-        connect_timeout_ns: 1_000_000_000,
-        unreachable_ns: 1_000_000_000,
-        seed: 5,
-        pin: false,
-        busy_poll: false,
-        tls: Some(tls),
-        ..EngineConfig::default()
-    }
+    EngineConfig { unreachable_ns: 1_000_000_000, seed: 5, tls: Some(tls), ..super::tests::config(addr, rate, duration_ms) }
 }
 
 pub(super) fn trusting(ca: &TempFile) -> TlsConfig {
