@@ -97,6 +97,9 @@ def test_a_target_that_is_no_reflector_is_one_line():
     r = run_cli("calibrate", "memcached://127.0.0.1:1", "--json")
     assert r.returncode == 2 and "Traceback" not in r.stderr
     assert "calibrate needs a reflector, not memcached://" in r.stderr
+    r = run_cli("calibrate", "synthetic+tls://127.0.0.1:1", "--json")
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert "calibrate measures a reflector in the clear, not synthetic+tls://" in r.stderr
 
 
 def test_the_whole_tool_against_the_model():

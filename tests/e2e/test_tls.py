@@ -155,6 +155,8 @@ def test_load_stores_keys_over_tls_that_a_run_then_hits(pki, redis_tls):
     s = run_json(url, "--tls-ca", str(pki.ca), "--keys", "500", *SHORT)
     clean(s)
     assert s["counters"]["hits"] == s["counters"]["gets"] > 0
+    r = run_cli("load", "https://127.0.0.1:1/", "--keys", "5")
+    assert r.returncode == EXIT_ERROR and "https:// has no keys to store" in r.stderr and "Traceback" not in r.stderr
 
 
 def test_a_sweep_over_tls_measures_each_point_with_its_handshakes(pki, redis_tls, tmp_path):

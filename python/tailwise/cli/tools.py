@@ -15,7 +15,7 @@ from tailwise.cli.options import TlsCa, TlsCert, TlsInsecure, TlsKey, TlsNoResum
 from tailwise.errors import InputError, TargetError
 from tailwise.spec.runspec import BUILTIN_SERVICE, positive
 from tailwise.spec.target import parse_target, with_password
-from tailwise.spec.tls import readable
+from tailwise.spec.tls import readable, url_scheme
 from tailwise.spec.workload import DEFAULTS, LOAD_OUTSTANDING
 from tailwise.spec.units import parse_time_ns
 
@@ -212,7 +212,7 @@ def load(
     tgt = with_password([parse_target(target)], redis_password_file)[0]
     tls = tls_settings(st, (tgt,))
     if not tgt.keyed:
-        raise InputError(f"{tgt.scheme}:// has no keys to store", "`tailwise load` is for memcached and redis targets")
+        raise InputError(f"{url_scheme(tgt.scheme, tgt.tls)}:// has no keys to store", "`tailwise load` is for memcached and redis targets")
     positive("--conns", conns)
     positive("--outstanding", outstanding)
     work = Workload.from_settings(st | {"mix": "1:0"})

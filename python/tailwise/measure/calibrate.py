@@ -323,6 +323,10 @@ def calibrate(target: str | None = None, seconds: float = PING_SECONDS, with_mod
         from tailwise.spec.target import parse_target
 
         t = parse_target(target)
+        if t.tls:
+            # The sources are compared on the path itself; the TLS row is measured on loopback.
+            raise TailwiseError(f"calibrate measures a reflector in the clear, not {t.url.split('://')[0]}://",
+                                "give synthetic://HOST:PORT; `tailwise calibrate` without a target adds the TLS row")
         if t.scheme not in ("synthetic", "udp"):
             raise TailwiseError(f"calibrate needs a reflector, not {t.scheme}://",
                                 "give synthetic://HOST:PORT (tailwise serve --service fixed:0) or udp://HOST:PORT (an echo)")
