@@ -61,6 +61,8 @@ class Ctx:
     seconds: float
     work: Path
     log: callable = print
+    #: --before: another checkout, measured beside this one where a question compares installations.
+    before: Path | None = None
     started: float = field(default_factory=time.monotonic)
 
     def peer(self, name: str) -> str | None:

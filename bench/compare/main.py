@@ -1,11 +1,12 @@
 """bench/run: tailwise side by side with the tools users know, on this machine, in one run.
 
-    bench/run [QUESTION …] [--peers-src DIR] [--scratch DIR] [--repeats 3] [--quick] [--out DIR]
+    bench/run [QUESTION …] [--peers-src DIR] [--scratch DIR] [--repeats 3] [--quick] [--before DIR] [--out DIR]
 
-Questions (all when none is named): bias servers co loadgen stats behind tls — each a script here
-(bias.py, …). Servers on the lowest CPU, clients on the highest (taskset); each figure the median
-of --repeats interleaved runs with its range; the machine's noise recorded during each run (a
-pinned spinner's lost time before each repeat, steal and other processes' CPU during each run).
+Questions (all when none is named): bias servers co loadgen stats behind tls startup — each a
+script here (bias.py, …). Servers on the lowest CPU, clients on the highest (taskset); each figure
+the median of --repeats interleaved runs with its range; the machine's noise recorded during each
+run (a pinned spinner's lost time before each repeat, steal and other processes' CPU during each
+run).
 Writes bench/out/compare-QUESTION.json and bench/out/compare.md, and prints the tables.
 Peers are built once into --scratch (bench/peers/build.py); one that is missing is skipped with
 its reason. Traffic stays on 127.0.0.1.
@@ -32,7 +33,7 @@ if list((ROOT / "python" / "tailwise").glob("_core*.so")):
     sys.path.insert(0, str(ROOT / "python"))
     os.environ["PYTHONPATH"] = os.pathsep.join([str(ROOT / "python"), *filter(None, [os.environ.get("PYTHONPATH")])])
 
-QUESTIONS = ("bias", "servers", "co", "loadgen", "stats", "behind", "tls")
+QUESTIONS = ("bias", "servers", "co", "loadgen", "stats", "behind", "tls", "startup")
 #: The peers' released sources: $TAILWISE_PEERS_SRC, else ../shared/peers beside the checkout (where
 #: this project's machines keep them); without them those peers are skipped.
 DEFAULT_SRC = Path(os.environ.get("TAILWISE_PEERS_SRC") or ROOT.parent / "shared" / "peers")
@@ -51,6 +52,9 @@ def parse_args(argv=None):
     ap.add_argument("--seconds", type=float, default=3.0, help="length of one client run [3]")
     ap.add_argument("--quick", action="store_true",
                     help="a smoke run: 1 repeat of 1 s runs, fewer rate steps, a 5 s memory run")
+    ap.add_argument("--before", type=Path, default=None,
+                    help="another checkout of tailwise (its python/ tree with _core built), measured beside this "
+                         "one as 'tailwise (before)' where a question compares the two (startup)")
     ap.add_argument("--out", type=Path, default=ROOT / "bench" / "out", help="where the JSON and compare.md go")
     args = ap.parse_args(argv)
     if args.quick:
@@ -75,7 +79,8 @@ def main(argv=None) -> int:
     peers = all_peers(src, args.scratch, log=log)
     build_s = time.monotonic() - t0
     work = Path(tempfile.mkdtemp(prefix="run-", dir=args.scratch))
-    ctx = Ctx(peers=peers, repeats=args.repeats, quick=args.quick, seconds=args.seconds, work=work, log=log)
+    ctx = Ctx(peers=peers, repeats=args.repeats, quick=args.quick, seconds=args.seconds, work=work, log=log,
+              before=args.before)
     args.out.mkdir(parents=True, exist_ok=True)
     host = host_info()
     header = (f"bench/run {' '.join(args.questions)} --repeats {args.repeats} --seconds {args.seconds:g}"

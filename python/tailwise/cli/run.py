@@ -84,7 +84,7 @@ def fleet_of(kw: dict, file: dict):
 
 def _run(kw: dict) -> int:
     from tailwise import signals
-    # The statistics stack (scipy, statsmodels) loads in ~1 s: only the commands that use it pay.
+    # The statistics stack (scipy, statsmodels) loads in ~1 s, while the run goes (measure/warm.py).
     from tailwise.measure.point import measure, prepare
     from tailwise.render.point import PointDisplay
     from tailwise.results.journal import COLLECTED
@@ -92,7 +92,6 @@ def _run(kw: dict) -> int:
                                         remove_new_dirs)
     from tailwise.results.export import write_run
     from tailwise.results.export.samples import SAMPLE_FORMATS
-    from tailwise.results.summary import amend
     from tailwise.spec.threshold import Threshold, parse_all as parse_thresholds
     from tailwise.spec.workload import command_setting, load_file
 
@@ -129,7 +128,7 @@ def _run(kw: dict) -> int:
         remove_new_dirs(made)  # nothing was measured: no directory of ours is left behind
         raise
     summary, result = m.summary, m.result
-    amend(summary, thresholds=[g.evaluate(summary.latency.percentiles) for g in gates])
+    m.amend(thresholds=[g.evaluate(summary.latency.percentiles) for g in gates])
     unwritten = None
     if out:
         for problem in m.file_problems(out):

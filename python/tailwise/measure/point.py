@@ -15,15 +15,14 @@ import signal
 import socket
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Protocol
+from typing import TYPE_CHECKING, Callable, Protocol
 
 from tailwise import signals
 from tailwise.driver.local import LocalAgent
-from tailwise.results.documents.run import Summary
 from tailwise.results.measured import AgentResult
 from tailwise.errors import InputError
 from tailwise.host.facts import host_info, isolated_cpus, listener_cpus, pinned_cpus
-from tailwise.methodology.checks import Setting
+from tailwise.methodology.remedies import Setting
 from tailwise.measure.server import builtin_server, server_stats
 from tailwise.spec.fleet import Fleet
 from tailwise.spec.load import TestStall
@@ -32,6 +31,9 @@ from tailwise.spec.runspec import RunSpec, timestamp_source
 from tailwise.spec.target import DATAGRAM
 from tailwise.spec.units import fmt_ns, parse_dist, parse_time_ns
 from tailwise.warning import HostKnob, JournalGivenUp, SamplesNotKept, ServerShares, SpinnersShare, Warn, AnyWarning
+
+if TYPE_CHECKING:
+    from tailwise.results.documents.run import Summary
 
 #: CPU seconds one analysis takes per million samples kept, with room for a busy machine
 #: (BENCHMARKS.md: ~2 s per million on this machine kind), for the stated time budget.
@@ -62,6 +64,12 @@ class Measurement:
     summary: Summary
     result: AgentResult
     analysis: object  # methodology.analysis.Analysis
+
+    def amend(self, **fields) -> None:
+        """Validate ``fields`` onto the summary (results/summary.amend)."""
+        from tailwise.results.summary import amend  # pydantic's models: loaded after the run
+
+        amend(self.summary, **fields)
 
     def file_problems(self, out: Path | str) -> list[AnyWarning]:
         """What the disk refused while the run went on, as warnings for ``out``, the results
@@ -150,8 +158,10 @@ def _prepare_fleet(rs: RunSpec, fleet: Fleet) -> Setup:
     return Setup(host=host, server_spin=False, busy_cpus=None, setting=setting, fleet=fleet, token=token, tls=tls)
 
 
-#: How long a run's preparation samples /proc/stat for the doctor's knobs (steal, other load).
-KNOB_SAMPLE_S = 0.25
+#: How long a run's preparation samples /proc/stat for the doctor's knobs (steal, other load):
+#: 10 ticks a CPU at USER_HZ 100, enough to see one ≥ 10 % busy (BUSY_SHARE); the first request
+#: waits for it (issue 37: ≤ 0.5 s from the command), `tailwise doctor` samples 0.5 s.
+KNOB_SAMPLE_S = 0.1
 
 
 def host_knobs(rs: RunSpec, local: bool, server_spin: bool, warn: Warn | None) -> list[dict]:
@@ -224,21 +234,17 @@ def measure(rs: RunSpec, setup: Setup, command: str, display: Display | None = N
     agents, what the coordinator collects is also written to ``collected`` as it arrives
     (results/journal.py), so that it outlives a coordinator that dies."""
     from tailwise.measure import serverstats
-    from tailwise.methodology import Controller
-    from tailwise.methodology.controller import fixed_methodology
     from tailwise.results.files import release_freed_memory
     from tailwise.results.journal import LOCAL_SAMPLES, Journal
-    from tailwise.methodology.summarize import build_summary
-    from tailwise.results.summary import amend
 
     signals.check()  # a stop signal between measurements (a sweep's points) ends here
     config = rs.config(command)
     if rs.builtin:
         config["builtin_server"]["busy_poll"] = setup.server_spin
-    precision = rs.precision()
     shown = display or Silent()
 
-    def one(addrs: list[str], target_url: str, stall_sources=()) -> Measurement:
+    def one(addrs: list[str], target_url: str, ended: Callable[[AgentResult], dict], stall_sources=()) -> Measurement:
+        """Measure, then analyse; ``ended`` gives the target's side (``target_stats``) as the engine ends."""
         source, note = timestamp_source(rs.timestamps, addrs[0])
         config["timestamps"], config["timestamps_note"] = source, tls_source_note(note, source, rs.tls is not None)
         spec = rs.load_spec(addrs, source, test_stall=_test_stall())
@@ -262,42 +268,65 @@ def measure(rs: RunSpec, setup: Setup, command: str, display: Display | None = N
             shown.started(session)
 
         with shown:
-            if rs.duration_ns:
-                result = agent.run(spec, stall_sources=stall_sources, on_start=started, **journal)
-                analysis, methodology = fixed_methodology(result, spec, precision, rs.seed,
-                                                          bound_delays=not rs.keep_stalls, setting=setup.setting,
-                                                          bounds=rs.bounds)
-            else:
-                controller = Controller(spec, precision, seed=rs.seed, progress=shown.round,
-                                        bound_delays=not rs.keep_stalls, busy_cpus=setup.busy_cpus, bounds=rs.bounds,
-                                        setting=setup.setting)
-                session = agent.start(controller.spec, stall_sources, **journal)
-                started(session)
-                result, analysis, methodology = controller.run(session)
+            result, analysis, methodology, target_stats = _drive(rs, setup, agent, spec, stall_sources, journal,
+                                                                 started, ended, shown.round)
         release_freed_memory()  # the analysis's arrays, before the summary and the files (files.py)
-        summary = build_summary(target=target_url, config=config, host=setup.host, result=result, analysis=analysis,
-                                methodology=methodology)
+        from tailwise.methodology.summarize import build_summary  # the result's models (pydantic): after the run
+
+        m = Measurement(build_summary(target=target_url, config=config, host=setup.host, result=result,
+                                      analysis=analysis, methodology=methodology), result, analysis)
         if result.agents is not None:
-            duration_s = summary.rate.duration_s
-            amend(summary, agents=[a.report(duration_s) for a in result.agents], barrier=result.barrier)
-        return Measurement(summary, result, analysis)
+            duration_s = m.summary.rate.duration_s
+            m.amend(agents=[a.report(duration_s) for a in result.agents], barrier=result.barrier)
+        m.amend(target_stats=target_stats)
+        return m
 
     if rs.builtin:
         # With agents, the built-in server listens where they reach this machine.
         listen = f"{facing(setup.fleet.agents[0])}:0" if setup.fleet else "127.0.0.1:0"
         with builtin_server(service=rs.service, workers=rs.workers, seed=rs.seed, pin=rs.pin,
                             busy_poll=setup.server_spin, listen=listen) as srv:
-            m = one([srv.addr], f"synthetic://{srv.addr}", (srv.take_stalls,))
-            amend(m.summary, target_stats=server_stats(srv, parse_dist(rs.service)[1], m.result.elapsed_ns, rs.workers,
-                                                       m.result.target_stalls_ns))
+
+            def served(result: AgentResult) -> dict:
+                stats = server_stats(srv, parse_dist(rs.service)[1], result.elapsed_ns, rs.workers,
+                                     result.target_stalls_ns)
+                if rs.duration_ns:
+                    srv.stop()  # a spinning worker must not share a CPU with the analysis
+                return stats
+
+            m = one([srv.addr], f"synthetic://{srv.addr}", served, (srv.take_stalls,))
     else:
         tgts = list(rs.targets)
         before = serverstats.fetch_all(tgts, tls=rs.tls)
-        m = one([t.socket_addr() for t in tgts], tgts[0].url if len(tgts) == 1 else ", ".join(t.url for t in tgts))
-        amend(m.summary, target_stats=serverstats.compare_all(tgts, before, m.result.counters, tls=rs.tls))
+        m = one([t.socket_addr() for t in tgts], tgts[0].url if len(tgts) == 1 else ", ".join(t.url for t in tgts),
+                lambda result: serverstats.compare_all(tgts, before, result.counters, tls=rs.tls))
     if m.result.interrupted and not m.result.counters["sent"]:
         raise signals.Interrupted(signals.received() or signal.SIGINT)  # stopped before its first request
     return m
+
+
+def _drive(rs: RunSpec, setup: Setup, agent, spec, stall_sources, journal: dict, started: Callable[[object], None],
+           ended: Callable[[AgentResult], dict], progress) -> tuple[AgentResult, object, dict, dict]:
+    """Start the engine on ``agent`` and drive it to its analysis: to the end of --duration, or by the
+    methodology's rounds (``progress`` sees each); ``ended(result)`` as the engine ends, before the
+    final analysis. The methodology, and with it scipy and statsmodels (~1 s to load), is imported
+    once the first request is out: the first round or the run's end loads it."""
+    precision = rs.precision()
+    if rs.duration_ns:
+        result = agent.run(spec, stall_sources=stall_sources, on_start=started, **journal)
+        target = ended(result)
+        from tailwise.methodology.controller import fixed_methodology
+
+        return (result, *fixed_methodology(result, spec, precision, rs.seed, bound_delays=not rs.keep_stalls,
+                                           setting=setup.setting, bounds=rs.bounds), target)
+    session = agent.start(precision.open_ended(spec), stall_sources, **journal)
+    started(session)
+    from tailwise.methodology.controller import Controller
+
+    controller = Controller(spec, precision, seed=rs.seed, progress=progress, bound_delays=not rs.keep_stalls,
+                            busy_cpus=setup.busy_cpus, bounds=rs.bounds, setting=setup.setting)
+    result, analysis, methodology = controller.run(session)
+    return result, analysis, methodology, ended(result)
 
 
 def _test_stall() -> TestStall | None:

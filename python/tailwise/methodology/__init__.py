@@ -1,12 +1,27 @@
 """The self-correcting methodology (Lancet §4.3, done completely): the coordinator decides
 warm-up, duration, sampling and sample count, and answers with percentiles and their confidence
-intervals or with "not measurable" and every failed check."""
+intervals or with "not measurable" and every failed check.
 
-from tailwise.methodology.analysis import analyse
-from tailwise.methodology.plan import AnalysisInput, RunPlan
-from tailwise.spec.precision import Precision
-from tailwise.methodology.checks import Check
-from tailwise.methodology.controller import Controller
-from tailwise.methodology.result import Analysis
+The names below load on first use (PEP 562): importing a light module of this package
+(``remedies``' `Setting`) must not load scipy and statsmodels before the first request
+(measure/warm.py)."""
 
-__all__ = ["Analysis", "AnalysisInput", "Check", "Controller", "Precision", "RunPlan", "analyse"]
+from __future__ import annotations
+
+import importlib
+
+#: Each name this package offers, and the module that defines it.
+_WHERE = {"analyse": "analysis", "AnalysisInput": "plan", "RunPlan": "plan", "Check": "checks",
+          "Controller": "controller", "Analysis": "result", "Precision": None}
+
+__all__ = sorted(_WHERE)
+
+
+def __getattr__(name: str):
+    if name not in _WHERE:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    module = _WHERE[name]
+    if module is None:
+        from tailwise.spec.precision import Precision
+        return Precision
+    return getattr(importlib.import_module(f"{__name__}.{module}"), name)

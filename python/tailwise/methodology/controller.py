@@ -359,7 +359,7 @@ class Controller:
                  progress: Callable[[RoundInfo], None] | None = None, round_s: float = ROUND_S,
                  bound_delays: bool = True, busy_cpus: set[int] | None = None, setting: Setting | None = None,
                  bounds: str = "busy"):
-        self.spec = replace(spec, duration_ns=int(precision.max_time_s * 1e9))
+        self.spec = precision.open_ended(spec)
         self.precision = precision
         self.plan = run_plan(self.spec, precision, bound_delays, setting, bounds=bounds)
         self.seed = seed

@@ -39,7 +39,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.stats import binom
 
 from tailwise import _core
 from tailwise.methodology.checks import target_width_ns
@@ -79,6 +78,7 @@ def probe_correlation(t: np.ndarray, lat: np.ndarray, used: np.ndarray, starts, 
                       share: float) -> dict | None:
     """The requests (kept) intended ``PROBE_NS`` before each window start, latencies cut at that
     start: how often they exceed ``threshold_ns`` against the ``share`` expected."""
+    from scipy.stats import binom
     if not len(starts) or not used.any() or share <= 0:
         return None
     tu, lu = t[used], lat[used]

@@ -3,10 +3,14 @@ and how a run that a signal stopped ended."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from rich.markup import escape
 
 from tailwise.render.output import TimeUnit, err_console, fold, in_unit
-from tailwise.results.documents.run import ThresholdResult
+
+if TYPE_CHECKING:  # read by attribute: the models load after the first request (measure/warm.py)
+    from tailwise.results.documents.run import ThresholdResult
 
 
 def print_thresholds(rows: list[ThresholdResult], unit: TimeUnit | None = None) -> None:

@@ -3,11 +3,15 @@ narrow, at this confidence, within this time — the methodology's goal (methodo
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 from tailwise.spec.units import parse_time_ns
 from tailwise.spec.workload import DEFAULTS
 from tailwise.stats import DEFAULT_PERCENTILES
+
+if TYPE_CHECKING:
+    from tailwise.spec.load import LoadSpec
 
 
 @dataclass(frozen=True)
@@ -25,6 +29,11 @@ class Precision:
     percentiles: tuple[float, ...] = DEFAULT_PERCENTILES
     #: Packet mode: the loss ratio the loss check allows (--max-loss); None for other protocols.
     max_loss: float | None = None
+
+    def open_ended(self, spec: LoadSpec) -> LoadSpec:
+        """``spec`` as the methodology runs it: its schedule as long as the time budget, the rounds
+        deciding when it ends."""
+        return replace(spec, duration_ns=int(self.max_time_s * 1e9))
 
     @property
     def reported(self) -> list[float]:

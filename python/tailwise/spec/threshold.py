@@ -16,12 +16,15 @@ from __future__ import annotations
 import operator
 import re
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from tailwise.errors import InputError
-from tailwise.results.documents.latency import Percentile
-from tailwise.results.documents.run import ThresholdResult
 from tailwise.spec.units import fmt_ns
 from tailwise.spec.units import parse_time_ns
+
+if TYPE_CHECKING:  # the models load after the first request (measure/warm.py)
+    from tailwise.results.documents.latency import Percentile
+    from tailwise.results.documents.run import ThresholdResult
 
 PASS, FAIL, INCONCLUSIVE = "pass", "fail", "inconclusive"
 _OPS = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge}
@@ -85,6 +88,8 @@ class Threshold:
             detail = f"p{self.p:g} has no bounded CI {ci}: the run cannot tell whether {self.text} holds"
         else:
             detail = f"p{self.p:g} {fmt_ns(value)}, CI {ci} straddles {fmt_ns(self.limit_ns)}: measure longer or ask a narrower --ci"
+        from tailwise.results.documents.run import ThresholdResult
+
         return ThresholdResult(threshold=self.text, p=self.p, op=self.op, limit_ns=self.limit_ns, status=status,
                                value_ns=value, low_ns=low, high_ns=high, detail=detail)
 

@@ -51,7 +51,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats
 
 MAX_GAPS = 2_000
 #: Gaps compared by the transport distance, at most (a random subsample of each).
@@ -94,6 +93,7 @@ def exp_gap_test(gaps: np.ndarray, rng: np.random.Generator,
     """(A², p-value, KS distance D, gaps tested) of gaps against an exponential with estimated
     scale, on a random subsample of at most ``max_gaps``. The interpolated p-value is clipped to
     Stephens' table, [0.01, 0.15] in SciPy 1.17: 0.01 means "0.01 or less"."""
+    from scipy import stats
     gaps = np.asarray(gaps, dtype=float)
     sub = rng.choice(gaps, size=max_gaps, replace=False) if len(gaps) > max_gaps else gaps
     res = stats.anderson(sub, dist="expon", method="interpolate")
@@ -133,6 +133,7 @@ def arrival_fit(sent_ns: np.ndarray, intended_ns: np.ndarray, *, process: str, r
     taken out: methodology/analysis.py ``own_sent``), the late share as measured, said beside.
     Never raises on data: too few samples give ``ok=False`` with the reason.
     """
+    from scipy import stats
     sent = np.asarray(sent_ns, dtype=np.int64).astype(float)
     intended = np.asarray(intended_ns, dtype=np.int64).astype(float)
     seg = None if segments is None else np.asarray(segments)

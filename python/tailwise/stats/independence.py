@@ -90,8 +90,6 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import fft as sp_fft
-from scipy.stats import chi2
 
 RHO_MAX = 0.05
 Z = 1.959963984540054
@@ -142,6 +140,7 @@ def geyer_dof(n: int, lags: int) -> float:
 def tau_upper(tau: float, dof: float, confidence: float = TAU_CONFIDENCE) -> float:
     """One-sided upper confidence bound of τ from an estimate distributed as τ·χ²_ν/ν
     (Satterthwaite, Biometrics Bull. 2, 1946): τ·ν/χ²_ν(1 − confidence)."""
+    from scipy.stats import chi2
     if not (math.isfinite(tau) and math.isfinite(dof) and dof > 0):
         return tau
     return max(tau, tau * dof / float(chi2.ppf(1.0 - confidence, dof)))
@@ -171,6 +170,7 @@ def fft_correlation(d: np.ndarray, max_lag: int) -> np.ndarray:
     lags kept: scipy keeps every one of the 2n − 1 and a copy of each spectrum, ~90 MB at 1M
     samples against ~55 MB here — the end of a long run peaks in this function (BENCHMARKS.md,
     "Memory")."""
+    from scipy import fft as sp_fft
     n = len(d)
     size = sp_fft.next_fast_len(2 * n - 1, True)
     spectrum = sp_fft.rfftn(d, [size], axes=[0])

@@ -82,7 +82,6 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 import numpy as np
-from scipy.stats import binom
 
 from tailwise.stats import DEFAULT_PERCENTILES
 from tailwise.stats.independence import Independence, independence
@@ -155,6 +154,7 @@ def order_statistic_ranks(n: int, q: float, confidence: float = 0.95) -> tuple[i
 
     ``None`` for a bound that ``n`` samples cannot give at this confidence.
     """
+    from scipy.stats import binom
     _check(q, confidence)
     if n <= 0:
         return None, None

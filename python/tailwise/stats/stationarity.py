@@ -43,7 +43,6 @@ import warnings
 from dataclasses import dataclass
 
 import numpy as np
-from statsmodels.tsa.stattools import adfuller, kpss
 
 from tailwise.stats.transients import in_time_order, tail_concentration
 
@@ -110,6 +109,7 @@ def _why(e: Exception) -> str:
 
 def level_tests(series: np.ndarray) -> LevelTests:
     """KPSS and ADF on a window series; never raises (what fails is named in ``notes``)."""
+    from statsmodels.tsa.stattools import adfuller, kpss
     series = np.asarray(series, dtype=float)
     scale = max(float(np.max(np.abs(series))), 1.0) if len(series) else 1.0
     if len(series) and np.ptp(series) <= 1e-9 * scale:

@@ -115,7 +115,6 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.special import betainc, gammaln
 
 from tailwise.stats.independence import independence
 
@@ -389,6 +388,7 @@ def _p_txt(ln_p: float) -> str:
 
 
 def _ln_choose(n: int, k: int) -> float:
+    from scipy.special import gammaln
     return float(gammaln(n + 1) - gammaln(k + 1) - gammaln(n - k + 1))
 
 
@@ -416,6 +416,7 @@ def _ln_cluster_tail(s: float, mean: float, tau: float) -> float:
 def _tail(c: float, m: float, tau: float, rate: float) -> float:
     """P(Binomial(m/τ, π) >= c/τ) = I_π(c/τ, m/τ − c/τ + 1): a window of ``m`` samples holding ``c``
     exceedances, on the effective scale (module doc)."""
+    from scipy.special import betainc
     k_eff, m_eff = c / tau, m / tau
     return float(betainc(k_eff, max(m_eff - k_eff, 0.0) + 1.0, rate)) if k_eff > 0 else 1.0
 

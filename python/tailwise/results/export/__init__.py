@@ -11,13 +11,15 @@ compare and calibrate — and nowhere else.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import numpy as np
-
-from tailwise.results.documents.run import Summary
-from tailwise.results.export import histograms, intervals, jsonfiles, packets, samples
 from tailwise.results.export.base import ExportManager, Exporter, RunFiles, install_results
-from tailwise.results.measured import AgentResult
+
+if TYPE_CHECKING:  # the exporters and the models load when a run is written, not before it starts
+    import numpy as np
+
+    from tailwise.results.documents.run import Summary
+    from tailwise.results.measured import AgentResult
 
 __all__ = ["ExportManager", "Exporter", "RunFiles", "install_results", "write_run"]
 
@@ -28,6 +30,8 @@ def write_run(out_dir: str | Path, summary: Summary, result: AgentResult, used: 
     ``used`` column: 1 where the sample went into the statistics), both histograms, the .hgrm
     percentile distribution, the interval logs (the whole run's, untagged, and each agent's,
     tagged: ``tag`` for the in-process one), a packet run's CSVs, the config and the host facts."""
+    from tailwise.results.export import histograms, intervals, jsonfiles, packets, samples
+
     manager = ExportManager((samples.SamplesFile(), histograms.HdrFiles(), histograms.Hgrm(), intervals.IntervalLogs(),
                              packets.PacketsCsv(), packets.PacketHistCsv(), jsonfiles.SUMMARY, jsonfiles.CONFIG,
                              jsonfiles.HOST))

@@ -7,13 +7,15 @@ from __future__ import annotations
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
-from tailwise.results.documents.run import Summary
 from tailwise.results.files import STAGE, check_out_dir, remove_entry, result_entries
 from tailwise.results.measured import AgentResult
+
+if TYPE_CHECKING:  # the models load after the first request (measure/warm.py)
+    from tailwise.results.documents.run import Summary
 
 
 @dataclass(frozen=True)
