@@ -17,14 +17,15 @@ import pytest
 
 from support.cli import CLI_TIMEOUT_S, MEASURED
 
-#: What the first request must not wait for.
+#: What the first request must not wait for (a sweep builds its documents first: the statistics only).
 HEAVY = ("scipy.stats", "statsmodels.tsa.stattools", "tailwise.results.documents.run")
+STATISTICS = ("scipy.stats", "statsmodels.tsa.stattools", "scipy.optimize")
 
 PROBE = r"""
 import json, sys
 import tailwise._core as core
 
-HEAVY = {heavy!r}
+HEAVY = {heavy!r} + {statistics!r}
 seen = {{}}
 Engine = core.Engine
 
@@ -43,10 +44,11 @@ finally:
 """
 
 
-def _run_probed(*args: str) -> tuple[dict, dict]:
-    """The summary of `tailwise run ARGS --json` and what was loaded at the engine's start and at the end."""
-    p = subprocess.run([sys.executable, "-c", PROBE.format(heavy=HEAVY), "run", *args, "--json"],
-                       capture_output=True, text=True, timeout=CLI_TIMEOUT_S)
+def _run_probed(*args: str, command: str = "run") -> tuple[dict, dict]:
+    """The summary of `tailwise COMMAND ARGS --json` and what was loaded (of HEAVY and STATISTICS)
+    at the engine's first start and at the end."""
+    p = subprocess.run([sys.executable, "-c", PROBE.format(heavy=HEAVY, statistics=STATISTICS), command, *args,
+                        "--json"], capture_output=True, text=True, timeout=CLI_TIMEOUT_S)
     assert p.returncode in MEASURED, p.stderr[-2000:]
     probe = [line for line in p.stderr.splitlines() if line.startswith("PROBE ")]
     assert probe, p.stderr[-2000:]
@@ -78,3 +80,11 @@ def test_against_a_real_server_too(memcached):
     assert loaded["at_start"] == [], f"loaded before the first request: {loaded['at_start']}"
     _answered(summary)
     assert summary["target_stats"], "the server's own counters, fetched before and after, as before"
+
+
+def test_a_sweeps_first_point_waits_for_no_statistics_library(tmp_path):
+    summary, loaded = _run_probed("--rates", "2k,4k", "--duration", "0.5", "--out", str(tmp_path / "sweep"),
+                                  command="sweep")
+    assert not set(loaded["at_start"]) & set(STATISTICS), f"loaded before the first request: {loaded['at_start']}"
+    assert [p["rate_rps"] for p in summary["points"]] == [2000, 4000]
+    assert set(loaded["at_end"]) >= set(STATISTICS)
