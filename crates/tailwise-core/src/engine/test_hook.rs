@@ -8,7 +8,8 @@ use super::thread::{Path, Worker};
 impl<P: Path> Worker<P> {
     /// Stop at the first moment after each stop's time with a request sent in the last 200 µs
     /// still in flight, so that its reply arrives during the stop (or 10 ms after that time at the
-    /// latest); say so on stderr.
+    /// latest); say so on stderr. Never while the schedule is paused (the caller's check): a
+    /// round's pause — the first loads the statistics, ~1 s — has nothing in flight to stop.
     pub(crate) fn test_hook(&mut self, now: u64) {
         let Some(ts) = self.test_stall else { return };
         if now < self.t0 + ts.at_ns {

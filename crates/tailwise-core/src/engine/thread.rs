@@ -224,7 +224,9 @@ impl<P: Path> Worker<P> {
                 break;
             }
             #[cfg(any(test, feature = "test-hooks"))]
-            self.test_hook(now);
+            if paused_at.is_none() {
+                self.test_hook(now);
+            }
             // A planned sleep (blocking mode, a pause) is not a stall: only time past the wake-up counts.
             self.stalls.iteration(now - prev, self.planned_wait, now);
             prev = now;
