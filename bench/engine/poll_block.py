@@ -12,13 +12,20 @@ variant alike), median and spread of `--repeats` runs, the machine's noise besid
   block vs spin (Lancet Fig. 6's case);
 * stamps: `--timestamps kernel` vs `user` at 20k req/s against `serve --spin` on CPU 0, the
   client under `taskset -c 1` so that its coordinator shares the engine's CPU (issue 23's case):
-  send lag p99, every-request p99, engine stalls and CPU per request.
+  send lag p99, every-request p99, engine stalls and CPU per request;
+* coordinator: where that placement's send lag comes from (issue 37 goal 4), the same runs with
+  the coordinator as it is, under SCHED_IDLE while the schedule runs (the engine always preempts
+  it), or asleep for the whole run (it takes no snapshot: `LocalAgent.poll_s` past the end):
+  send lag p50/p99, p99 of the sends no long loop iteration delayed, the requests such an
+  iteration delayed, loop iterations > 20 µs per s, and the engine thread's involuntary context
+  switches per s (its /proc status, read 1 s after it starts and 0.5 s before the end).
 
 The server is on the lowest CPU, the engine pins itself to the highest. Not a test: nothing here
 asserts.
 
     python bench/engine/poll_block.py [--root after=.] [--root before=/tmp/before] [--repeats 3]
-        [--seconds 10] [--memtier PATH] [--only cost,bias,stamps] [--modes block,spin] [--out FILE]
+        [--seconds 10] [--memtier PATH] [--only cost,bias,stamps,coordinator] [--modes block,spin]
+        [--coordinator as-is,idle,asleep] [--out FILE]
 
 On a machine that other work keeps busy, run it in a session of its own at a higher autogroup
 priority, so that the figures are the tool's (BENCHMARKS.md says how it was run):
@@ -145,9 +152,54 @@ def pct(hist: dict, p: float) -> float | None:
     return next((x["value_ns"] for x in hist.get("percentiles", []) if x["p"] == p), None)
 
 
-def tailwise_run(root: Path, srv: Serve, rate: float, seconds: float, extra: list[str], prefix: list[str]) -> dict:
+#: `tailwise` as `python -m tailwise` runs it, with the coordinator changed (the coordinator question)
+#: and the engine thread's involuntary context switches read from inside: 1 s after the thread
+#: starts and 0.5 s before the run's end, printed to stderr as `CTXT <switches per s>`.
+COORDINATOR = r'''
+import os, re, sys, threading, time
+import tailwise.driver.local as local
+how, seconds = sys.argv.pop(1), float(sys.argv.pop(1))
+if how == "asleep":
+    local.LocalAgent.poll_s = seconds + 1.0
+elif how == "idle":
+    ran = local.run_to_end
+    def run_to_end(session, *a, **k):
+        os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))  # this thread only
+        try:
+            return ran(session, *a, **k)
+        finally:
+            os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))
+    local.run_to_end = run_to_end
+def switches():
+    for t in os.listdir("/proc/self/task"):
+        try:
+            if open(f"/proc/self/task/{t}/comm").read().startswith("tw-engine"):
+                return int(re.search(r"nonvoluntary_ctxt_switches:\s+(\d+)", open(f"/proc/self/task/{t}/status").read())[1])
+        except OSError:
+            pass
+def sample():
+    for _ in range(3000):  # the engine's thread, once it exists (a build may load for a while first)
+        if switches() is not None:
+            break
+        time.sleep(0.01)
+    time.sleep(1.0)
+    a, t = switches(), time.monotonic()
+    time.sleep(max(seconds - 1.5, 0.1))
+    b = switches()
+    if a is not None and b is not None:
+        print(f"CTXT {(b - a) / (time.monotonic() - t):.2f}", file=sys.stderr, flush=True)
+threading.Thread(target=sample, daemon=True).start()
+sys.argv[0] = "tailwise"
+from tailwise.cli.main import main
+main()
+'''
+
+
+def tailwise_run(root: Path, srv: Serve, rate: float, seconds: float, extra: list[str], prefix: list[str],
+                 coordinator: str | None = None) -> dict:
     env = {**os.environ, "PYTHONPATH": str(root / "python")}
-    argv = [*prefix, sys.executable, "-m", "tailwise", "run", f"synthetic://{srv.addr}", "--rate", f"{rate:.0f}",
+    how = ["-c", COORDINATOR, coordinator, f"{seconds:g}"] if coordinator else ["-m", "tailwise"]
+    argv = [*prefix, sys.executable, *how, "run", f"synthetic://{srv.addr}", "--rate", f"{rate:.0f}",
             "--duration", f"{seconds:g}", "--json", "--quiet", *extra]
     server0, host0, t0 = proc_cpu_s(srv.proc.pid), host_cpu(), time.monotonic()
     stdout, stderr, cpu_s = timed(argv, env, seconds + 120)
@@ -157,7 +209,12 @@ def tailwise_run(root: Path, srv: Serve, rate: float, seconds: float, extra: lis
     except ValueError:
         raise RuntimeError(f"`{' '.join(argv)}` printed no summary: {stderr.strip()[-400:]}") from None
     eng, lat, lag, n = s["engine"], s["latency"]["histogram"], s["send_lag"], s["counters"]["sent"]
+    ctxt = re.search(r"^CTXT (\S+)", stderr, re.M)
     return with_noise({
+        **({"engine_involuntary_per_s": float(ctxt[1])} if ctxt else {}),
+        "send_lag_p50_us": pct(lag, 50.0) / 1e3,
+        "delayed_by_loop": float(n - lag.get("unstalled", {}).get("count", n)),
+        "loop_stalls_per_s": eng["stalls"] / seconds,
         "engine_cpu_us_per_req": eng["cpu_ns_per_request"] / 1e3,
         "process_cpu_us_per_req": cpu_s / n * 1e6,
         "p50_us": pct(lat, 50.0) / 1e3, "p99_us": pct(lat, 99.0) / 1e3,
@@ -232,8 +289,11 @@ def main() -> int:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--seconds", type=float, default=10.0)
     ap.add_argument("--memtier", help="memtier_benchmark binary, measured beside in the cost question")
-    ap.add_argument("--only", default="cost,bias,stamps")
+    ap.add_argument("--only", default="cost,bias,stamps,coordinator")
     ap.add_argument("--modes", default="block,spin", help="--poll modes of the cost and bias questions")
+    ap.add_argument("--coordinator", default="as-is,idle,asleep",
+                    help="the coordinator question's variants: as-is (as the build places it), idle (SCHED_IDLE "
+                         "while the schedule runs), asleep (no snapshot during the run)")
     ap.add_argument("--out", default=str(HERE / "bench" / "out" / "poll-block.json"))
     args = ap.parse_args()
     roots = dict(r.split("=", 1) for r in args.root) or {"this": str(HERE)}
@@ -277,6 +337,16 @@ def main() -> int:
                                        for name, root in roots.items() for s in ("kernel", "user")}, args.repeats)
         show("kernel vs user stamps at 20k req/s", out["stamps"], ["send_lag_p99_us", "p99_us", "engine_stalls",
                                                                    "engine_cpu_us_per_req", "foreign_cpus"])
+    if "coordinator" in only:
+        client = ["taskset", "-c", str(CPU_CLIENT)]
+        with Serve(first, "fixed:10us", spin=True) as srv:
+            print("coordinator: `serve --spin` on the server CPU, the client under taskset on the engine's", flush=True)
+            out["coordinator"] = alternate({f"{name} {how}": (lambda root=root, how=how: tailwise_run(
+                root, srv, 20_000, sec, ["--conns", "8", "--outstanding", "4"], client, coordinator=how))
+                for name, root in roots.items() for how in args.coordinator.split(",")}, args.repeats)
+        show("the coordinator on the engine's CPU, 20k req/s", out["coordinator"],
+             ["send_lag_p99_us", "send_lag_unstalled_p99_us", "delayed_by_loop", "loop_stalls_per_s",
+              "engine_involuntary_per_s", "foreign_cpus"])
     path = Path(args.out)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(out, indent=2) + "\n")

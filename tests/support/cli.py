@@ -65,10 +65,11 @@ def _start(args: tuple[str, ...], address: str, kind: type[ServeProcess], startu
     raise RuntimeError(f"tailwise serve did not start: {line!r} {proc.stderr.read()!r}")
 
 
-def start_serve(*args: str, startup_s: float = 30.0, address: str = r"listening on synthetic://(\S+)") -> ServeProcess:
+def start_serve(*args: str, startup_s: float = 30.0, address: str = r"listening on synthetic://(\S+)",
+                cpu: int | None = None) -> ServeProcess:
     """`tailwise serve` (the synthetic server) on a free port (``address``: the pattern of the line
-    naming it, another for --tls-cert's synthetic+tls://)."""
-    return _start(args, address, ServeProcess, startup_s)
+    naming it, another for --tls-cert's synthetic+tls://; ``cpu``: on that CPU only)."""
+    return _start(args, address, ServeProcess, startup_s, cpu)
 
 @dataclass
 class UdpFunctionProcess(ServeProcess):

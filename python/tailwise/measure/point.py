@@ -22,6 +22,7 @@ from tailwise.driver.local import LocalAgent
 from tailwise.results.measured import AgentResult
 from tailwise.errors import InputError
 from tailwise.host.facts import host_info, isolated_cpus, listener_cpus, pinned_cpus
+from tailwise.host.placement import Placement
 from tailwise.methodology.remedies import Setting
 from tailwise.measure.server import builtin_server, server_stats
 from tailwise.spec.fleet import Fleet
@@ -313,20 +314,30 @@ def _drive(rs: RunSpec, setup: Setup, agent, spec, stall_sources, journal: dict,
     once the first request is out: the first round or the run's end loads it."""
     precision = rs.precision()
     if rs.duration_ns:
-        result = agent.run(spec, stall_sources=stall_sources, on_start=started, **journal)
+        placement = _placement(setup)
+        try:
+            result = agent.run(spec, stall_sources=stall_sources, on_start=lambda s: (placement.take(), started(s)),
+                               **journal)
+        finally:
+            placement.release()
         target = ended(result)
         from tailwise.methodology.controller import fixed_methodology
 
         return (result, *fixed_methodology(result, spec, precision, rs.seed, bound_delays=not rs.keep_stalls,
                                            setting=setup.setting, bounds=rs.bounds), target)
     session = agent.start(precision.open_ended(spec), stall_sources, **journal)
-    started(session)
     from tailwise.methodology.controller import Controller
 
     controller = Controller(spec, precision, seed=rs.seed, progress=progress, bound_delays=not rs.keep_stalls,
-                            busy_cpus=setup.busy_cpus, bounds=rs.bounds, setting=setup.setting)
-    result, analysis, methodology = controller.run(session)
+                            bounds=rs.bounds, setting=setup.setting, placement=_placement(setup))
+    result, analysis, methodology = controller.run(session, on_start=started)
     return result, analysis, methodology, ended(result)
+
+
+def _placement(setup: Setup) -> Placement:
+    """The coordinator keeps off the engine's CPU while the schedule runs, or yields to it."""
+    return Placement(setup.busy_cpus, setup.setting.engine_cpus,
+                     spinning=setup.setting.poll == "spin" or setup.server_spin)
 
 
 def _test_stall() -> TestStall | None:

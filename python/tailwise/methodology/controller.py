@@ -40,7 +40,6 @@ pooled samples.
 
 from __future__ import annotations
 
-import os
 import time
 from dataclasses import dataclass, replace
 from enum import Enum
@@ -50,6 +49,7 @@ import numpy as np
 
 from tailwise import signals
 from tailwise.driver.local import Session, Taken
+from tailwise.host.placement import Placement
 from tailwise.results.measured import AgentResult
 from tailwise.spec.load import LoadSpec
 from tailwise.methodology.analysis import STEPS, Analysis, analyse
@@ -118,19 +118,6 @@ def every_request(intervals, with_pending: bool) -> Callable[[int, int], Buckets
             return None
         return Buckets.of(decode(intervals.window(first, last, with_pending)))
     return window
-
-
-def pin_coordinator(busy_cpus: set[int]) -> bool:
-    """Move this (the coordinator's) thread to a CPU that no spinning thread of tailwise uses, if
-    there is one. Call after the engine and the server pinned themselves."""
-    try:
-        free = set(os.sched_getaffinity(0)) - busy_cpus
-        if not free:
-            return False
-        os.sched_setaffinity(0, free)
-        return True
-    except OSError:
-        return False
 
 
 def held_slots(spec: LoadSpec, counters: dict, elapsed_s: float) -> HeldSlots | None:
@@ -357,8 +344,8 @@ class Silence:
 class Controller:
     def __init__(self, spec: LoadSpec, precision: Precision, *, seed: int,
                  progress: Callable[[RoundInfo], None] | None = None, round_s: float = ROUND_S,
-                 bound_delays: bool = True, busy_cpus: set[int] | None = None, setting: Setting | None = None,
-                 bounds: str = "busy"):
+                 bound_delays: bool = True, setting: Setting | None = None, bounds: str = "busy",
+                 placement: Placement | None = None):
         self.spec = precision.open_ended(spec)
         self.precision = precision
         self.plan = run_plan(self.spec, precision, bound_delays, setting, bounds=bounds)
@@ -368,27 +355,28 @@ class Controller:
         self.round_s = round_s
         self.history: list[RoundInfo] = []
         self.pauses: list[tuple[int, int]] = []
-        self.busy_cpus = busy_cpus
-        self.own_core = False
+        #: Where the coordinator runs (host/placement.py); without one, where the scheduler puts it.
+        self.placement = placement or Placement(None, None, spinning=True)
 
     def _paused_ns(self, upto_ns: int) -> int:
         return sum(max(0, min(b, upto_ns) - a) for a, b in self.pauses)
 
-    def run(self, session: Session) -> tuple[AgentResult, Analysis, dict]:
+    def run(self, session: Session, on_start: Callable[[Session], None] | None = None
+            ) -> tuple[AgentResult, Analysis, dict]:
         """Drive a started session to a verdict. Returns the result, the final analysis and the
-        ``methodology`` block of the summary."""
+        ``methodology`` block of the summary. ``on_start(session)`` once the coordinator is placed
+        (a thread it starts, the live line's, is placed with it)."""
         interrupted, stop = False, None
-        saved_affinity = os.sched_getaffinity(0)
-        if self.busy_cpus is not None:
-            self.own_core = pin_coordinator(self.busy_cpus)
+        self.placement.take()
+        if on_start is not None:
+            on_start(session)
         try:
             stop = self._rounds(session)
         except KeyboardInterrupt:
             interrupted = True
         finally:
             session.stop()
-            if self.own_core:
-                os.sched_setaffinity(0, saved_affinity)
+            self.placement.release()
         # A stop signal stops the engine from its handler (signals.py): the loop ends, the run is
         # interrupted, and what was measured is analysed and written as usual.
         # (A signal after the coordinator concluded cuts nothing short.)
@@ -441,7 +429,8 @@ class Controller:
         """A snapshot and its analysis — the schedule paused meanwhile unless the coordinator has a
         CPU of its own. None before the schedule has run."""
         pause_from = session.elapsed_ns()
-        if not self.own_core:
+        if not self.placement.own_core:
+            self.placement.normal()
             session.pause()
             drain_until = time.monotonic() + DRAIN_S
             while session.in_flight() and time.monotonic() < drain_until:
@@ -465,9 +454,10 @@ class Controller:
                 engine_stalls=session.engine_stalls, target_stalls=session.target_stalls, every_request=every_once,
                 agents=taken.agents, owner=taken.owners()))
         finally:
-            if not self.own_core:
+            if not self.placement.own_core:
                 session.resume()
                 self.pauses.append((pause_from, session.elapsed_ns()))
+                self.placement.idle()
         return Round(taken, a, elapsed_s, cached.get("every"))
 
     def _conclude(self, session: Session, stop: Stop | None, interrupted: bool) -> tuple[AgentResult, Analysis, dict]:
@@ -500,8 +490,7 @@ class Controller:
             "rounds": len(self.history),
             "round_s": self.round_s,
             "stopped": stopped,
-            "coordinator": ("a CPU of its own" if self.own_core else
-                            "shares the CPUs: each round paused the schedule while it computed"),
+            "coordinator": self.placement.words(),
             "pauses_ns": self.pauses,
             "masked_s": 0.0,
             "sample_every": self.spec.timed_sample_every,
