@@ -84,7 +84,8 @@ def fleet_of(kw: dict, file: dict):
 
 def _run(kw: dict) -> int:
     from tailwise import signals
-    # The statistics stack (scipy, statsmodels) loads in ~1 s, while the run goes (measure/warm.py).
+    # The statistics stack (scipy, statsmodels) loads in ~1 s: the first analysis imports it, after the
+    # first request (measure/point._drive).
     from tailwise.measure.point import measure, prepare
     from tailwise.render.point import PointDisplay
     from tailwise.results.journal import COLLECTED

@@ -3,8 +3,8 @@ warm-up, duration, sampling and sample count, and answers with percentiles and t
 intervals or with "not measurable" and every failed check.
 
 The names below load on first use (PEP 562): importing a light module of this package
-(``remedies``' `Setting`) must not load scipy and statsmodels before the first request
-(measure/warm.py)."""
+(``remedies``' `Setting`) must not load the methodology's modules before the first request
+(measure/point._drive imports them once the engine has started)."""
 
 from __future__ import annotations
 

@@ -10,8 +10,9 @@ hand-written formulas; each module's docstring derives its method and cites its 
 * stationarity: the level, and transients holding the tail.
 * histogram: HDR histograms as bucket arrays; model: the queueing model's ground truth.
 
-Import the modules themselves: this package loads nothing, so that `tailwise model`, `report` and
-`compare` do not pay for scipy (~1 s).
+Import the modules themselves: this package loads nothing. And each module imports scipy or
+statsmodels inside the functions that call them (~1 s to load here): `tailwise model`, `report` and
+`compare` do not pay for them, and a run's first request does not wait for them (issue 37).
 """
 
 #: The percentiles a summary reports unless ``percentiles`` (--percentiles) says otherwise.
