@@ -258,7 +258,7 @@ def commands(ctx: Ctx, servers: dict, tmp) -> list[tuple[str, str, object]]:
 def compile_bytecode(ctx: Ctx) -> None:
     """Each tailwise tree's bytecode, as pip compiles an installed package's: without it (here
     PYTHONDONTWRITEBYTECODE=1) every launch compiles the modules it imports again."""
-    for tree in [Path(TAILWISE_TREE), *([ctx.before / "python" / "tailwise"] if ctx.before else [])]:
+    for tree in [TAILWISE_TREE, *([ctx.before / "python" / "tailwise"] if ctx.before else [])]:
         subprocess.run([sys.executable, "-m", "compileall", "-q", str(tree)], check=False, timeout=300)
 
 
