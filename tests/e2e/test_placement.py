@@ -58,9 +58,10 @@ def other_cpu_serve(serve):
                          ids=["duration", "methodology"])
 def test_sharing_the_engines_cpu_the_coordinator_yields_it(other_cpu_serve, length):
     summary, seen = _run_on_one_cpu(other_cpu_serve.url, "--poll", "block", *length)
-    # Start-up, rounds and the analysis at the normal policy; the schedule's seconds yielding.
-    assert seen.count(SCHED_IDLE) >= len(seen) // 3, seen
-    assert seen[-1] != SCHED_IDLE or len(seen) < 3, "the analysis runs at the normal policy"
+    # Yielding while the schedule runs (≥ 100 ms of it seen; never, were it not to yield), and back
+    # to the normal policy for the analysis at the end.
+    assert seen.count(SCHED_IDLE) >= 5, seen
+    assert seen[-1] != SCHED_IDLE, "the analysis runs at the normal policy"
     assert summary["counters"]["received"] > 0 and summary["checks"]
     if length[0] == "--max-time":
         assert "yielding" in summary["methodology"]["coordinator"]

@@ -17,15 +17,16 @@ import pytest
 
 from support.cli import CLI_TIMEOUT_S, MEASURED
 
-#: What the first request must not wait for (a sweep builds its documents first: the statistics only).
-HEAVY = ("scipy.stats", "statsmodels.tsa.stattools", "tailwise.results.documents.run")
+#: What a sweep's first request must not wait for; a run's, not the result's models either (a sweep
+#: builds its documents first).
 STATISTICS = ("scipy.stats", "statsmodels.tsa.stattools", "scipy.optimize")
+HEAVY = (*STATISTICS, "tailwise.results.documents.run")
 
 PROBE = r"""
 import json, sys
 import tailwise._core as core
 
-HEAVY = {heavy!r} + {statistics!r}
+HEAVY = {heavy!r}
 seen = {{}}
 Engine = core.Engine
 
@@ -45,10 +46,10 @@ finally:
 
 
 def _run_probed(*args: str, command: str = "run") -> tuple[dict, dict]:
-    """The summary of `tailwise COMMAND ARGS --json` and what was loaded (of HEAVY and STATISTICS)
-    at the engine's first start and at the end."""
-    p = subprocess.run([sys.executable, "-c", PROBE.format(heavy=HEAVY, statistics=STATISTICS), command, *args,
-                        "--json"], capture_output=True, text=True, timeout=CLI_TIMEOUT_S)
+    """The summary of `tailwise COMMAND ARGS --json` and what was loaded (of HEAVY) at the engine's
+    first start and at the end."""
+    p = subprocess.run([sys.executable, "-c", PROBE.format(heavy=HEAVY), command, *args, "--json"],
+                       capture_output=True, text=True, timeout=CLI_TIMEOUT_S)
     assert p.returncode in MEASURED, p.stderr[-2000:]
     probe = [line for line in p.stderr.splitlines() if line.startswith("PROBE ")]
     assert probe, p.stderr[-2000:]

@@ -9,7 +9,7 @@ from rich.markup import escape
 
 from tailwise.render.output import TimeUnit, err_console, fold, in_unit
 
-if TYPE_CHECKING:  # read by attribute: the models load after the first request (measure/warm.py)
+if TYPE_CHECKING:  # read by attribute: the models load after the first request (measure/point._drive)
     from tailwise.results.documents.run import ThresholdResult
 
 

@@ -22,7 +22,7 @@ from tailwise.errors import InputError
 from tailwise.spec.units import fmt_ns
 from tailwise.spec.units import parse_time_ns
 
-if TYPE_CHECKING:  # the models load after the first request (measure/warm.py)
+if TYPE_CHECKING:  # the models load after the first request (measure/point._drive)
     from tailwise.results.documents.latency import Percentile
     from tailwise.results.documents.run import ThresholdResult
 

@@ -14,7 +14,7 @@ import numpy as np
 from tailwise.results.files import STAGE, check_out_dir, remove_entry, result_entries
 from tailwise.results.measured import AgentResult
 
-if TYPE_CHECKING:  # the models load after the first request (measure/warm.py)
+if TYPE_CHECKING:  # the models load after the first request (measure/point._drive)
     from tailwise.results.documents.run import Summary
 
 
