@@ -291,8 +291,7 @@ def measure(rs: RunSpec, setup: Setup, command: str, display: Display | None = N
             def served(result: AgentResult) -> dict:
                 stats = server_stats(srv, parse_dist(rs.service)[1], result.elapsed_ns, rs.workers,
                                      result.target_stalls_ns)
-                if rs.duration_ns:
-                    srv.stop()  # a spinning worker must not share a CPU with the analysis
+                srv.stop()  # the engine has finished: a spinning worker must not share a CPU with the analysis
                 return stats
 
             m = one([srv.addr], f"synthetic://{srv.addr}", served, (srv.take_stalls,))
@@ -330,8 +329,10 @@ def _drive(rs: RunSpec, setup: Setup, agent, spec, stall_sources, journal: dict,
 
     controller = Controller(spec, precision, seed=rs.seed, progress=progress, bound_delays=not rs.keep_stalls,
                             bounds=rs.bounds, setting=setup.setting, placement=_placement(setup))
-    result, analysis, methodology = controller.run(session, on_start=started)
-    return result, analysis, methodology, ended(result)
+    target: dict = {}
+    result, analysis, methodology = controller.run(session, on_start=started,
+                                                   on_end=lambda r: target.update(stats=ended(r)))
+    return result, analysis, methodology, target["stats"]
 
 
 def _placement(setup: Setup) -> Placement:

@@ -361,11 +361,12 @@ class Controller:
     def _paused_ns(self, upto_ns: int) -> int:
         return sum(max(0, min(b, upto_ns) - a) for a, b in self.pauses)
 
-    def run(self, session: Session, on_start: Callable[[Session], None] | None = None
-            ) -> tuple[AgentResult, Analysis, dict]:
+    def run(self, session: Session, on_start: Callable[[Session], None] | None = None,
+            on_end: Callable[[AgentResult], None] | None = None) -> tuple[AgentResult, Analysis, dict]:
         """Drive a started session to a verdict. Returns the result, the final analysis and the
         ``methodology`` block of the summary. ``on_start(session)`` once the coordinator is placed
-        (a thread it starts, the live line's, is placed with it)."""
+        (a thread it starts, the live line's, is placed with it); ``on_end(result)`` once the engine
+        has finished, before the final analysis."""
         interrupted, stop = False, None
         self.placement.take()
         if on_start is not None:
@@ -382,7 +383,10 @@ class Controller:
         # (A signal after the coordinator concluded cuts nothing short.)
         if signals.received() is not None and stop is None:
             interrupted = True
-        return self._conclude(session, stop, interrupted)
+        result = session.finish(interrupted)
+        if on_end is not None:
+            on_end(result)
+        return self._conclude(result, stop, interrupted)
 
     def _rounds(self, session: Session) -> Stop | None:
         """The rounds, until the stop policy stops (its decision) or the schedule ends (None)."""
@@ -460,10 +464,11 @@ class Controller:
                 self.placement.idle()
         return Round(taken, a, elapsed_s, cached.get("every"))
 
-    def _conclude(self, session: Session, stop: Stop | None, interrupted: bool) -> tuple[AgentResult, Analysis, dict]:
-        """The final analysis: the deciding round's samples and window with the final counters,
-        or, when no round decided, the whole run; its remedies fitted to how the run ended."""
-        result = session.finish(interrupted)
+    def _conclude(self, result: AgentResult, stop: Stop | None,
+                  interrupted: bool) -> tuple[AgentResult, Analysis, dict]:
+        """The final analysis of the finished ``result``: the deciding round's samples and window
+        with the final counters, or, when no round decided, the whole run; its remedies fitted to
+        how the run ended."""
         ending = (Ending.INTERRUPTED if interrupted else Ending.ERROR if result.error else
                   Ending.MAX_TIME if stop is None else Ending.CONCLUDED)
         stopped = ("the engine stopped: " + result.error if result.error else
