@@ -688,6 +688,7 @@ impl PyEngine {
         d.set_item("pinned_cpus", r.pinned_cpus)?;
         d.set_item("cpu_ns", r.cpu_ns)?;
         d.set_item("preemptions", r.preemptions)?;
+        d.set_item("sleeps", r.sleeps)?;
         d.set_item("sample_bytes", r.sample_bytes)?;
         d.set_item("tls", tls_dict(py, r.tls.as_ref())?)?;
         Ok(d)

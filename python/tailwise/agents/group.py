@@ -424,6 +424,7 @@ class GroupSession:
             error_reasons=_add_reasons([meta["error_reasons"] for meta in metas]),
             pinned_cpus=[c for meta in metas for c in meta["pinned_cpus"]],
             cpu_ns=sum(meta["cpu_ns"] for meta in metas), preemptions=sum(meta["preemptions"] for meta in metas),
+            sleeps=sum(meta.get("sleeps", 0) for meta in metas),
             # An agent stopped early by anything but this coordinator (its own signal, its lease).
             interrupted=interrupted or self._interrupted
             or (not self._stopped and any(meta.get("interrupted") for meta in metas)),

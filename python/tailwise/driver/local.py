@@ -233,6 +233,7 @@ class Session:
             pinned_cpus=list(raw["pinned_cpus"]),
             cpu_ns=raw["cpu_ns"],
             preemptions=raw["preemptions"],
+            sleeps=raw["sleeps"],
             probe_counters=None if raw["probe_counters"] is None else dict(raw["probe_counters"]),
             steal_s=None if self._steal0 is None or steal1 is None else (steal1 - self._steal0) / os.sysconf("SC_CLK_TCK"),
             interrupted=interrupted,

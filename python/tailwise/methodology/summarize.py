@@ -185,6 +185,8 @@ def _engine(result: AgentResult) -> dict:
         "cpu_s": result.cpu_ns / 1e9,
         "cpu_ns_per_request": result.cpu_ns / max(result.counters["sent"], 1) if result.counters["sent"] else None,
         "preemptions": result.preemptions,
+        "sleeps": result.sleeps,
+        "sleeps_per_request": result.sleeps / result.counters["sent"] if result.counters["sent"] else None,
         "stalls": result.stalls,
         "stalled_s": result.stalled_ns / 1e9,
         "stall_threshold_ns": STALL_NS,

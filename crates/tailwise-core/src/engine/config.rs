@@ -55,6 +55,10 @@ pub struct EngineConfig {
     pub seed: u64,
     pub pin: bool,
     pub busy_poll: bool,
+    /// `--poll block` wakes for every reply, even one whose receive stamp makes its time exact
+    /// however late it is read (engine/io.rs, `replies_can_wait`): for `tailwise calibrate`, which
+    /// measures how late a reader wakes after the arrival stamp.
+    pub prompt_replies: bool,
     /// Tests only: each engine thread stops as a preemption would (and says so on stderr).
     /// Refused by builds without the `test-hooks` feature (`EngineError::NoTestHooks`).
     pub test_stall: Option<TestStall>,
@@ -103,6 +107,7 @@ impl Default for EngineConfig {
             // close to the model as spinning with kernel receive stamps, at half the CPU or less
             // (BENCHMARKS.md, issue 23 item 5); on a 2-CPU machine it leaves the coordinator a CPU.
             busy_poll: false,
+            prompt_replies: false,
             test_stall: None,
             timestamps: Timestamps::User,
             probe: None,

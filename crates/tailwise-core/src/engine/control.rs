@@ -51,6 +51,8 @@ pub struct EngineResult {
     pub sample_bytes: usize,
     /// Involuntary context switches of the engine threads (another task took their CPU).
     pub preemptions: u64,
+    /// Voluntary context switches of the engine threads: the times they slept (`--poll block`).
+    pub sleeps: u64,
     /// The probe thread's own counters (also in `counters`), when there is a probe.
     pub probe_counters: Option<Counters>,
     /// The level `samples` were thinned to (as `Taken::thinned_level`).
@@ -358,6 +360,7 @@ impl Engine {
             pinned_cpus: Vec::new(),
             cpu_ns: 0,
             preemptions: 0,
+            sleeps: 0,
             sample_bytes: 0,
             probe_counters: None,
             thinned_level: 0,
@@ -381,8 +384,9 @@ impl Engine {
             out.stalled_ns += r.stalled_ns;
             out.elapsed_ns = out.elapsed_ns.max(r.elapsed_ns);
             out.pinned_cpus.push(r.pinned_cpu);
-            out.cpu_ns += r.cpu_ns;
-            out.preemptions += r.preemptions;
+            out.cpu_ns += r.used.cpu_ns;
+            out.preemptions += r.used.preemptions;
+            out.sleeps += r.used.sleeps;
             for (reason, n) in r.error_reasons {
                 count_reason(&mut out.error_reasons, reason, n);
             }

@@ -17,9 +17,10 @@
 //! samples and interval histograms and reports what is outstanding at that instant, so that the
 //! coordinator analyses a consistent picture in which a freeze still going on is already visible.
 //!
-//! Busy-poll mode spins on `epoll_wait(0)`; blocking mode sleeps in `epoll_pwait2` until a reply
-//! arrives or until the next send less the thread's measured wake-up lateness (time/wake.rs),
-//! then spins (timer slack 1 ns).
+//! Busy-poll mode spins on `epoll_wait(0)`; blocking mode sleeps until the next send less the
+//! thread's measured wake-up lateness (time/wake.rs), then spins (timer slack 1 ns). A reply wakes
+//! it only where its time needs it: one whose kernel stamp is exact however late it is read waits
+//! for the margin before the next send (io.rs, `read_then_sleep`).
 //!
 //! | module | what it holds |
 //! |---|---|

@@ -45,6 +45,8 @@ pub(crate) struct Requests {
     pub(super) ready: Vec<(usize, u32)>,
     /// When the current iteration's wait returned (blocking mode).
     pub(super) polled_at: u64,
+    /// The thread slept with the replies left for later (io.rs, `read_then_sleep`) and has not read since.
+    pub(super) unread: bool,
     /// Blocking mode: how late this thread's timed waits wake (time/wake.rs), so how early to ask.
     pub(super) wake: WakeLateness,
     /// What a reconnect says first (setup.rs), encoded once.
@@ -80,6 +82,7 @@ impl Path for Requests {
             dirty: Vec::with_capacity(n),
             ready: Vec::with_capacity(n.max(1) * 2),
             polled_at: 0,
+            unread: false,
             wake: WakeLateness::default(),
             setup: Setup::of(&cfg.protocol),
         }
@@ -130,6 +133,13 @@ impl Path for Requests {
     #[inline]
     fn poll(w: &mut Worker<Requests>, wait_ns: u64, next_due: u64) {
         w.poll_conns(wait_ns, next_due);
+    }
+
+    /// Replies left for after the next send (io.rs, `read_then_sleep`) are read now.
+    fn settle(w: &mut Worker<Requests>) {
+        if !w.cfg.busy_poll {
+            w.poll_conns(0, u64::MAX);
+        }
     }
 
     fn tick(w: &mut Worker<Requests>, now: u64) {

@@ -166,22 +166,40 @@ impl Stalls {
     }
 }
 
-/// Involuntary context switches of this thread so far: times another task took its CPU.
-pub(crate) fn preemptions() -> u64 {
-    // SAFETY: rusage is plain data; RUSAGE_THREAD fills it for the calling thread.
-    unsafe {
-        let mut ru: libc::rusage = std::mem::zeroed();
-        libc::getrusage(libc::RUSAGE_THREAD, &mut ru);
-        ru.ru_nivcsw as u64
-    }
+/// What the host gave a thread: its CPU time, and its context switches, involuntary (another task
+/// took its CPU) and voluntary (it slept).
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct ThreadUse {
+    pub cpu_ns: u64,
+    pub preemptions: u64,
+    pub sleeps: u64,
 }
 
-/// CPU time this thread has used.
-pub(crate) fn thread_cpu_ns() -> u64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-    // SAFETY: valid timespec pointer.
-    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+impl ThreadUse {
+    /// The calling thread's, so far.
+    pub fn now() -> ThreadUse {
+        let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+        // SAFETY: valid pointers; rusage is plain data that RUSAGE_THREAD fills for this thread.
+        let ru = unsafe {
+            libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts);
+            let mut ru: libc::rusage = std::mem::zeroed();
+            libc::getrusage(libc::RUSAGE_THREAD, &mut ru);
+            ru
+        };
+        ThreadUse {
+            cpu_ns: ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64,
+            preemptions: ru.ru_nivcsw as u64,
+            sleeps: ru.ru_nvcsw as u64,
+        }
+    }
+
+    pub fn since(self, start: ThreadUse) -> ThreadUse {
+        ThreadUse {
+            cpu_ns: self.cpu_ns - start.cpu_ns,
+            preemptions: self.preemptions - start.preemptions,
+            sleeps: self.sleeps - start.sleeps,
+        }
+    }
 }
 
 #[cfg(test)]

@@ -847,3 +847,40 @@ fn http_requests_go_as_encoded_in_turn_or_by_weight() {
         }
     }
 }
+
+/// `--poll block` with kernel receive stamps: run at 2k req/s, fixed gaps of 500 µs, one request
+/// out per connection against a 20 µs server, with the replies read promptly or not.
+fn sleeps_per_request(prompt_replies: bool) -> (f64, Vec<Sample>) {
+    let s = server("fixed:20us");
+    let mut cfg = config(s.addr(), 2_000.0, 400);
+    cfg.timestamps = Timestamps::Kernel;
+    cfg.arrival = Arrival::Fixed;
+    cfg.outstanding = 1;
+    cfg.prompt_replies = prompt_replies;
+    let r = Engine::start(cfg).unwrap().join();
+    assert!(r.error.is_none(), "{:?}", r.error);
+    assert_eq!(r.counters.sent, r.counters.received, "{:?}", r.counters);
+    (r.sleeps as f64 / r.counters.sent as f64, r.samples.iter().copied().collect())
+}
+
+#[test]
+fn a_stamped_reply_waits_for_the_next_sends_wake_up_unless_prompt_replies_are_asked() {
+    // Each request's reply comes ~30 µs after its send and the next send 500 µs later: woken by
+    // each reply the thread sleeps twice a request, and once when the replies wait for the send's
+    // wake-up. (A preemption of the host adds none of these: they are voluntary switches.)
+    let (deferred, samples) = sleeps_per_request(false);
+    let (prompt, _) = sleeps_per_request(true);
+    eprintln!("sleeps a request: {deferred:.2} deferred, {prompt:.2} prompt");
+    assert!(deferred < 1.3, "{deferred:.2} sleeps a request with the replies deferred");
+    assert!(prompt > 1.6, "{prompt:.2} sleeps a request woken by every reply");
+    // Read late, each reply keeps its kernel stamp: its latency is the stamp's, at most the read.
+    for smp in &samples {
+        assert!(smp.flags() & F::KERNEL_RX != 0, "{smp:?}");
+        assert!(smp.intended_ns + smp.latency_ns <= smp.rx_user_ns, "{smp:?}");
+        assert!(smp.latency_ns >= 15_000, "{smp:?}");
+    }
+    // They were read later than they came (the user-space clock after the read is far behind the
+    // stamp for most), and a snapshot would have read them first (`Path::settle`).
+    let late = samples.iter().filter(|s| s.rx_user_ns - (s.intended_ns + s.latency_ns) > 100_000).count();
+    assert!(late * 2 > samples.len(), "{late} of {} read > 100 µs after their stamp", samples.len());
+}

@@ -38,7 +38,7 @@ use super::reach::Reach;
 use super::req::{Req, Times, SAMPLED};
 use super::rx_clock::RxClock;
 use super::shared::{Counters, Role, Shared};
-use super::stalls::{preemptions, thread_cpu_ns, Stalls};
+use super::stalls::{Stalls, ThreadUse};
 use crate::io::cpu;
 use crate::load::schedule::Schedule;
 use crate::record::{flags as F, histogram::Histograms, sampler::Sampler};
@@ -91,6 +91,8 @@ pub(crate) trait Path: Sized {
     fn outstanding(&self) -> impl Iterator<Item = (Req, Times)> + '_;
     /// What the path itself hands over at a snapshot and at the end.
     fn hand_over(&mut self, _shared: &Shared) {}
+    /// Before a snapshot: take the answers already there (none is reported outstanding after it came).
+    fn settle(_w: &mut Worker<Self>) {}
     /// A request sent at `t` or later is out still (the test hook's stop waits for one).
     #[cfg(any(test, feature = "test-hooks"))]
     fn sent_since(&self, t: u64) -> bool;
@@ -117,8 +119,8 @@ pub(crate) struct ThreadResult {
     pub elapsed_ns: u64,
     pub error_reasons: Vec<(String, u64)>,
     pub pinned_cpu: Option<usize>,
-    pub cpu_ns: u64,
-    pub preemptions: u64,
+    /// CPU time, preemptions and sleeps over the run.
+    pub used: ThreadUse,
     pub role: Role,
 }
 
@@ -154,7 +156,7 @@ pub(crate) struct Worker<P> {
 pub(crate) fn run<P: Path>(ctx: ThreadCtx) -> ThreadResult {
     set_timer_slack_1ns();
     let pinned_cpu = ctx.cpu.filter(|&c| cpu::pin_to_cpu(c));
-    let (cpu0, preempt0) = (thread_cpu_ns(), preemptions());
+    let used0 = ThreadUse::now();
     let seed = ctx.cfg.seed ^ (ctx.index as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15);
     let mut w = Worker::<P>::new(ctx, seed);
     let share = w.cfg.rate_rps / w.cfg.threads as f64;
@@ -174,8 +176,7 @@ pub(crate) fn run<P: Path>(ctx: ThreadCtx) -> ThreadResult {
         elapsed_ns,
         error_reasons: w.fin.reasons,
         pinned_cpu,
-        cpu_ns: thread_cpu_ns() - cpu0,
-        preemptions: preemptions() - preempt0,
+        used: ThreadUse::now().since(used0),
         role: w.role,
     }
 }
@@ -362,6 +363,7 @@ impl<P: Path> Worker<P> {
     #[inline]
     pub(crate) fn serve_snapshot(&mut self) {
         if let Some(seq) = self.handover.due(&self.shared) {
+            P::settle(self);
             self.hand_over(Some(seq));
         }
     }
