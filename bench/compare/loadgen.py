@@ -7,7 +7,7 @@
   held, and the highest whose checks passed whatever the lag.
 * The send-lag distribution (p50/p99/p99.9) at 10k, 100k req/s and at that maximum.
 * Pipelined maximum against one memcached thread, 16 connections × 16 deep: tailwise (offered
-  rates stepped until fewer than 99 % complete), mutilate (-c 16 -d 16, peak) and
+  rates stepped until fewer than 99 % complete, then halved to within 5 %), mutilate (-c 16 -d 16, peak) and
   memtier_benchmark (-c 16 --pipeline=16, peak).
 """
 
@@ -19,6 +19,8 @@ from common import Ctx, aggregate, cell, md_table, noise_summary, noise_text, re
 STEPS = (10_000, 25_000, 50_000, 100_000, 150_000, 200_000, 300_000)
 PIPE_STEPS = (50_000, 100_000, 150_000, 200_000, 300_000, 400_000)
 LAG_OK_US = 5.0
+#: The pipelined search stops when the highest offered rate held and the lowest failed are this close.
+PIPE_RESOLUTION = 0.05
 
 
 def _holds(r: dict) -> tuple[bool, bool]:
@@ -42,13 +44,24 @@ def search(ctx: Ctx, url: str, seconds: float) -> dict:
 
 
 def pipelined(ctx: Ctx, url: str, seconds: float) -> dict:
-    best = None
+    """Offered rates stepped up (PIPE_STEPS) until fewer than 99 % complete, then halved between the
+    last held and the first failed until they are within PIPE_RESOLUTION of each other: the highest
+    held, known to that resolution (issue 37 goal 3: fine enough to tell it from the peers' peak)."""
+    best, held, failed = None, None, None
     for rate in PIPE_STEPS[1::2] if ctx.quick else PIPE_STEPS:
         r = tools.tailwise(ctx, url, rate, seconds, 16, 16)
         if not r.get("rps") or r["rps"] < 0.99 * rate:
+            failed = rate
             break
-        best = r["rps"]
-    return {"rps": best}
+        best, held = r["rps"], rate
+    while held and failed and (failed - held) > PIPE_RESOLUTION * held:
+        rate = (held + failed) // 2
+        r = tools.tailwise(ctx, url, rate, seconds, 16, 16)
+        if r.get("rps") and r["rps"] >= 0.99 * rate:
+            best, held = r["rps"], rate
+        else:
+            failed = rate
+    return {"rps": best, "held_rps": held, "failed_rps": failed}
 
 
 def run(ctx: Ctx) -> dict:

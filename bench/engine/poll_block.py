@@ -4,8 +4,9 @@ Three questions, each in alternating runs (so that the shared machine's noise fa
 variant alike), median and spread of `--repeats` runs, the machine's noise beside each run:
 
 * cost: engine CPU per request (the summary's `engine.cpu_ns_per_request`), the whole client
-  process's CPU per request, every-request p50/p99 and send lag p99 at 10k req/s against
-  `tailwise serve` (fixed:10us) for `--poll block` and `--poll spin`, for each build given
+  process's CPU per request, the engine's sleeps per request (`engine.sleeps`), every-request
+  p50/p90/p99 and send lag p99 at 10k req/s against `tailwise serve` (fixed:10us; `--target
+  memcached`: memcached -t 1) for `--poll block` and `--poll spin`, for each build given
   (`--root NAME=DIR`: a checkout whose python/ holds a built tailwise), next to memtier_benchmark
   at the same rate when `--memtier PATH` is given (its whole process's CPU, from wait4);
 * bias: p50/p99 minus the M/D/1 model at 20 % load of `serve --service fixed:10us` (20k req/s),
@@ -24,7 +25,7 @@ The server is on the lowest CPU, the engine pins itself to the highest. Not a te
 asserts.
 
     python bench/engine/poll_block.py [--root after=.] [--root before=/tmp/before] [--repeats 3]
-        [--seconds 10] [--memtier PATH] [--only cost,bias,stamps,coordinator] [--modes block,spin]
+        [--seconds 10] [--memtier PATH] [--target serve|memcached] [--only cost,bias,stamps,coordinator] [--modes block,spin]
         [--coordinator as-is,idle,asleep] [--out FILE]
 
 On a machine that other work keeps busy, run it in a session of its own at a higher autogroup
@@ -39,6 +40,7 @@ import json
 import os
 import re
 import signal
+import socket
 import statistics
 import subprocess
 import sys
@@ -99,17 +101,34 @@ def spinner_noise() -> dict:
 
 
 class Serve:
-    """`tailwise serve` of a root, its worker on the lowest CPU; SIGTERM at the end."""
+    """`tailwise serve` of a root (or memcached, one thread: `service` "memcached"), on the lowest
+    CPU; SIGTERM at the end."""
+
+    scheme = "synthetic"
 
     def __init__(self, root: Path, service: str, spin: bool):
         self.argv = [sys.executable, "-m", "tailwise", "serve", "--service", service, *(["--spin"] if spin else [])]
         self.env = {**os.environ, "PYTHONPATH": str(root / "python")}
+        if service == "memcached":
+            with socket.socket() as s:
+                s.bind(("127.0.0.1", 0))
+                port = s.getsockname()[1]
+            self.argv = ["memcached", "-t", "1", "-U", "0", "-l", "127.0.0.1", "-p", str(port), "-u", "nobody", "-vv"]
+            self.scheme, self.addr_then = "memcached", f"127.0.0.1:{port}"
 
     def __enter__(self) -> "Serve":
         self.log = tempfile.TemporaryFile("w+")
         self.proc = subprocess.Popen(["taskset", "-c", str(CPU_SERVER), *self.argv], env=self.env, stdout=self.log,
                                      stderr=subprocess.STDOUT, text=True)
         for _ in range(600):
+            if self.scheme == "memcached":
+                host, port = self.addr_then.rsplit(":", 1)
+                with socket.socket() as s:
+                    if s.connect_ex((host, int(port))) == 0:
+                        self.addr = self.addr_then
+                        return self
+                time.sleep(0.05)
+                continue
             self.log.seek(0)
             m = LISTEN.search(self.log.read())
             if m:
@@ -199,7 +218,7 @@ def tailwise_run(root: Path, srv: Serve, rate: float, seconds: float, extra: lis
                  coordinator: str | None = None) -> dict:
     env = {**os.environ, "PYTHONPATH": str(root / "python")}
     how = ["-c", COORDINATOR, coordinator, f"{seconds:g}"] if coordinator else ["-m", "tailwise"]
-    argv = [*prefix, sys.executable, *how, "run", f"synthetic://{srv.addr}", "--rate", f"{rate:.0f}",
+    argv = [*prefix, sys.executable, *how, "run", f"{srv.scheme}://{srv.addr}", "--rate", f"{rate:.0f}",
             "--duration", f"{seconds:g}", "--json", "--quiet", *extra]
     server0, host0, t0 = proc_cpu_s(srv.proc.pid), host_cpu(), time.monotonic()
     stdout, stderr, cpu_s = timed(argv, env, seconds + 120)
@@ -217,7 +236,8 @@ def tailwise_run(root: Path, srv: Serve, rate: float, seconds: float, extra: lis
         "loop_stalls_per_s": eng["stalls"] / seconds,
         "engine_cpu_us_per_req": eng["cpu_ns_per_request"] / 1e3,
         "process_cpu_us_per_req": cpu_s / n * 1e6,
-        "p50_us": pct(lat, 50.0) / 1e3, "p99_us": pct(lat, 99.0) / 1e3,
+        "p50_us": pct(lat, 50.0) / 1e3, "p90_us": pct(lat, 90.0) / 1e3, "p99_us": pct(lat, 99.0) / 1e3,
+        "sleeps_per_req": eng.get("sleeps", 0) / n,
         "send_lag_p99_us": pct(lag, 99.0) / 1e3,
         "send_lag_unstalled_p99_us": (pct(lag.get("unstalled", {}), 99.0) or 0) / 1e3,
         "engine_stalls": eng["stalls"], "engine_stalled_s": eng["stalled_s"], "preemptions": eng["preemptions"],
@@ -233,7 +253,8 @@ def memtier_run(memtier: str, srv: Serve, rate: float, seconds: float) -> dict:
         js = Path(tmp) / "m.json"
         argv = ["taskset", "-c", str(CPU_CLIENT), memtier, "-s", host, "-p", port, "-P", "memcache_text", "-t", "1",
                 "-c", str(conns), "--ratio", "0:1", "--test-time", f"{seconds:.0f}", "--rate-limiting",
-                f"{rate / conns:.0f}", "--hide-histogram", "--json-out-file", str(js), "--key-maximum", "10000"]
+                f"{rate / conns:.0f}", "--hide-histogram", "--json-out-file", str(js), "--key-maximum", "10000",
+                "--print-percentiles", "50,90,99"]
         server0, host0, t0 = proc_cpu_s(srv.proc.pid), host_cpu(), time.monotonic()
         _, stderr, cpu_s = timed(argv, dict(os.environ), seconds + 60)
         server_s, host1, wall = proc_cpu_s(srv.proc.pid) - server0, host_cpu(), time.monotonic() - t0
@@ -244,7 +265,8 @@ def memtier_run(memtier: str, srv: Serve, rate: float, seconds: float) -> dict:
     n = tot["Count"] if "Count" in tot else tot["Ops/sec"] * seconds
     pcts = tot.get("Percentile Latencies", {})
     return with_noise({"process_cpu_us_per_req": cpu_s / n * 1e6, "ops_per_s": tot["Ops/sec"],
-                       "p50_us": (pcts.get("p50.00") or 0) * 1e3, "p99_us": (pcts.get("p99.00") or 0) * 1e3},
+                       "p50_us": (pcts.get("p50.00") or 0) * 1e3, "p90_us": (pcts.get("p90.00") or 0) * 1e3,
+                       "p99_us": (pcts.get("p99.00") or 0) * 1e3},
                       noise_between(host0, host1, wall, cpu_s + server_s))
 
 
@@ -290,6 +312,8 @@ def main() -> int:
     ap.add_argument("--seconds", type=float, default=10.0)
     ap.add_argument("--memtier", help="memtier_benchmark binary, measured beside in the cost question")
     ap.add_argument("--only", default="cost,bias,stamps,coordinator")
+    ap.add_argument("--target", default="serve", choices=["serve", "memcached"],
+                    help="the cost question's server: tailwise serve (fixed:10us) or memcached -t 1")
     ap.add_argument("--modes", default="block,spin", help="--poll modes of the cost and bias questions")
     ap.add_argument("--coordinator", default="as-is,idle,asleep",
                     help="the coordinator question's variants: as-is (as the build places it), idle (SCHED_IDLE "
@@ -305,15 +329,15 @@ def main() -> int:
                  "repeats": args.repeats, "cpus": {"server": CPU_SERVER, "client": CPU_CLIENT}}
     sec = args.seconds
     if "cost" in only:
-        with Serve(first, "fixed:10us", spin=False) as srv:
+        with Serve(first, "fixed:10us" if args.target == "serve" else "memcached", spin=False) as srv:
             variants = {f"{name} {mode}": (lambda root=root, mode=mode: tailwise_run(root, srv, 10_000, sec, ["--poll", mode], []))
                         for name, root in roots.items() for mode in modes}
             if args.memtier:
                 variants["memtier"] = lambda: memtier_run(args.memtier, srv, 10_000, sec)
-            print("cost: 10k req/s against `tailwise serve` (fixed:10us)", flush=True)
+            print(f"cost: 10k req/s against {srv.scheme}://{srv.addr}", flush=True)
             out["cost"] = alternate(variants, args.repeats)
-        show("cost at 10k req/s", out["cost"], ["engine_cpu_us_per_req", "process_cpu_us_per_req", "p50_us", "p99_us",
-                                                "send_lag_p99_us", "foreign_cpus"])
+        show("cost at 10k req/s", out["cost"], ["engine_cpu_us_per_req", "process_cpu_us_per_req", "sleeps_per_req",
+                                                "p50_us", "p90_us", "p99_us", "send_lag_p99_us", "foreign_cpus"])
     if "bias" in only:
         model = {p["p"]: p["value_ns"] / 1e3 for p in model_percentiles("fixed:10us", 0.2, ps=[50.0, 99.0])["percentiles"]}
         out["model_us"] = model
