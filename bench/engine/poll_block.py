@@ -304,6 +304,11 @@ def show(title: str, res: dict, keys: list[str]) -> None:
         print(f"{name:<18}" + "".join(f"{c:>30}" for c in cells))
 
 
+def has_mode(root: Path, mode: str) -> bool:
+    """Whether a build's CLI knows `--poll MODE` (one from before a mode was added does not)."""
+    return f'"{mode}"' in (root / "python" / "tailwise" / "cli" / "options.py").read_text()
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--root", action="append", default=[], metavar="NAME=DIR",
@@ -331,7 +336,7 @@ def main() -> int:
     if "cost" in only:
         with Serve(first, "fixed:10us" if args.target == "serve" else "memcached", spin=False) as srv:
             variants = {f"{name} {mode}": (lambda root=root, mode=mode: tailwise_run(root, srv, 10_000, sec, ["--poll", mode], []))
-                        for name, root in roots.items() for mode in modes}
+                        for name, root in roots.items() for mode in modes if has_mode(root, mode)}
             if args.memtier:
                 variants["memtier"] = lambda: memtier_run(args.memtier, srv, 10_000, sec)
             print(f"cost: 10k req/s against {srv.scheme}://{srv.addr}", flush=True)

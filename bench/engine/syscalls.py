@@ -1,7 +1,7 @@
 """bench/engine/syscalls.py: system calls and wake-ups a request, tailwise against memtier_benchmark (issue 37 goal 2).
 
 At 10k req/s against memcached (one thread, on the lowest CPU; the client on the highest), for
-each build given (`--root NAME=DIR`) and memtier_benchmark (`--memtier PATH`, 16 connections
+each build given (`--root NAME=DIR`) in each `--poll` mode of `--modes` it has, and memtier_benchmark (`--memtier PATH`, 16 connections
 rate-limited to 10k in all), in alternating runs of 8 s, counted over 3 s from 3 s in:
 
 * the client's system calls a request, by kernel tracepoint (`perf stat -e syscalls:sys_enter_*`:
@@ -17,12 +17,13 @@ rate-limited to 10k in all), in alternating runs of 8 s, counted over 3 s from 3
 Requests a second are taken as the rate asked (10k). Not a test: nothing here asserts.
 
     python bench/engine/syscalls.py [--root after=.] [--root before=/tmp/before] [--memtier PATH]
-        [--repeats 3] [--out FILE]
+        [--modes block,lean] [--repeats 3] [--out FILE]
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import statistics
@@ -36,7 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from poll_block import CPU_CLIENT, Serve, spinner_noise  # noqa: E402
 
 RATE, SECONDS, FROM_S, COUNT_S = 10_000, 8, 3, 3
-CALLS = ("sendto", "write", "writev", "recvmsg", "recvmmsg", "recvfrom", "read", "epoll_wait", "epoll_pwait",
+CALLS = ("sendto", "write", "writev", "recvmsg", "recvmmsg", "recvfrom", "read", "readv", "ioctl", "epoll_wait", "epoll_pwait",
          "epoll_pwait2", "timerfd_settime", "clock_nanosleep")
 
 
@@ -80,10 +81,10 @@ def count(pid: int, tid: int | None, server_pid: int) -> dict:
             "server_sleeps_per_req": (s1 - s0) / n}
 
 
-def tailwise(root: Path, srv: Serve) -> dict:
+def tailwise(root: Path, srv: Serve, poll: str) -> dict:
     env = {**os.environ, "PYTHONPATH": str(root / "python")}
     argv = ["taskset", "-c", str(CPU_CLIENT), sys.executable, "-m", "tailwise", "run", f"memcached://{srv.addr}",
-            "--rate", str(RATE), "--duration", str(SECONDS), "--json", "--quiet"]
+            "--rate", str(RATE), "--duration", str(SECONDS), "--poll", poll, "--json", "--quiet"]
     proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline, tid = time.monotonic() + 60, None
     while tid is None and time.monotonic() < deadline and proc.poll() is None:
@@ -113,11 +114,17 @@ def memtier(path: str, srv: Serve) -> dict:
     return counted
 
 
+def has_mode(root: Path, mode: str) -> bool:
+    """Whether a build's CLI knows `--poll MODE` (one from before a mode was added does not)."""
+    return f'"{mode}"' in (root / "python" / "tailwise" / "cli" / "options.py").read_text()
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--root", action="append", default=[], metavar="NAME=DIR")
     ap.add_argument("--memtier", help="memtier_benchmark binary")
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--modes", default="block,lean", help="--poll modes, each tried with every build that has it")
     ap.add_argument("--out", default=str(HERE / "bench" / "out" / "syscalls.json"))
     args = ap.parse_args()
     roots = {k: Path(v).resolve() for k, v in (r.split("=", 1) for r in args.root)} or {"this": HERE}
@@ -126,22 +133,25 @@ def main() -> int:
     runs: dict[str, list[dict]] = {}
     with Serve(first, "memcached", spin=False) as srv:
         for i in range(args.repeats):
-            for name, root in roots.items():
-                runs.setdefault(name, []).append(tailwise(root, srv))
-                print(f"  round {i + 1} {name}: {runs[name][-1]}", flush=True)
+            for (name, root), mode in itertools.product(roots.items(), args.modes.split(",")):
+                if not has_mode(root, mode):
+                    continue
+                key = f"{name} {mode}"
+                runs.setdefault(key, []).append(tailwise(root, srv, mode))
+                print(f"  round {i + 1} {key}: {runs[key][-1]}", flush=True)
             if args.memtier:
                 runs.setdefault("memtier", []).append(memtier(args.memtier, srv))
                 print(f"  round {i + 1} memtier: {runs['memtier'][-1]}", flush=True)
     noise = {"before": before, "after": spinner_noise()}
     keys = ["syscalls_per_req", "client_sleeps_per_req", "server_sleeps_per_req", "engine_cpu_us_per_req", "p50_us", "p90_us"]
     print(f"\nat {RATE} req/s against memcached -t 1 (median [min–max] of {args.repeats})")
-    print("variant".ljust(10) + "".join(k.rjust(26) for k in keys))
+    print("variant".ljust(14) + "".join(k.rjust(26) for k in keys))
     summary = {}
     for name, rs in runs.items():
         summary[name] = {k: [r[k] for r in rs] for k in keys if k in rs[0]}
         cells = [f"{statistics.median(v):.2f} [{min(v):.2f}–{max(v):.2f}]" for v in summary[name].values()]
         cells += ["—"] * (len(keys) - len(cells))
-        print(name.ljust(10) + "".join(c.rjust(26) for c in cells))
+        print(name.ljust(14) + "".join(c.rjust(26) for c in cells))
     print(f"a pinned spinner's lost share of 1 s, before and after: {noise['before']}, {noise['after']}")
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps({"runs": runs, "noise": noise}, indent=1))

@@ -5,7 +5,8 @@ loopback and across a veth pair between two network namespaces: every sampled re
 and the kernel's round trip is never longer than the user-space one for the same request; `nic`
 failing in one line where the interface's driver cannot stamp (lo, virtio and veth here
 list software stamps only); `auto` falling back to kernel stamps and saying why in the summary. What the engine
-alone can show is tested there: that a stopped engine's stop stays out of kernel-stamped replies
+alone can show is tested there: that a stopped engine's stop stays out of kernel-stamped replies,
+that with `replies_wait` (`--poll lean`) a stamped reply waits for the next send's wake-up
 (engine/tests.rs, `kernel_receive_stamps_…`), and which request gets which stamp with pipelining,
 partial writes and replies split over segments (engine/stamp_tests.rs).
 """
@@ -63,6 +64,22 @@ def test_kernel_stamps_on_udp_and_tcp_targets(request, fixture):
     # A stamp converted from CLOCK_REALTIME is never taken for a reply faster than a loopback round
     # trip can be (4 µs at best on the project's machine: bench/timestamps measures it).
     assert s["latency"]["histogram"]["min_ns"] >= 2_000
+
+
+@pytest.mark.parametrize("fixture", ["udp_echo", "memcached"])
+def test_with_poll_lean_a_kernel_stamped_reply_waits_for_the_next_send(request, fixture):
+    # --poll lean: a reply's time is its kernel stamp however late it is read, so the engine sleeps
+    # about once a request (to the send); with --poll block each reply wakes it too.
+    srv = request.getfixturevalue(fixture)
+    sleeps = {}
+    for poll in ("lean", "block"):
+        s = _summary(run_cli("run", srv.url, "--rate", "2k", "--duration", "1", "--poll", poll, "--json"))
+        assert s["latency"]["source"] == "kernel" and s["config"]["poll"] == poll
+        assert s["counters"]["received"] > 1000, s["counters"]
+        assert s["latency"]["kernel_stamped_replies"] == s["counters"]["received"]
+        sleeps[poll] = s["engine"]["sleeps_per_request"]
+        assert s["engine"]["sleeps"] == round(sleeps[poll] * s["counters"]["sent"])
+    assert sleeps["lean"] < 1.3 and sleeps["block"] > 1.5, sleeps
 
 
 def test_an_unknown_source_is_refused():

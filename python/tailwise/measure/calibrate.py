@@ -128,9 +128,7 @@ def source_figures(samples: np.ndarray, start_ns: int = WARMUP_NS) -> dict:
 def _ping_samples(addr: str, scheme: str, rate_rps: float, seconds: float, source: str,
                   tls: dict | None = None) -> np.ndarray:
     spec = LoadSpec(targets=[addr], rate_rps=rate_rps, duration_ns=int(seconds * 1e9), conns=1, outstanding=1,
-                    sample_every=1, timestamps=source, protocol=protocol(scheme), tls=tls,
-                    # Its user-space figures are a reader woken by each reply, as a peer's is.
-                    prompt_replies=True)
+                    sample_every=1, timestamps=source, protocol=protocol(scheme), tls=tls)
     result = LocalAgent().run(spec)
     if result.error:
         raise TailwiseError(f"calibration traffic to {addr} ({source} stamps) failed: {result.error}",

@@ -153,7 +153,7 @@ def _prepare_fleet(rs: RunSpec, fleet: Fleet) -> Setup:
 
     token = read_token(fleet.token_file)
     tls = client_tls(fleet.tls_ca, fleet.tls_cert, fleet.tls_key, fleet.insecure_plaintext)
-    setting = Setting(poll="spin" if rs.busy_poll else "block", engine_cpus=None, own_cpus=False, isolated=False,
+    setting = Setting(poll=rs.settings["poll"], engine_cpus=None, own_cpus=False, isolated=False,
                       local_target=rs.builtin, builtin=rs.builtin)
     host = host_info() | {"knobs": host_knobs(rs, False, False, None)}
     return Setup(host=host, server_spin=False, busy_cpus=None, setting=setting, fleet=fleet, token=token, tls=tls)
@@ -199,7 +199,7 @@ def _setting(rs: RunSpec, engine_threads: int, local: bool, own: bool, theirs: l
     if own and engine and local and not rs.builtin:
         # A server on this host: own CPUs only if its process is pinned away from the engine's.
         own = all(c is not None and not (c & engine) for c in theirs)
-    return Setting(poll="spin" if rs.busy_poll else "block", engine_cpus=tuple(sorted(engine)) if engine else None,
+    return Setting(poll=rs.settings["poll"], engine_cpus=tuple(sorted(engine)) if engine else None,
                    own_cpus=bool(own and engine), isolated=bool(engine) and engine <= isolated_cpus(),
                    local_target=rs.builtin or local, builtin=rs.builtin)
 

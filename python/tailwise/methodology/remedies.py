@@ -13,7 +13,7 @@ from enum import Enum
 class Setting:
     """How the client ran, for remedies that never recommend what is already the case."""
 
-    #: "spin" (busy-poll) or "block" (sleep until just before each send).
+    #: "spin" (busy-poll), "block" (sleep until just before each send) or "lean" (block, woken by fewer replies).
     poll: str = "spin"
     #: The CPUs the engine threads are pinned to (None: not pinned).
     engine_cpus: tuple[int, ...] | None = None

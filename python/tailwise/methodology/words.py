@@ -83,7 +83,7 @@ def client_words(setting: Setting | None, p: float) -> str:
     """What helps when the client's own stalls widen an interval, leaving out what is already so."""
     st = setting or Setting()
     steps = []
-    if st.poll == "block":
+    if st.poll != "spin":
         steps.append("use --poll spin (a sleeping engine thread is woken late)")
     if not st.own_cpus:
         steps.append("give the engine threads CPUs of their own (fewer --threads or --workers, no other load)")

@@ -104,8 +104,8 @@ class LoadSpec:
     seed: int = ENGINE["seed"]
     pin: bool = ENGINE["pin"]
     busy_poll: bool = ENGINE["busy_poll"]
-    #: Wake for every reply even when its stamp is exact however late it is read (calibrate's ping).
-    prompt_replies: bool = ENGINE["prompt_replies"]
+    #: --poll lean: a reply whose stamp is exact however late it is read waits for the next send's wake-up.
+    replies_wait: bool = ENGINE["replies_wait"]
     test_stall: TestStall | None = None
     #: Receive times: "kernel" (SO_TIMESTAMPING software stamps), "nic" or "user" (the clock after read).
     timestamps: str = ENGINE["timestamps"]

@@ -38,6 +38,9 @@ BUILTIN_SERVICE = "fixed:10us"
 #: default), or twice --timeout if longer, ends the run: a restart takes less, a dead server more.
 UNREACHABLE_NS: int = ENGINE["unreachable_ns"]
 TIMESTAMPS = ("auto", "nic", "kernel", "user")
+#: --poll: spin (busy-poll), block (sleep to each send; a reply wakes the engine), lean (block, and
+#: a reply whose stamp is exact however late it is read waits for the next send's wake-up).
+POLLS = ("spin", "block", "lean")
 #: --bounds: how a request tailwise delayed is bounded below (stats/bounds.py).
 BOUNDS = ("busy", "floor")
 
@@ -45,8 +48,8 @@ BOUNDS = ("busy", "floor")
 def check_choices(st: dict[str, Any]) -> str:
     """The settings that name one of a few choices (--poll, --timestamps, --bounds), checked; the
     bounds rule (None: busy)."""
-    if st["poll"] not in ("spin", "block"):
-        raise InputError(f"poll = {st['poll']!r} is unknown", "use spin or block")
+    if st["poll"] not in POLLS:
+        raise InputError(f"poll = {st['poll']!r} is unknown", f"use one of {', '.join(POLLS)}")
     if st["timestamps"] not in TIMESTAMPS:
         raise InputError(f"--timestamps {st['timestamps']} is unknown", f"use one of {', '.join(TIMESTAMPS)}")
     bounds = str(st.get("bounds") or "busy")
@@ -210,6 +213,7 @@ class RunSpec:
     workers: int
     arrival: str
     busy_poll: bool
+    replies_wait: bool  # --poll lean
     timestamps: str  # the choice (auto|nic|kernel|user); the engine's source is decided per target
     probe_conns: int
     probe_rate_rps: float
@@ -339,7 +343,7 @@ class RunSpec:
             max_time_ns=max_time_ns, timeout_ns=timeout_ns, late_ns=late_ns, warmup_ns=warmup_ns,
             percentile=percentile, ci_ns=ci_ns, ci_rel=ci_rel, confidence=confidence, threads=threads, conns=conns,
             outstanding=outstanding, workers=workers, arrival=arrival, busy_poll=st["poll"] == "spin",
-            timestamps=str(st["timestamps"]), probe_conns=probe_conns, probe_rate_rps=probe_rps,
+            replies_wait=st["poll"] == "lean", timestamps=str(st["timestamps"]), probe_conns=probe_conns, probe_rate_rps=probe_rps,
             sample_every=sample_every, workload=work, service=service, service_ns=service_ns, seed=seed,
             pin=bool(st.get("pin", True)), keep_stalls=bool(st.get("keep_stalls", False)),
             workload_file=st.get("workload_file"), capped=capped, percentiles=percentiles, bounds=bounds,
@@ -371,7 +375,7 @@ class RunSpec:
             targets=addrs, rate_rps=self.rate_rps, duration_ns=self.duration_ns or self.max_time_ns,
             threads=self.threads, conns=self.conns, outstanding=self.outstanding, arrival=self.arrival,
             sample_every=self.sample_every, timeout_ns=self.timeout_ns, late_ns=self.late_ns, seed=self.seed,
-            pin=self.pin, busy_poll=self.busy_poll, protocol=proto, workload=self.workload,
+            pin=self.pin, busy_poll=self.busy_poll, replies_wait=self.replies_wait, protocol=proto, workload=self.workload,
             unreachable_ns=max(UNREACHABLE_NS, 2 * self.timeout_ns), test_stall=test_stall, timestamps=timestamps,
             probe=Probe(self.probe_conns, self.probe_rate_rps) if self.probe_conns else None,
             tls=self.tls.engine() if self.tls else None,

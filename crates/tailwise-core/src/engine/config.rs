@@ -55,10 +55,12 @@ pub struct EngineConfig {
     pub seed: u64,
     pub pin: bool,
     pub busy_poll: bool,
-    /// `--poll block` wakes for every reply, even one whose receive stamp makes its time exact
-    /// however late it is read (engine/io.rs, `replies_can_wait`): for `tailwise calibrate`, which
-    /// measures how late a reader wakes after the arrival stamp.
-    pub prompt_replies: bool,
+    /// `--poll lean`: blocking, and a reply whose receive stamp makes its time exact however late it
+    /// is read does not wake the thread but waits for the margin before the next send (engine/io.rs,
+    /// `replies_can_wait`): one sleep a request instead of two. Not the default: against memcached
+    /// and the built-in server it measured the median round trip 0.6–2.5 µs longer
+    /// (BENCHMARKS.md, bench/engine/replies.py).
+    pub replies_wait: bool,
     /// Tests only: each engine thread stops as a preemption would (and says so on stderr).
     /// Refused by builds without the `test-hooks` feature (`EngineError::NoTestHooks`).
     pub test_stall: Option<TestStall>,
@@ -107,7 +109,7 @@ impl Default for EngineConfig {
             // close to the model as spinning with kernel receive stamps, at half the CPU or less
             // (BENCHMARKS.md, issue 23 item 5); on a 2-CPU machine it leaves the coordinator a CPU.
             busy_poll: false,
-            prompt_replies: false,
+            replies_wait: false,
             test_stall: None,
             timestamps: Timestamps::User,
             probe: None,

@@ -69,13 +69,13 @@ impl Worker<Requests> {
     }
 
     /// Whether the replies can wait for the next send's wake-up rather than wake the thread
-    /// themselves (`--poll block`): each one's time is its receive stamp, exact however late it is
+    /// themselves (`--poll lean`): each one's time is its receive stamp, exact however late it is
     /// read — the kernel's or NIC's, on a datagram or on a connection with one request out (a read
     /// that takes two replies of a stream stamps both at the later's arrival). Not while anything
     /// waits on the connections: a backlog for a free slot, a connect, a handshake, a write.
     #[inline]
     pub(super) fn replies_can_wait(&self) -> bool {
-        if self.cfg.busy_poll || self.cfg.prompt_replies || self.rx.clock.is_none() || !self.path.backlog.is_empty() {
+        if self.cfg.busy_poll || !self.cfg.replies_wait || self.rx.clock.is_none() || !self.path.backlog.is_empty() {
             return false;
         }
         let datagram = self.path.datagram;

@@ -18,9 +18,9 @@
 //! coordinator analyses a consistent picture in which a freeze still going on is already visible.
 //!
 //! Busy-poll mode spins on `epoll_wait(0)`; blocking mode sleeps until the next send less the
-//! thread's measured wake-up lateness (time/wake.rs), then spins (timer slack 1 ns). A reply wakes
-//! it only where its time needs it: one whose kernel stamp is exact however late it is read waits
-//! for the margin before the next send (io.rs, `read_then_sleep`).
+//! thread's measured wake-up lateness (time/wake.rs), then spins (timer slack 1 ns); a reply wakes
+//! it. With `replies_wait` (`--poll lean`) a reply whose kernel stamp is exact however late it is
+//! read waits for the margin before the next send instead (io.rs, `read_then_sleep`).
 //!
 //! | module | what it holds |
 //! |---|---|

@@ -137,7 +137,7 @@ impl Path for Requests {
 
     /// Replies left for after the next send (io.rs, `read_then_sleep`) are read now.
     fn settle(w: &mut Worker<Requests>) {
-        if !w.cfg.busy_poll {
+        if w.cfg.replies_wait && !w.cfg.busy_poll {
             w.poll_conns(0, u64::MAX);
         }
     }

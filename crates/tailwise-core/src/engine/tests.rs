@@ -848,15 +848,15 @@ fn http_requests_go_as_encoded_in_turn_or_by_weight() {
     }
 }
 
-/// `--poll block` with kernel receive stamps: run at 2k req/s, fixed gaps of 500 µs, one request
-/// out per connection against a 20 µs server, with the replies read promptly or not.
-fn sleeps_per_request(prompt_replies: bool) -> (f64, Vec<Sample>) {
+/// Blocking with kernel receive stamps: run at 2k req/s, fixed gaps of 500 µs, one request
+/// out per connection against a 20 µs server, the replies waiting for the sends' wake-ups or not.
+fn sleeps_per_request(replies_wait: bool) -> (f64, Vec<Sample>) {
     let s = server("fixed:20us");
     let mut cfg = config(s.addr(), 2_000.0, 400);
     cfg.timestamps = Timestamps::Kernel;
     cfg.arrival = Arrival::Fixed;
     cfg.outstanding = 1;
-    cfg.prompt_replies = prompt_replies;
+    cfg.replies_wait = replies_wait;
     let r = Engine::start(cfg).unwrap().join();
     assert!(r.error.is_none(), "{:?}", r.error);
     assert_eq!(r.counters.sent, r.counters.received, "{:?}", r.counters);
@@ -864,12 +864,12 @@ fn sleeps_per_request(prompt_replies: bool) -> (f64, Vec<Sample>) {
 }
 
 #[test]
-fn a_stamped_reply_waits_for_the_next_sends_wake_up_unless_prompt_replies_are_asked() {
+fn with_replies_wait_a_stamped_reply_waits_for_the_next_sends_wake_up() {
     // Each request's reply comes ~30 µs after its send and the next send 500 µs later: woken by
     // each reply the thread sleeps twice a request, and once when the replies wait for the send's
     // wake-up. (A preemption of the host adds none of these: they are voluntary switches.)
-    let (deferred, samples) = sleeps_per_request(false);
-    let (prompt, _) = sleeps_per_request(true);
+    let (deferred, samples) = sleeps_per_request(true);
+    let (prompt, _) = sleeps_per_request(false);
     eprintln!("sleeps a request: {deferred:.2} deferred, {prompt:.2} prompt");
     assert!(deferred < 1.3, "{deferred:.2} sleeps a request with the replies deferred");
     assert!(prompt > 1.6, "{prompt:.2} sleeps a request woken by every reply");

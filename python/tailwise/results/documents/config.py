@@ -53,7 +53,7 @@ class Spec(Doc):
     timeout: str | Num
     late: str | Num
     warmup: str | Num
-    poll: Literal["spin", "block"]
+    poll: Literal["spin", "block", "lean"]
     timestamps: Literal["auto", "nic", "kernel", "user"]
     sample_every: Int | None
     seed: Int = F(description="Always set: the seed chosen when none was given.")
@@ -134,7 +134,7 @@ class Config(Doc):
     timeout_ns: Int = F(minimum=1)
     late_ns: Int = F(minimum=0)
     warmup_ns: Int = F(minimum=0)
-    poll: Literal["spin", "block"]
+    poll: Literal["spin", "block", "lean"]
     probe: ProbeSettings | None = F(description="The latency probe's settings; null without --probe.")
     packet: PacketSettings | None = F(None, description="Packet mode's settings (udp+flow://); null for other protocols; absent in summaries written before it existed.")
     timestamps: Literal["nic", "kernel", "user"] = F(description="The timestamp source used (--timestamps decided for the target's interface).")
