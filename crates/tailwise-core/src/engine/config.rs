@@ -55,11 +55,11 @@ pub struct EngineConfig {
     pub seed: u64,
     pub pin: bool,
     pub busy_poll: bool,
-    /// `--poll lean`: blocking, and a reply whose receive stamp makes its time exact however late it
-    /// is read does not wake the thread but waits for the margin before the next send (engine/io.rs,
-    /// `replies_can_wait`): one sleep a request instead of two. Not the default: against memcached
-    /// and the built-in server it measured the median round trip 0.6–2.5 µs longer
-    /// (BENCHMARKS.md, bench/engine/replies.py).
+    /// `--poll lean` (the request path; packets ignore it): blocking, and a reply whose receive stamp
+    /// makes its time exact however late it is read does not wake the thread but waits for the
+    /// margin before the next send (engine/io.rs, `replies_can_wait`): one sleep a request instead
+    /// of two. Not the default: against memcached and the built-in server it measured the median
+    /// round trip 0.6–2.5 µs longer (BENCHMARKS.md, bench/engine/replies.py).
     pub replies_wait: bool,
     /// Tests only: each engine thread stops as a preemption would (and says so on stderr).
     /// Refused by builds without the `test-hooks` feature (`EngineError::NoTestHooks`).

@@ -51,7 +51,7 @@ pub struct EngineResult {
     pub sample_bytes: usize,
     /// Involuntary context switches of the engine threads (another task took their CPU).
     pub preemptions: u64,
-    /// Voluntary context switches of the engine threads: the times they slept (`--poll block`).
+    /// Voluntary context switches of the engine threads: the times they slept (`--poll block`, `lean`).
     pub sleeps: u64,
     /// The probe thread's own counters (also in `counters`), when there is a probe.
     pub probe_counters: Option<Counters>,
