@@ -130,7 +130,7 @@ PollOption = Annotated[Optional[Poll], _opt(
     "--poll", metavar="|".join(p.value for p in Poll),
     help=f"block: sleep until each send less the measured wake-up lateness; lean: block, and a reply whose kernel "
          f"stamp is exact however late it is read waits for the next send's wake-up (one sleep a request, less CPU; "
-         f"the median round trip measured 0.6–2.5 µs longer here); spin: busy-poll, one core per thread (use it "
+         f"the built-in server's median round trip measured ~3 µs longer); spin: busy-poll, one core per thread (use it "
          f"with --timestamps user) {default('poll')}")]
 Timestamps = Annotated[Optional[str], _opt(
     "--timestamps", metavar="SOURCE",

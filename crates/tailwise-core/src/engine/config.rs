@@ -58,8 +58,8 @@ pub struct EngineConfig {
     /// `--poll lean` (the request path; packets ignore it): blocking, and a reply whose receive stamp
     /// makes its time exact however late it is read does not wake the thread but waits for the
     /// margin before the next send (engine/io.rs, `replies_can_wait`): one sleep a request instead
-    /// of two. Not the default: against memcached and the built-in server it measured the median
-    /// round trip 0.6–2.5 µs longer (BENCHMARKS.md, bench/engine/replies.py).
+    /// of two. Not the default: the built-in server's median round trip measured 2.5–3.2 µs longer
+    /// with it, memcached's within noise (BENCHMARKS.md, bench/engine/replies.py).
     pub replies_wait: bool,
     /// Tests only: each engine thread stops as a preemption would (and says so on stderr).
     /// Refused by builds without the `test-hooks` feature (`EngineError::NoTestHooks`).
