@@ -62,7 +62,7 @@ class AgentResult:
     pinned_cpus: list[int | None]
     cpu_ns: int
     preemptions: int = 0
-    sleeps: int = 0  # voluntary context switches of the engine threads (--poll block's wake-ups)
+    sleeps: int = 0  # voluntary context switches of the engine threads (--poll block's and lean's sleeps)
     probe_counters: dict | None = None  # the latency probe's own (also in counters)
     steal_s: float | None = None  # hypervisor steal time across the host's CPUs during the run
     interrupted: bool = False

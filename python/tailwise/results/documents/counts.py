@@ -115,7 +115,7 @@ class Engine(Doc):
     cpu_s: Num = F(description="CPU time of the engine threads.", minimum=0)
     cpu_ns_per_request: Num | None = F(description="Engine CPU time per request sent; null when none was sent.", minimum=0)
     preemptions: Int = F(description="Involuntary context switches of the engine threads.", minimum=0)
-    sleeps: Int = F(0, description="Voluntary context switches of the engine threads: the times they slept (--poll block wakes once a send, and for a reply only when its time needs it).", minimum=0)
+    sleeps: Int = F(0, description="Voluntary context switches of the engine threads: the times they slept (--poll block: for each send and each reply; lean: for each send, and for a reply only when its time needs it; spin: seldom).", minimum=0)
     sleeps_per_request: Num | None = F(None, description="sleeps per request sent; null when none was sent.", minimum=0)
     stalls: Int = F(description="Timing-loop iterations longer than stall_threshold_ns (not the ≥ 200 µs stalls the methodology leaves out: methodology.stalls).", minimum=0)
     stalled_s: Num = F(description="Time spent in those iterations.", minimum=0)
