@@ -6,6 +6,11 @@ default SIGTERM/SIGHUP kill the process outright. Instead the first signal is re
 the engine of the running measurement (if one runs), which then ends as an interrupted run and is
 written as usual; code between measurements asks ``check()`` and stops there. A later signal only
 says that the results are being written. The command exits with 128 + the first signal's number.
+
+Python runs a handler between bytecodes of the main thread, once for however many of a signal came
+meanwhile: a double Ctrl-C while the main thread is in one long C call (loading a library's
+extension) would be one. So every signal is also written to a wakeup pipe (``signal.set_wakeup_fd``:
+a byte each, in C), and the handler takes each byte as one signal.
 """
 
 from __future__ import annotations
@@ -36,6 +41,8 @@ class _State:
     #: Stops the running measurement's engine (``Session.stop``); None between measurements.
     stop: Callable[[], None] | None = None
     installed: bool = False
+    #: The wakeup pipe's read end (-1: none): one byte per signal delivered.
+    wakeup: int = -1
 
 
 _state = _State()
@@ -50,7 +57,25 @@ def _say(line: str) -> None:
         pass
 
 
+def _delivered(signum: int) -> list[int]:
+    """The signals delivered since the last call (from the wakeup pipe), at least this one."""
+    got = b""
+    if _state.wakeup >= 0:
+        try:
+            while chunk := os.read(_state.wakeup, 64):
+                got += chunk
+        except (BlockingIOError, OSError):
+            pass
+    # Empty: an earlier call took this one's byte with its own (both already handled).
+    return [b for b in got if b in STOP_SIGNALS] if _state.wakeup >= 0 else [signum]
+
+
 def _handler(signum: int, _frame) -> None:
+    for one in _delivered(signum):
+        _one(one)
+
+
+def _one(signum: int) -> None:
     name = signal.Signals(signum).name
     if _state.signum is None:
         _state.signum = signum
@@ -66,6 +91,12 @@ def handled() -> Iterator[None]:
     """Handle the stop signals for the duration of a command (the previous handlers after)."""
     previous = {s: signal.getsignal(s) for s in STOP_SIGNALS}
     _state.signum, _state.stop, _state.installed = None, None, True
+    r, w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        previous_fd = signal.set_wakeup_fd(w, warn_on_full_buffer=False)
+        _state.wakeup = r
+    except ValueError:  # not the main thread: handled as Python delivers them
+        previous_fd = None
     for s in STOP_SIGNALS:
         signal.signal(s, _handler)
     try:
@@ -73,6 +104,11 @@ def handled() -> Iterator[None]:
     finally:
         for s, h in previous.items():
             signal.signal(s, h)
+        if previous_fd is not None:
+            signal.set_wakeup_fd(previous_fd)
+        _state.wakeup = -1
+        os.close(r)
+        os.close(w)
         _state.stop, _state.installed = None, False
 
 
