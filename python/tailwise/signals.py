@@ -66,8 +66,10 @@ def _delivered(signum: int) -> list[int]:
                 got += chunk
         except (BlockingIOError, OSError):
             pass
-    # Empty: an earlier call took this one's byte with its own (both already handled).
-    return [b for b in got if b in STOP_SIGNALS] if _state.wakeup >= 0 else [signum]
+    # None there: its byte is not written yet (the C handler marks the signal first, and may run on
+    # another thread), or an earlier call took it. Handled as one either way: a lost first signal
+    # would not stop the run, and one handled twice only says "still finishing" once more.
+    return [b for b in got if b in STOP_SIGNALS] or [signum]
 
 
 def _handler(signum: int, _frame) -> None:
