@@ -34,7 +34,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from poll_block import CPU_CLIENT, Serve, spinner_noise  # noqa: E402
+from poll_block import CPU_CLIENT, Serve, has_mode, spinner_noise  # noqa: E402
 
 RATE, SECONDS, FROM_S, COUNT_S = 10_000, 8, 3, 3
 CALLS = ("sendto", "write", "writev", "recvmsg", "recvmmsg", "recvfrom", "read", "readv", "ioctl", "epoll_wait", "epoll_pwait",
@@ -112,11 +112,6 @@ def memtier(path: str, srv: Serve) -> dict:
     counted = count(proc.pid, None, srv.proc.pid)
     proc.wait(timeout=SECONDS + 60)
     return counted
-
-
-def has_mode(root: Path, mode: str) -> bool:
-    """Whether a build's CLI knows `--poll MODE` (one from before a mode was added does not)."""
-    return f'"{mode}"' in (root / "python" / "tailwise" / "cli" / "options.py").read_text()
 
 
 def main() -> int:

@@ -29,6 +29,13 @@ const WAIT_GRID_NS: u64 = 1_000_000;
 /// read of one reply (recvmsg, parse, record) takes 2–4 µs on loopback here.
 const READ_BUDGET_NS: u64 = 5_000;
 
+/// The instant a wait of `wait_ns` from `now` ends: as asked, or at the cap on its grid, so that the
+/// instant stays steady across iterations (io/poll.rs re-arms its timer only when it moves).
+#[inline]
+fn wake_at(now: u64, wait_ns: u64) -> u64 {
+    if wait_ns >= WAIT_GRID_NS { (now + wait_ns) / WAIT_GRID_NS * WAIT_GRID_NS } else { now + wait_ns }
+}
+
 /// One non-blocking read of a connection, with its receive stamp on `stamps` when asked for one.
 #[inline]
 fn read(stamps: Option<StampClock>, fd: RawFd, buf: &mut [u8]) -> (io::Result<usize>, Option<u64>) {
@@ -270,7 +277,7 @@ impl Worker<Requests> {
     /// stamp is its time still.
     fn read_then_sleep(&mut self, wait_ns: u64, next_due: u64) {
         let now = self.watch.now();
-        let at = if wait_ns >= WAIT_GRID_NS { (now + wait_ns) / WAIT_GRID_NS * WAIT_GRID_NS } else { now + wait_ns };
+        let at = wake_at(now, wait_ns);
         if self.path.unread {
             self.wait_and_serve(0, next_due);
         }
@@ -298,7 +305,7 @@ impl Worker<Requests> {
             // The instant to wake at, steady across iterations so that the timer is re-armed only
             // when it moves (io/poll.rs): the next send's, or a wait at the cap ends on its grid.
             let now = self.watch.now();
-            at = if wait_ns >= WAIT_GRID_NS { (now + wait_ns) / WAIT_GRID_NS * WAIT_GRID_NS } else { now + wait_ns };
+            at = wake_at(now, wait_ns);
             self.watch.plan_wait(at - now);
             self.path.ep.wait_until(at)
         };
